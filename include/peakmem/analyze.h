@@ -1,0 +1,26 @@
+// The library's front door: load a trace from a file or text, run a model,
+// get a Report. The CLI and the Python extension both call only this.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "peakmem/report.h"
+#include "peakmem/trace_text_reader.h"
+
+namespace peakmem {
+
+// Names of the models that exist in this build, in order of preference.
+const std::vector<std::string>& AvailableModels();
+
+// Reads a trace file: printed trace text, or the JSON export (a file whose
+// first non-blank character is '{'). Throws TraceError on bad input.
+ParsedTrace LoadTrace(const std::string& path);
+// Same for text held in memory; `name` is used in messages.
+ParsedTrace ParseTrace(const std::string& name, std::string text);
+
+// Runs `model` on the trace. Throws std::invalid_argument for a model name
+// that does not exist, TraceError for input the model cannot size.
+Report Analyze(const ParsedTrace& trace, const std::string& model);
+
+}  // namespace peakmem

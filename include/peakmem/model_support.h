@@ -1,0 +1,44 @@
+// Pieces every model shares: raising errors located in the trace's source,
+// building per-step report rows, and collecting the ops the registry does not
+// know for the diagnostics.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "peakmem/report.h"
+#include "peakmem/trace_text_reader.h"
+
+namespace peakmem {
+
+// Raises TraceError at a location of the parsed trace's source.
+class ModelErrors {
+ public:
+  explicit ModelErrors(const ParsedTrace& parsed) : parsed_(parsed) {}
+  [[noreturn]] void Fail(SourceLocation at, const std::string& message) const;
+
+ private:
+  const ParsedTrace& parsed_;
+};
+
+// A report row for statement `index`.
+Step MakeStep(const ParsedTrace& parsed, std::size_t index, std::int64_t delta,
+              std::int64_t live);
+
+// Ops missing from the op registry, with where they first appear.
+class UnknownOps {
+ public:
+  void Note(const Statement& statement);
+  // One line per unknown op: "op 'foo' (line 12, 3 calls) is not in ...; <consequence>".
+  void AppendDiagnostics(std::vector<std::string>* out, const std::string& consequence) const;
+
+ private:
+  struct Seen {
+    int first_line;
+    int calls;
+  };
+  std::map<std::string, Seen> ops_;
+};
+
+}  // namespace peakmem

@@ -1,0 +1,56 @@
+// The result of analysing a trace with one model, and its renderings.
+//
+// A Report holds the peak, the bytes still held when the function returns,
+// a breakdown (ordered: key -> bytes, in the order the model first wrote the
+// key, as a Python dict keeps it), one step per statement (live bytes after
+// it), and diagnostics (ops the model does not know, assumptions it made).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace peakmem {
+
+// An insertion-ordered string -> int64 map with Python dict semantics:
+// assigning an existing key replaces its value and keeps its position.
+class OrderedBreakdown {
+ public:
+  void Set(const std::string& key, std::int64_t bytes);
+  const std::vector<std::pair<std::string, std::int64_t>>& items() const { return items_; }
+  std::size_t size() const { return items_.size(); }
+
+ private:
+  std::vector<std::pair<std::string, std::int64_t>> items_;
+  std::unordered_map<std::string, std::size_t> index_;
+};
+
+struct Step {
+  int index = 0;           // 0-based statement index
+  int line = 0;            // 1-based source line (0 when unknown)
+  std::string op;          // symbol name ("mul", "python_del", ...)
+  std::string source;      // the statement's source line, trimmed
+  std::int64_t delta_bytes = 0;
+  std::int64_t live_bytes = 0;  // after the statement
+};
+
+struct Report {
+  std::string model;
+  std::string trace_name;
+  std::int64_t peak_bytes = 0;
+  std::int64_t final_bytes = 0;
+  int peak_step = -1;  // first step whose live bytes equal the peak; -1: before any step
+  OrderedBreakdown breakdown;
+  std::vector<Step> steps;
+  std::vector<std::string> diagnostics;
+};
+
+// JSON: {"model", "trace", "peak_bytes", "final_bytes", "peak_step",
+// "breakdown" (ordered object), "steps" [...], "diagnostics" [...]}.
+std::string ReportToJson(const Report& report, int indent = 2);
+// Human-readable summary and per-step table.
+std::string ReportToText(const Report& report);
+
+}  // namespace peakmem

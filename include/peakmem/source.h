@@ -1,0 +1,65 @@
+// Source text and locations for error messages.
+//
+// Every error peakmem reports about its input names a place in that input:
+// `file:line:col: message`, then the offending line and a caret under the
+// column (ninja's habit). SourceFile keeps the whole text and an index of line
+// starts so that a location can be turned back into its line cheaply.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace peakmem {
+
+// A 1-based line and column inside a named input. Column counts bytes.
+struct SourceLocation {
+  int line = 0;
+  int column = 0;
+};
+
+class SourceFile {
+ public:
+  SourceFile(std::string name, std::string text);
+
+  const std::string& name() const { return name_; }
+  const std::string& text() const { return text_; }
+  int line_count() const { return static_cast<int>(line_starts_.size()); }
+  // The text of a 1-based line, without its line break.
+  std::string_view Line(int line) const;
+
+ private:
+  std::string name_;
+  std::string text_;
+  std::vector<std::size_t> line_starts_;
+};
+
+// An error in the input: a location, a message, and the offending line.
+// what() is the full three-line rendering:
+//   file:line:col: message
+//   <the line>
+//   <spaces>^
+class TraceError : public std::runtime_error {
+ public:
+  TraceError(std::string file, SourceLocation location, std::string message,
+             std::string line_text);
+
+  const std::string& file() const { return file_; }
+  SourceLocation location() const { return location_; }
+  const std::string& message() const { return message_; }
+  const std::string& line_text() const { return line_text_; }
+
+ private:
+  std::string file_;
+  SourceLocation location_;
+  std::string message_;
+  std::string line_text_;
+};
+
+// Builds a TraceError pointing at `location` in `source`.
+[[noreturn]] void ThrowAt(const SourceFile& source, SourceLocation location,
+                          const std::string& message);
+
+}  // namespace peakmem

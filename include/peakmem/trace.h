@@ -1,0 +1,136 @@
+// The IR of a straight-line tensor program (a Thunder execution trace).
+//
+// A Trace is what every reader produces and every model consumes:
+//   - a signature (positional parameters, defaults, *args, **kwargs);
+//   - a table of values, one per definition of a name, each with its type;
+//   - statements in program order: op calls, unpacks, `del`, collection
+//     clears and the final `return`;
+//   - for each op call, the subsymbols Thunder printed under it (indented
+//     comment lines), kept as a tree of text.
+// Names are resolved to ValueIds by the reader, so models never look names up.
+// A name defined again after `del` is a new value with a new id.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "peakmem/source.h"
+#include "peakmem/value_type.h"
+
+namespace peakmem {
+
+using ValueId = std::uint32_t;
+inline constexpr ValueId kNoValue = 0xFFFFFFFFu;
+
+// What kind of Python container a collection value is, where known. The
+// printed trace only says "Collection"; a live trace (or its JSON export)
+// says which.
+enum class ContainerKind : std::uint8_t { kUnknown, kList, kTuple, kDict, kSet };
+const char* ContainerKindName(ContainerKind kind);
+
+struct Value {
+  std::string name;
+  ValueType type;
+  ContainerKind container = ContainerKind::kUnknown;  // collections only
+  SourceLocation defined_at;
+};
+
+// An expression in an argument list or a return: a reference to a trace value,
+// a constant (number, string, None, a dotted global such as `dtypes.float32`),
+// a container literal, or a nested call.
+struct Expr {
+  enum class Kind : std::uint8_t { kValue, kConstant, kTuple, kList, kDict, kSet, kCall };
+  Kind kind = Kind::kConstant;
+  ValueId value = kNoValue;  // kValue
+  std::string text;          // kConstant: its source text; kCall: the callee
+  // kTuple/kList/kSet: elements; kDict: key, value, key, value, ...;
+  // kCall: positional arguments then keyword argument values.
+  std::vector<Expr> items;
+  std::vector<std::string> keywords;  // kCall: names of the trailing keyword items
+  SourceLocation at;
+};
+
+// An assignment target: `t0`, `_`, `(a, b)`, `[a, b]`, nested.
+struct Pattern {
+  enum class Kind : std::uint8_t { kValue, kIgnore, kTuple, kList };
+  Kind kind = Kind::kTuple;
+  ValueId value = kNoValue;  // kValue
+  std::vector<Pattern> items;
+  SourceLocation at;
+};
+
+// A comment line printed under an op at deeper indentation: the op's
+// decomposition. Kept as text in a tree (by indentation).
+struct SubSymbol {
+  std::string text;  // without the leading "# "
+  int line = 0;
+  std::vector<SubSymbol> children;
+};
+
+enum class StatementKind : std::uint8_t {
+  kCall,    // outputs = callee(args, kwargs)   (outputs may be empty)
+  kUnpack,  // a, b, = source   (also `# C1 (empty sequence)`)
+  kAssign,  // a = source       (plain rebinding)
+  kDel,     // del a, b
+  kClear,   // clear_mutable_collection(source) / clear_collection(source)
+  kReturn,  // return expr
+};
+const char* StatementKindName(StatementKind kind);
+
+struct Statement {
+  StatementKind kind = StatementKind::kCall;
+  SourceLocation at;
+  int source_line = 0;    // 1-based line in the input where the statement starts
+  std::string callee;     // kCall, kClear: the printed callee, e.g. "torch.mul"
+  Pattern outputs;        // kCall, kUnpack, kAssign
+  std::vector<Expr> args; // kCall, kClear: positional arguments
+  std::vector<std::pair<std::string, Expr>> kwargs;  // kCall
+  ValueId source = kNoValue;      // kUnpack, kAssign, kClear
+  std::vector<ValueId> deleted;   // kDel
+  Expr returned;                  // kReturn
+  std::vector<SubSymbol> subsymbols;  // kCall
+  bool legacy_clear = false;      // kClear spelled `clear_collection` (older Thunder)
+
+  // The symbol's name as Thunder reports it: the callee's last dotted
+  // component (`torch.nn.functional.linear` -> `linear`).
+  std::string SymbolName() const;
+};
+
+struct Parameter {
+  enum class Kind : std::uint8_t { kPositional, kVarArgs, kVarKwargs };
+  Kind kind = Kind::kPositional;
+  ValueId value = kNoValue;
+  std::optional<Expr> default_value;
+};
+
+struct Trace {
+  std::string source_name;  // file name or "<string>", for messages
+  std::string function_name;
+  std::vector<std::string> decorators;
+  std::vector<Parameter> params;
+  std::vector<Value> values;
+  std::vector<Statement> statements;
+
+  const Value& value(ValueId id) const { return values[id]; }
+  Value& value(ValueId id) { return values[id]; }
+};
+
+// Flattening helpers, in Thunder's order (depth first, left to right).
+// Values referenced by an expression list (args then kwargs).
+void FlattenValues(const Expr& expr, std::vector<ValueId>* out);
+void FlattenValues(const Pattern& pattern, std::vector<ValueId>* out);
+// A call's arguments, flattened: Thunder's `bsym.flat_proxy_args`.
+std::vector<ValueId> FlatArgs(const Statement& statement);
+// A statement's outputs, flattened: Thunder's `bsym.flat_proxy_outs`.
+std::vector<ValueId> FlatOutputs(const Statement& statement);
+
+// The elements a collection value was unpacked into, per collection: the
+// targets of the first `unpack` whose source is that value. Indexed by
+// ValueId; nullptr when a value was never unpacked.
+std::vector<const Pattern*> CollectionContents(const Trace& trace);
+
+}  // namespace peakmem

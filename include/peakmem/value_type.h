@@ -1,0 +1,74 @@
+// Types of trace values: Thunder's dtypes and the type strings it prints.
+//
+// Thunder prints a value's type as a string in a comment, e.g.
+//   "cuda:0 f32[2, 3]"   a tensor: device, dtype short name, shape
+//   "FUTURE cuda:0 f32[4]"  a tensor that an asynchronous op will produce
+//   "Collection"         a list/tuple/dict proxy
+//   "int 4", "float 0.5", "bool True", "complex 1j"   numbers
+// This file turns those strings into ValueType. A tensor's byte size is
+// computed here, once, with overflow checks, so every later stage can use it
+// without re-checking.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace peakmem {
+
+// One of Thunder's dtypes, named by its printed short name (`f32`, `bf16`,
+// `f8_e4m3fn`, ...). Weak and strong variants print alike and have one size.
+struct DType {
+  std::string_view short_name;
+  int bits = 0;  // 4 for the packed fp4 type, whose element is half a byte.
+};
+
+// Looks a short name up; nullptr when Thunder has no such dtype.
+const DType* FindDType(std::string_view short_name);
+// Every dtype peakmem knows, in table order.
+const std::vector<DType>& AllDTypes();
+
+enum class ValueKind : std::uint8_t {
+  kUnknown,       // no type was printed and none could be inferred
+  kTensor,
+  kFutureTensor,  // FutureTensorProxy: counts as a tensor for memory
+  kCollection,
+  kNumber,
+  kString,
+  kNone,
+  kOpaque,  // any other printed type ("Any", a context object, ...)
+};
+
+bool IsTensorKind(ValueKind kind);
+const char* ValueKindName(ValueKind kind);
+
+struct ValueType {
+  ValueKind kind = ValueKind::kUnknown;
+  // Tensors only.
+  std::string device;
+  const DType* dtype = nullptr;
+  std::vector<std::int64_t> shape;
+  std::uint64_t numel = 0;
+  std::uint64_t bytes = 0;  // numel * bits / 8, checked for overflow
+  // The printed type string, verbatim (for numbers: "int 4").
+  std::string text;
+};
+
+// Why a type string could not be read, and where in it (0-based offset).
+struct TypeStringError {
+  std::size_t offset = 0;
+  std::string message;
+};
+
+// Parses a printed type string. On failure returns nullopt and fills `error`.
+std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error);
+
+// Builds a tensor type from parts (used by the JSON reader and tests); the
+// same checks as ParseTypeString apply.
+std::optional<ValueType> MakeTensorType(std::string device, std::string_view dtype,
+                                        std::vector<std::int64_t> shape, bool future,
+                                        TypeStringError* error);
+
+}  // namespace peakmem

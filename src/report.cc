@@ -1,0 +1,85 @@
+#include "peakmem/report.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace peakmem {
+
+void OrderedBreakdown::Set(const std::string& key, std::int64_t bytes) {
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    items_[it->second].second = bytes;
+    return;
+  }
+  index_.emplace(key, items_.size());
+  items_.emplace_back(key, bytes);
+}
+
+std::string ReportToJson(const Report& report, int indent) {
+  nlohmann::ordered_json j;
+  j["model"] = report.model;
+  j["trace"] = report.trace_name;
+  j["peak_bytes"] = report.peak_bytes;
+  j["final_bytes"] = report.final_bytes;
+  j["peak_step"] = report.peak_step;
+  nlohmann::ordered_json breakdown = nlohmann::ordered_json::object();
+  for (const auto& [key, bytes] : report.breakdown.items()) breakdown[key] = bytes;
+  j["breakdown"] = std::move(breakdown);
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (const Step& s : report.steps) {
+    steps.push_back({{"index", s.index},
+                     {"line", s.line},
+                     {"op", s.op},
+                     {"source", s.source},
+                     {"delta_bytes", s.delta_bytes},
+                     {"live_bytes", s.live_bytes}});
+  }
+  j["steps"] = std::move(steps);
+  j["diagnostics"] = report.diagnostics;
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+namespace {
+
+std::string HumanBytes(std::int64_t bytes) {
+  const double b = static_cast<double>(bytes < 0 ? -bytes : bytes);
+  const char* sign = bytes < 0 ? "-" : "";
+  if (b < 1024) return fmt::format("{}{} B", sign, static_cast<std::int64_t>(b));
+  if (b < 1024.0 * 1024) return fmt::format("{}{:.1f} KiB", sign, b / 1024);
+  if (b < 1024.0 * 1024 * 1024) return fmt::format("{}{:.1f} MiB", sign, b / (1024.0 * 1024));
+  return fmt::format("{}{:.2f} GiB", sign, b / (1024.0 * 1024 * 1024));
+}
+
+}  // namespace
+
+std::string ReportToText(const Report& report) {
+  std::string out;
+  out += fmt::format("trace: {}\nmodel: {}\n", report.trace_name, report.model);
+  out += fmt::format("peak:  {} bytes ({})\n", report.peak_bytes, HumanBytes(report.peak_bytes));
+  out += fmt::format("final: {} bytes ({})\n", report.final_bytes, HumanBytes(report.final_bytes));
+  if (report.peak_step >= 0 && report.peak_step < static_cast<int>(report.steps.size())) {
+    const Step& s = report.steps[report.peak_step];
+    out += fmt::format("peak reached at step {} (line {}): {}\n", s.index, s.line, s.source);
+  } else {
+    out += "peak reached before the first statement\n";
+  }
+  if (!report.diagnostics.empty()) {
+    out += "\ndiagnostics:\n";
+    for (const std::string& d : report.diagnostics) out += "  - " + d + "\n";
+  }
+  out += "\nbreakdown:\n";
+  for (const auto& [key, bytes] : report.breakdown.items()) {
+    out += fmt::format("  {:>14}  {}\n", bytes, key);
+  }
+  out += fmt::format("\n{:>5} {:>5} {:>14} {:>14}  {}\n", "step", "line", "delta", "live", "statement");
+  for (const Step& s : report.steps) {
+    std::string source = s.source;
+    if (source.size() > 80) source = source.substr(0, 77) + "...";
+    out += fmt::format("{:>5} {:>5} {:>14} {:>14}  {}{}\n", s.index, s.line, s.delta_bytes,
+                       s.live_bytes, source, s.index == report.peak_step ? "   <- peak" : "");
+  }
+  return out;
+}
+
+}  // namespace peakmem

@@ -1,0 +1,72 @@
+#include "peakmem/source.h"
+
+#include <algorithm>
+
+namespace peakmem {
+namespace {
+
+// Non-printable bytes in the echoed line would garble a terminal; show them
+// as '?' so the caret still lines up byte for byte.
+std::string Printable(std::string_view line) {
+  std::string out(line);
+  for (char& c : out) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 && c != '\t') c = '?';
+    if (u >= 0x80) c = '?';
+  }
+  constexpr std::size_t kMaxEcho = 200;
+  if (out.size() > kMaxEcho) out = out.substr(0, kMaxEcho) + "...";
+  return out;
+}
+
+std::string Render(const std::string& file, SourceLocation loc, const std::string& message,
+                   const std::string& line_text) {
+  std::string out = file + ":" + std::to_string(loc.line) + ":" + std::to_string(loc.column) +
+                    ": " + message;
+  if (loc.line > 0) {
+    const std::string shown = Printable(line_text);
+    out += "\n" + shown + "\n";
+    // The caret sits under the column; tabs are kept so that it aligns.
+    const std::size_t col = std::max(1, loc.column);
+    std::string pad;
+    for (std::size_t i = 0; i + 1 < col && i < shown.size(); ++i) {
+      pad += shown[i] == '\t' ? '\t' : ' ';
+    }
+    if (col - 1 > shown.size()) pad.append(col - 1 - shown.size(), ' ');
+    out += pad + "^";
+  }
+  return out;
+}
+
+}  // namespace
+
+SourceFile::SourceFile(std::string name, std::string text)
+    : name_(std::move(name)), text_(std::move(text)) {
+  line_starts_.push_back(0);
+  for (std::size_t i = 0; i < text_.size(); ++i) {
+    if (text_[i] == '\n' && i + 1 < text_.size()) line_starts_.push_back(i + 1);
+  }
+}
+
+std::string_view SourceFile::Line(int line) const {
+  if (line < 1 || line > line_count()) return {};
+  const std::size_t begin = line_starts_[line - 1];
+  std::size_t end = text_.find('\n', begin);
+  if (end == std::string::npos) end = text_.size();
+  if (end > begin && text_[end - 1] == '\r') --end;
+  return std::string_view(text_).substr(begin, end - begin);
+}
+
+TraceError::TraceError(std::string file, SourceLocation location, std::string message,
+                       std::string line_text)
+    : std::runtime_error(Render(file, location, message, line_text)),
+      file_(std::move(file)),
+      location_(location),
+      message_(std::move(message)),
+      line_text_(std::move(line_text)) {}
+
+void ThrowAt(const SourceFile& source, SourceLocation location, const std::string& message) {
+  throw TraceError(source.name(), location, message, std::string(source.Line(location.line)));
+}
+
+}  // namespace peakmem

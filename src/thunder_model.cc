@@ -1,0 +1,261 @@
+#include "peakmem/thunder_model.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_set>
+
+#include "peakmem/model_support.h"
+#include "peakmem/op_registry.h"
+
+namespace peakmem {
+
+const std::vector<std::string_view>& ThunderAliasOps() {
+  static const std::vector<std::string_view> ops = {
+      "unsqueeze", "squeeze",  "transpose", "expand",
+      "reshape",   "torch_prims_reshape_impl", "permute", "contiguous",
+      "split",     "torch_wait_prim_impl",     "shallow_copy",
+  };
+  return ops;
+}
+
+std::string_view ThunderSymbolId(std::string_view callee) {
+  if (callee.substr(0, 6) == "prims." || callee.substr(0, 7) == "ltorch.") return {};
+  const std::size_t dot = callee.rfind('.');
+  return dot == std::string_view::npos ? callee : callee.substr(dot + 1);
+}
+
+namespace {
+
+bool IsThunderAlias(std::string_view callee) {
+  const std::string_view id = ThunderSymbolId(callee);
+  const auto& ops = ThunderAliasOps();
+  return !id.empty() && std::find(ops.begin(), ops.end(), id) != ops.end();
+}
+
+class ThunderModel {
+ public:
+  explicit ThunderModel(const ParsedTrace& parsed)
+      : parsed_(parsed),
+        trace_(parsed.trace),
+        contents_(CollectionContents(trace_)),
+        data_of_(trace_.values.size(), -1) {}
+
+  Report Run();
+
+ private:
+  // Thunder's MemoryData: a reference count and the proxy whose size is freed.
+  struct MemoryData {
+    int count;
+    ValueId proxy;
+  };
+
+  std::int64_t CountArguments();
+  void CountArgumentLeaves(const Pattern& pattern, std::int64_t* allocated, int depth);
+  void CountArgument(ValueId id, std::int64_t* allocated, int depth);
+  std::int64_t Default(const Statement& s);
+  std::int64_t Alias(const Statement& s);
+  std::int64_t Del(const Statement& s);
+  std::int64_t Clear(const Statement& s);
+  std::int64_t DropReference(ValueId id, const Statement& s, const std::string& key_prefix);
+  void ClearLeaves(const Pattern& pattern, const Statement& s, std::int64_t* freed);
+
+  const ParsedTrace& parsed_;
+  const Trace& trace_;
+  std::vector<const Pattern*> contents_;
+  std::vector<int> data_of_;  // ValueId -> index in memory_data_, -1 if unregistered
+  std::vector<MemoryData> memory_data_;
+  Report report_;
+  ModelErrors errors_{parsed_};
+};
+
+void ThunderModel::CountArgument(ValueId id, std::int64_t* allocated, int depth) {
+  const Value& v = trace_.value(id);
+  switch (v.type.kind) {
+    case ValueKind::kTensor:
+    case ValueKind::kFutureTensor: {
+      data_of_[id] = static_cast<int>(memory_data_.size());
+      memory_data_.push_back({2, id});
+      const auto bytes = static_cast<std::int64_t>(v.type.bytes);
+      *allocated += bytes;
+      report_.breakdown.Set("argument " + v.name, bytes);
+      return;
+    }
+    case ValueKind::kCollection:
+      if (contents_[id] == nullptr) {
+        report_.diagnostics.push_back("the contents of collection argument '" + v.name +
+                                      "' are never unpacked; counted as empty");
+        return;
+      }
+      CountArgumentLeaves(*contents_[id], allocated, depth + 1);
+      return;
+    case ValueKind::kUnknown:
+      errors_.Fail(v.defined_at, "argument '" + v.name + "' has no type comment");
+    default:
+      report_.diagnostics.push_back("argument '" + v.name + "' is a " +
+                                    ValueKindName(v.type.kind) +
+                                    ", not a tensor; Thunder's get_alloc_memory would raise on it, "
+                                    "peakmem counts it as 0 bytes");
+      return;
+  }
+}
+
+void ThunderModel::CountArgumentLeaves(const Pattern& pattern, std::int64_t* allocated,
+                                       int depth) {
+  if (depth > 1000) errors_.Fail(pattern.at, "collections nested too deeply");
+  if (pattern.kind == Pattern::Kind::kValue) {
+    CountArgument(pattern.value, allocated, depth);
+    return;
+  }
+  for (const Pattern& item : pattern.items) CountArgumentLeaves(item, allocated, depth);
+}
+
+std::int64_t ThunderModel::CountArguments() {
+  std::int64_t allocated = 0;
+  for (const Parameter& p : trace_.params) CountArgument(p.value, &allocated, 0);
+  return allocated;
+}
+
+std::int64_t ThunderModel::Default(const Statement& s) {
+  std::int64_t result = 0;
+  std::string names;
+  for (ValueId id : FlatOutputs(s)) {
+    const Value& v = trace_.value(id);
+    if (v.type.kind == ValueKind::kUnknown) {
+      errors_.Fail(v.defined_at, "cannot determine the size of '" + v.name +
+                                     "': no type comment and no subsymbol defines it");
+    }
+    if (!IsTensorKind(v.type.kind)) continue;
+    result += static_cast<std::int64_t>(v.type.bytes);
+    if (data_of_[id] < 0) {
+      data_of_[id] = static_cast<int>(memory_data_.size());
+      memory_data_.push_back({1, id});
+    }
+    if (!names.empty()) names += ", ";
+    names += v.name;
+  }
+  report_.breakdown.Set(s.SymbolName() + " " + names, result);
+  return result;
+}
+
+std::int64_t ThunderModel::Alias(const Statement& s) {
+  const std::vector<ValueId> args = FlatArgs(s);
+  if (args.empty() || data_of_[args[0]] < 0) {
+    errors_.Fail(s.at, "alias op '" + s.SymbolName() +
+                           "' on a value Thunder never counted (its get_alloc_memory asserts here)");
+  }
+  const int data = data_of_[args[0]];
+  for (ValueId out : FlatOutputs(s)) {
+    ++memory_data_[data].count;
+    data_of_[out] = data;
+  }
+  return 0;
+}
+
+std::int64_t ThunderModel::DropReference(ValueId id, const Statement& s,
+                                         const std::string& key_prefix) {
+  const Value& v = trace_.value(id);
+  if (data_of_[id] < 0) {
+    errors_.Fail(s.at, "Thunder's get_alloc_memory never counted tensor '" + v.name +
+                           "' (it asserts here); was it unpacked from a collection that is not "
+                           "an argument?");
+  }
+  MemoryData& data = memory_data_[data_of_[id]];
+  if (data.count == 0) {
+    errors_.Fail(s.at, "reference count of '" + v.name + "' would become negative");
+  }
+  if (--data.count != 0) return 0;
+  const auto size = static_cast<std::int64_t>(trace_.value(data.proxy).type.bytes);
+  report_.breakdown.Set(key_prefix + v.name, -size);
+  return -size;
+}
+
+std::int64_t ThunderModel::Del(const Statement& s) {
+  std::int64_t freed = 0;
+  for (ValueId id : s.deleted) {
+    const Value& v = trace_.value(id);
+    if (v.type.kind == ValueKind::kUnknown && data_of_[id] < 0) {
+      errors_.Fail(s.at, "cannot determine the type of '" + v.name + "' deleted here");
+    }
+    if (!IsTensorKind(v.type.kind)) continue;
+    freed += DropReference(id, s, "python_del ");
+  }
+  return freed;
+}
+
+void ThunderModel::ClearLeaves(const Pattern& pattern, const Statement& s, std::int64_t* freed) {
+  if (pattern.kind == Pattern::Kind::kValue) {
+    if (IsTensorKind(trace_.value(pattern.value).type.kind)) {
+      *freed += DropReference(pattern.value, s, "clear_mutable_collection ");
+    }
+    return;
+  }
+  for (const Pattern& item : pattern.items) ClearLeaves(item, s, freed);
+}
+
+std::int64_t ThunderModel::Clear(const Statement& s) {
+  const Value& c = trace_.value(s.source);
+  const bool is_argument = std::any_of(trace_.params.begin(), trace_.params.end(),
+                                       [&](const Parameter& p) {
+                                         return trace_.value(p.value).name == c.name;
+                                       });
+  if (!is_argument) return 0;
+  if (c.container == ContainerKind::kTuple) return 0;
+  if (c.type.kind != ValueKind::kCollection) return 0;
+  std::int64_t freed = 0;
+  if (contents_[s.source] != nullptr) {
+    // Direct elements only: a nested collection is a CollectionProxy leaf.
+    for (const Pattern& item : contents_[s.source]->kind == Pattern::Kind::kValue
+                                   ? std::vector<Pattern>{*contents_[s.source]}
+                                   : contents_[s.source]->items) {
+      ClearLeaves(item, s, &freed);
+    }
+  }
+  return freed;
+}
+
+Report ThunderModel::Run() {
+  report_.model = "thunder";
+  report_.trace_name = trace_.source_name;
+  std::int64_t allocated = CountArguments();
+  std::int64_t max_allocated = 0;
+  UnknownOps unknown;
+  for (std::size_t i = 0; i < trace_.statements.size(); ++i) {
+    const Statement& s = trace_.statements[i];
+    const std::int64_t before = allocated;
+    bool skipped = false;
+    switch (s.kind) {
+      case StatementKind::kUnpack:
+      case StatementKind::kAssign:
+      case StatementKind::kReturn:
+        skipped = true;
+        break;
+      case StatementKind::kDel:
+        allocated += Del(s);
+        break;
+      case StatementKind::kClear:
+        // Thunder's current estimator knows only `clear_mutable_collection`;
+        // the older `clear_collection` falls through to the default rule.
+        allocated += s.legacy_clear ? Default(s) : Clear(s);
+        break;
+      case StatementKind::kCall:
+        unknown.Note(s);
+        allocated += IsThunderAlias(s.callee) ? Alias(s) : Default(s);
+        break;
+    }
+    if (!skipped && allocated > max_allocated) {
+      max_allocated = allocated;
+      report_.peak_step = static_cast<int>(i);
+    }
+    report_.steps.push_back(MakeStep(parsed_, i, allocated - before, allocated));
+  }
+  report_.peak_bytes = max_allocated;
+  report_.final_bytes = allocated;
+  unknown.AppendDiagnostics(&report_.diagnostics, "counted as allocating its outputs, as Thunder does");
+  return std::move(report_);
+}
+
+}  // namespace
+
+Report RunThunderModel(const ParsedTrace& parsed) { return ThunderModel(parsed).Run(); }
+
+}  // namespace peakmem

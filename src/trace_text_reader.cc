@@ -1,0 +1,876 @@
+#include "peakmem/trace_text_reader.h"
+
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace peakmem {
+namespace {
+
+constexpr int kMaxNesting = 200;  // brackets or patterns; deeper input is rejected
+
+bool IsIdentStart(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+int IndentOf(std::string_view line) {
+  int n = 0;
+  while (n < static_cast<int>(line.size()) && (line[n] == ' ' || line[n] == '\t')) ++n;
+  return n;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// A statement may span several physical lines (backslash continuation or an
+// open bracket). LogicalLine joins them and remembers where each piece came
+// from so that offsets map back to line:column.
+struct LogicalLine {
+  struct Piece {
+    std::size_t offset;  // in text
+    int line;
+    int column;  // 1-based column of text[offset] in its line
+  };
+  std::string text;
+  std::vector<Piece> pieces;
+
+  SourceLocation At(std::size_t offset) const {
+    const Piece* best = &pieces.front();
+    for (const Piece& p : pieces) {
+      if (p.offset <= offset) best = &p;
+    }
+    return {best->line, best->column + static_cast<int>(offset - best->offset)};
+  }
+};
+
+// Scans a line for the bracket depth at its end and the start of a trailing
+// comment, skipping string literals. Returns false on an unterminated string.
+struct LineScan {
+  int depth_change = 0;
+  std::size_t comment = std::string_view::npos;
+  bool unterminated_string = false;
+};
+
+LineScan ScanLine(std::string_view s) {
+  LineScan scan;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '#') {
+      scan.comment = i;
+      return scan;
+    }
+    if (c == '\'' || c == '"') {
+      std::size_t j = i + 1;
+      while (j < s.size() && s[j] != c) j += (s[j] == '\\') ? 2 : 1;
+      if (j >= s.size()) {
+        scan.unterminated_string = true;
+        return scan;
+      }
+      i = j;
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++scan.depth_change;
+    } else if (c == ')' || c == ']' || c == '}') {
+      --scan.depth_change;
+    }
+  }
+  return scan;
+}
+
+class TextReader {
+ public:
+  explicit TextReader(std::shared_ptr<const SourceFile> source) : source_(std::move(source)) {
+    trace_.source_name = source_->name();
+  }
+
+  Trace Read();
+
+ private:
+  // ---- errors
+  [[noreturn]] void Fail(SourceLocation at, const std::string& message) const {
+    ThrowAt(*source_, at, message);
+  }
+  [[noreturn]] void FailAt(std::size_t offset, const std::string& message) const {
+    Fail(line_->At(offset), message);
+  }
+
+  // ---- values
+  ValueId Define(const std::string& name, SourceLocation at);
+  ValueId Lookup(std::string_view name) const;
+  void SetType(ValueId id, std::string_view type_text, SourceLocation type_at);
+
+  // ---- lines
+  void ReadPreambleLine(int line_no, std::string_view line);
+  void ReadSignature(int line_no, std::string_view line);
+  void ReadBodyComment(int line_no, int indent, std::string_view line);
+  void ReadSubSymbol(int line_no, int indent, std::string_view line);
+  int GatherLogicalLine(int first_line);
+  void ReadStatement();
+  void FinishCall();
+
+  // ---- tokens within the current logical line
+  void SkipSpaces() {
+    while (pos_ < end_ && IsSpace(text()[pos_])) ++pos_;
+  }
+  bool AtEnd() {
+    SkipSpaces();
+    return pos_ >= end_;
+  }
+  char Peek() {
+    SkipSpaces();
+    return pos_ < end_ ? text()[pos_] : '\0';
+  }
+  bool Accept(char c) {
+    if (Peek() == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void Expect(char c, const char* what) {
+    if (!Accept(c)) {
+      if (pos_ >= end_) FailAt(pos_, std::string("expected ") + what + ", got end of line");
+      FailAt(pos_, std::string("expected ") + what);
+    }
+  }
+  std::string_view Identifier() {
+    SkipSpaces();
+    const std::size_t start = pos_;
+    if (pos_ >= end_ || !IsIdentStart(text()[pos_])) return {};
+    while (pos_ < end_ && IsIdentChar(text()[pos_])) ++pos_;
+    return std::string_view(text()).substr(start, pos_ - start);
+  }
+  std::string_view DottedName() {
+    std::size_t start = pos_;
+    SkipSpaces();
+    start = pos_;
+    if (Identifier().empty()) return {};
+    while (pos_ + 1 < end_ && text()[pos_] == '.' && IsIdentStart(text()[pos_ + 1])) {
+      ++pos_;
+      Identifier();
+    }
+    return std::string_view(text()).substr(start, pos_ - start);
+  }
+  const std::string& text() const { return line_->text; }
+
+  Expr ParseExpression(int depth);
+  Expr ParsePrimary(int depth);
+  void ParseCallArguments(Expr* call, int depth);
+  Expr ParseSequence(char close, Expr::Kind kind, int depth);
+  Pattern ParsePatternList(bool* is_sequence);
+  Pattern ParsePatternItem(int depth);
+  std::size_t FindAssignment() const;
+  void ReadTrailingComment(std::size_t comment_start);
+
+  std::shared_ptr<const SourceFile> source_;
+  Trace trace_;
+  std::unordered_map<std::string, ValueId> live_;
+  std::unordered_map<std::string, int> deleted_;  // name -> line of its `del`
+
+  enum class State { kPreamble, kBody, kDone } state_ = State::kPreamble;
+  int body_indent_ = -1;
+  bool returned_ = false;
+  // The op call that subsymbol lines attach to, and the open subsymbol nodes.
+  Statement* open_call_ = nullptr;
+  std::vector<std::pair<int, SubSymbol*>> subsymbol_stack_;
+
+  const LogicalLine* line_ = nullptr;
+  LogicalLine current_;
+  std::size_t pos_ = 0;
+  std::size_t end_ = 0;
+};
+
+// ---------------------------------------------------------------- values
+
+ValueId TextReader::Define(const std::string& name, SourceLocation at) {
+  auto it = live_.find(name);
+  if (it != live_.end()) {
+    const Value& old = trace_.value(it->second);
+    Fail(at, "'" + name + "' is already defined at line " + std::to_string(old.defined_at.line));
+  }
+  const auto id = static_cast<ValueId>(trace_.values.size());
+  Value v;
+  v.name = name;
+  v.defined_at = at;
+  trace_.values.push_back(std::move(v));
+  live_.emplace(name, id);
+  deleted_.erase(name);
+  return id;
+}
+
+ValueId TextReader::Lookup(std::string_view name) const {
+  auto it = live_.find(std::string(name));
+  return it == live_.end() ? kNoValue : it->second;
+}
+
+void TextReader::SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {
+  TypeStringError error;
+  std::optional<ValueType> type = ParseTypeString(type_text, &error);
+  if (!type) {
+    Fail({type_at.line, type_at.column + static_cast<int>(error.offset)}, error.message);
+  }
+  trace_.value(id).type = std::move(*type);
+}
+
+// ---------------------------------------------------------------- lines
+
+void TextReader::ReadPreambleLine(int line_no, std::string_view line) {
+  const std::string_view t = Trim(line);
+  if (t.empty() || t[0] == '#') return;  // `# Constructed by ...` and other comments
+  if (IndentOf(line) > 0) Fail({line_no, IndentOf(line) + 1}, "unexpected indentation before 'def'");
+  if (t.substr(0, 7) == "import " || t.substr(0, 5) == "from ") return;
+  if (t[0] == '@') {
+    trace_.decorators.emplace_back(t.substr(1));
+    return;
+  }
+  if (t.substr(0, 4) == "def ") {
+    ReadSignature(line_no, line);
+    return;
+  }
+  Fail({line_no, 1}, "expected 'def', 'import', a decorator or a comment before the function body");
+}
+
+void TextReader::ReadSignature(int line_no, std::string_view line) {
+  current_ = LogicalLine{std::string(line), {{0, line_no, 1}}};
+  line_ = &current_;
+  pos_ = 4;
+  end_ = current_.text.size();
+  const std::string_view name = Identifier();
+  if (name.empty()) FailAt(pos_, "expected a function name after 'def'");
+  trace_.function_name = std::string(name);
+  Expect('(', "'(' after the function name");
+  bool seen_varargs = false;
+  while (!Accept(')')) {
+    Parameter p;
+    std::size_t name_at = 0;
+    if (Accept('*')) {
+      if (Accept('*')) {
+        p.kind = Parameter::Kind::kVarKwargs;
+      } else if (Peek() == ',' || Peek() == ')') {
+        // keyword-only marker `*`
+        Accept(',');
+        continue;
+      } else {
+        p.kind = Parameter::Kind::kVarArgs;
+        seen_varargs = true;
+      }
+    }
+    SkipSpaces();
+    name_at = pos_;
+    const std::string_view param = Identifier();
+    if (param.empty()) FailAt(pos_, "expected a parameter name");
+    p.value = Define(std::string(param), current_.At(name_at));
+    if (Accept('=')) p.default_value = ParseExpression(0);
+    trace_.params.push_back(std::move(p));
+    if (!Accept(',')) {
+      Expect(')', "',' or ')' in the parameter list");
+      break;
+    }
+  }
+  (void)seen_varargs;
+  Expect(':', "':' after the parameter list");
+  SkipSpaces();
+  if (pos_ < end_ && text()[pos_] != '#') FailAt(pos_, "unexpected text after the signature");
+  state_ = State::kBody;
+}
+
+void TextReader::ReadBodyComment(int line_no, int indent, std::string_view line) {
+  open_call_ = nullptr;
+  subsymbol_stack_.clear();
+  const std::string_view c = Trim(line.substr(indent + 1));  // after '#'
+  const int col0 = static_cast<int>(c.data() - line.data()) + 1;  // column of c[0]
+  // `# name: "type"`
+  std::size_t n = 0;
+  while (n < c.size() && IsIdentChar(c[n])) ++n;
+  if (n > 0 && IsIdentStart(c[0])) {
+    const std::string_view name = c.substr(0, n);
+    std::string_view rest = c.substr(n);
+    if (rest.size() >= 4 && rest.substr(0, 3) == ": \"" && rest.back() == '"') {
+      const ValueId id = Lookup(name);
+      if (id == kNoValue) return;  // a type for a name the trace never binds: a plain comment
+      const std::string_view type = rest.substr(3, rest.size() - 4);
+      SetType(id, type, {line_no, col0 + static_cast<int>(n) + 3});
+      return;
+    }
+    if (rest == " (empty sequence)") {
+      const ValueId id = Lookup(name);
+      if (id == kNoValue) Fail({line_no, col0}, "unknown name '" + std::string(name) + "'");
+      Statement s;
+      s.kind = StatementKind::kUnpack;
+      s.at = {line_no, col0};
+      s.source_line = line_no;
+      s.source = id;
+      s.outputs.kind = Pattern::Kind::kTuple;
+      s.outputs.at = s.at;
+      trace_.statements.push_back(std::move(s));
+      return;
+    }
+  }
+  // `# _ (unused)`, `# None`, header and source-location comments: nothing to model.
+}
+
+void TextReader::ReadSubSymbol(int line_no, int indent, std::string_view line) {
+  if (open_call_ == nullptr) return;  // an indented comment with no op above it
+  std::string_view body = Trim(line.substr(indent + 1));
+  while (!subsymbol_stack_.empty() && subsymbol_stack_.back().first >= indent) {
+    subsymbol_stack_.pop_back();
+  }
+  std::vector<SubSymbol>& siblings = subsymbol_stack_.empty()
+                                         ? open_call_->subsymbols
+                                         : subsymbol_stack_.back().second->children;
+  if (subsymbol_stack_.size() >= static_cast<std::size_t>(kMaxNesting)) {
+    Fail({line_no, indent + 1}, "subsymbols nested too deeply");
+  }
+  siblings.push_back(SubSymbol{std::string(body), line_no, {}});
+  subsymbol_stack_.emplace_back(indent, &siblings.back());
+}
+
+// Finds `name: "type"` in a subsymbol's trailing comment.
+bool FindSubSymbolType(const std::vector<SubSymbol>& nodes, std::string_view name,
+                       const SubSymbol** where, std::size_t* type_offset) {
+  for (const SubSymbol& node : nodes) {
+    const std::string needle = "# " + std::string(name) + ": \"";
+    const std::size_t at = node.text.find(needle);
+    if (at != std::string::npos && node.text.back() == '"') {
+      *where = &node;
+      *type_offset = at + needle.size();
+      return true;
+    }
+    if (FindSubSymbolType(node.children, name, where, type_offset)) return true;
+  }
+  return false;
+}
+
+void TextReader::FinishCall() {
+  if (open_call_ != nullptr) {
+    for (ValueId id : FlatOutputs(*open_call_)) {
+      Value& v = trace_.value(id);
+      if (v.type.kind != ValueKind::kUnknown) continue;
+      const SubSymbol* where = nullptr;
+      std::size_t offset = 0;
+      if (FindSubSymbolType(open_call_->subsymbols, v.name, &where, &offset)) {
+        const std::string_view type =
+            std::string_view(where->text).substr(offset, where->text.size() - offset - 1);
+        // The subsymbol's text starts after "# " at its indentation.
+        const std::string_view raw = source_->Line(where->line);
+        const std::size_t text_at = raw.find(where->text);
+        SetType(id, type, {where->line, static_cast<int>(text_at + offset) + 1});
+      }
+    }
+  }
+  open_call_ = nullptr;
+  subsymbol_stack_.clear();
+}
+
+int TextReader::GatherLogicalLine(int first_line) {
+  current_ = LogicalLine{};
+  int depth = 0;
+  int line_no = first_line;
+  for (;; ++line_no) {
+    if (line_no > source_->line_count()) {
+      Fail({line_no - 1, static_cast<int>(source_->Line(line_no - 1).size()) + 1},
+           "unexpected end of input inside a statement");
+    }
+    std::string_view raw = source_->Line(line_no);
+    const int indent = line_no == first_line ? body_indent_ : IndentOf(raw);
+    std::string_view piece = raw.substr(std::min<std::size_t>(indent, raw.size()));
+    while (!piece.empty() && IsSpace(piece.back())) piece.remove_suffix(1);
+    const LineScan scan = ScanLine(piece);
+    if (scan.unterminated_string) Fail({line_no, indent + 1}, "unterminated string literal");
+    bool backslash = false;
+    if (scan.comment == std::string_view::npos && !piece.empty() && piece.back() == '\\') {
+      backslash = true;
+      piece.remove_suffix(1);
+    }
+    if (!current_.text.empty()) current_.text += ' ';
+    current_.pieces.push_back({current_.text.size(), line_no, indent + 1});
+    current_.text += piece;
+    depth += scan.depth_change;
+    if (depth < 0) Fail({line_no, indent + 1}, "unbalanced closing bracket");
+    if (depth > kMaxNesting) Fail({line_no, indent + 1}, "brackets nested too deeply");
+    if (!backslash && depth == 0) break;
+    if (scan.comment != std::string_view::npos && depth > 0) {
+      // A comment inside an open bracket ends the physical line; keep only the code.
+      current_.text.resize(current_.pieces.back().offset + scan.comment);
+    }
+  }
+  return line_no;
+}
+
+// Offset of the statement's top-level `=`, or npos.
+std::size_t TextReader::FindAssignment() const {
+  int depth = 0;
+  const std::string& s = text();
+  for (std::size_t i = 0; i < end_; ++i) {
+    const char c = s[i];
+    if (c == '\'' || c == '"') {
+      std::size_t j = i + 1;
+      while (j < end_ && s[j] != c) j += (s[j] == '\\') ? 2 : 1;
+      i = j;
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ')' || c == ']' || c == '}') {
+      --depth;
+    } else if (c == '=' && depth == 0) {
+      const bool compare = (i + 1 < end_ && s[i + 1] == '=') ||
+                           (i > 0 && (s[i - 1] == '=' || s[i - 1] == '!' || s[i - 1] == '<' ||
+                                      s[i - 1] == '>'));
+      if (!compare) return i;
+    }
+  }
+  return std::string::npos;
+}
+
+// ---------------------------------------------------------------- expressions
+
+Expr TextReader::ParseSequence(char close, Expr::Kind kind, int depth) {
+  Expr e;
+  e.kind = kind;
+  e.at = line_->At(pos_ - 1);
+  bool saw_comma = false;
+  while (!Accept(close)) {
+    if (AtEnd()) FailAt(pos_, std::string("expected '") + close + "', got end of line");
+    e.items.push_back(ParseExpression(depth + 1));
+    if (kind == Expr::Kind::kDict || (kind == Expr::Kind::kSet && Peek() == ':')) {
+      if (e.items.size() == 1 && kind == Expr::Kind::kSet) e.kind = Expr::Kind::kDict;
+      Expect(':', "':' in a dict literal");
+      e.items.push_back(ParseExpression(depth + 1));
+    }
+    if (Accept(',')) {
+      saw_comma = true;
+      continue;
+    }
+    Expect(close, close == ')' ? "',' or ')'" : close == ']' ? "',' or ']'" : "',' or '}'");
+    break;
+  }
+  // `(x)` is a parenthesised expression, not a tuple.
+  if (kind == Expr::Kind::kTuple && e.items.size() == 1 && !saw_comma) return std::move(e.items[0]);
+  if (e.kind == Expr::Kind::kSet && e.items.empty()) e.kind = Expr::Kind::kDict;  // `{}`
+  return e;
+}
+
+void TextReader::ParseCallArguments(Expr* call, int depth) {
+  bool keywords_started = false;
+  while (!Accept(')')) {
+    if (AtEnd()) FailAt(pos_, "expected ')', got end of line");
+    SkipSpaces();
+    // keyword argument `name=value`
+    const std::size_t save = pos_;
+    const std::string_view key = Identifier();
+    if (!key.empty() && Peek() == '=' && !(pos_ + 1 < end_ && text()[pos_ + 1] == '=')) {
+      ++pos_;
+      call->keywords.emplace_back(key);
+      call->items.push_back(ParseExpression(depth + 1));
+      keywords_started = true;
+    } else {
+      pos_ = save;
+      if (Accept('*')) Accept('*');  // *args / **kwargs splats: the values still count
+      if (keywords_started) FailAt(pos_, "positional argument after keyword argument");
+      call->items.push_back(ParseExpression(depth + 1));
+    }
+    if (!Accept(',')) {
+      Expect(')', "',' or ')'");
+      break;
+    }
+  }
+}
+
+Expr TextReader::ParsePrimary(int depth) {
+  if (depth > kMaxNesting) FailAt(pos_, "expression nested too deeply");
+  SkipSpaces();
+  if (pos_ >= end_) FailAt(pos_, "expected an expression, got end of line");
+  const std::size_t start = pos_;
+  const char c = text()[pos_];
+  Expr e;
+  e.at = line_->At(start);
+  if (c == '(') {
+    ++pos_;
+    e = ParseSequence(')', Expr::Kind::kTuple, depth);
+  } else if (c == '[') {
+    ++pos_;
+    e = ParseSequence(']', Expr::Kind::kList, depth);
+  } else if (c == '{') {
+    ++pos_;
+    e = ParseSequence('}', Expr::Kind::kSet, depth);
+  } else if (c == '\'' || c == '"') {
+    std::size_t j = pos_ + 1;
+    while (j < end_ && text()[j] != c) j += (text()[j] == '\\') ? 2 : 1;
+    if (j >= end_) FailAt(pos_, "unterminated string literal");
+    pos_ = j + 1;
+    e.kind = Expr::Kind::kConstant;
+    e.text = text().substr(start, pos_ - start);
+  } else if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.') {
+    if (c == '.' && text().compare(pos_, 3, "...") == 0) {
+      pos_ += 3;
+    } else {
+      ++pos_;
+      if (c == '-' || c == '+') {
+        SkipSpaces();
+        if (pos_ < end_ && IsIdentStart(text()[pos_])) {
+          Identifier();  // -inf
+        }
+      }
+      while (pos_ < end_ && (IsIdentChar(text()[pos_]) || text()[pos_] == '.' ||
+                             ((text()[pos_] == '-' || text()[pos_] == '+') &&
+                              (text()[pos_ - 1] == 'e' || text()[pos_ - 1] == 'E')))) {
+        ++pos_;
+      }
+    }
+    e.kind = Expr::Kind::kConstant;
+    e.text = text().substr(start, pos_ - start);
+    if (e.text == "-" || e.text == "+") FailAt(start, "expected an expression");
+  } else if (IsIdentStart(c)) {
+    const std::string_view name = DottedName();
+    const bool dotted = name.find('.') != std::string_view::npos;
+    const ValueId id = dotted ? kNoValue : Lookup(name);
+    if (id != kNoValue) {
+      e.kind = Expr::Kind::kValue;
+      e.value = id;
+    } else {
+      if (!dotted) {
+        auto del = deleted_.find(std::string(name));
+        if (del != deleted_.end()) {
+          FailAt(start, "'" + std::string(name) + "' is used after 'del' at line " +
+                            std::to_string(del->second));
+        }
+      }
+      e.kind = Expr::Kind::kConstant;
+      e.text = std::string(name);
+    }
+  } else {
+    FailAt(start, std::string("unexpected character '") + c + "'");
+  }
+  // Postfix: calls and subscripts.
+  for (;;) {
+    if (Peek() == '(') {
+      ++pos_;
+      Expr call;
+      call.kind = Expr::Kind::kCall;
+      call.at = e.at;
+      if (e.kind == Expr::Kind::kConstant) {
+        call.text = e.text;
+      } else {
+        call.text = "<call>";
+        call.items.push_back(std::move(e));
+      }
+      ParseCallArguments(&call, depth);
+      e = std::move(call);
+    } else if (Peek() == '[') {
+      ++pos_;
+      Expr sub;
+      sub.kind = Expr::Kind::kCall;
+      sub.text = "<subscript>";
+      sub.at = e.at;
+      sub.items.push_back(std::move(e));
+      while (!Accept(']')) {
+        if (AtEnd()) FailAt(pos_, "expected ']', got end of line");
+        if (Accept(':') || Accept(',')) continue;
+        sub.items.push_back(ParseExpression(depth + 1));
+      }
+      e = std::move(sub);
+    } else {
+      break;
+    }
+  }
+  return e;
+}
+
+Expr TextReader::ParseExpression(int depth) { return ParsePrimary(depth); }
+
+// ---------------------------------------------------------------- patterns
+
+// Targets are read after the right-hand side, so names are defined in order.
+Pattern TextReader::ParsePatternItem(int depth) {
+  if (depth > kMaxNesting) FailAt(pos_, "assignment target nested too deeply");
+  SkipSpaces();
+  Pattern p;
+  p.at = line_->At(pos_);
+  if (Accept('(') || Accept('[')) {
+    const char close = text()[pos_ - 1] == '(' ? ')' : ']';
+    p.kind = close == ')' ? Pattern::Kind::kTuple : Pattern::Kind::kList;
+    while (!Accept(close)) {
+      if (AtEnd()) FailAt(pos_, std::string("expected '") + close + "', got end of line");
+      p.items.push_back(ParsePatternItem(depth + 1));
+      if (!Accept(',')) {
+        Expect(close, close == ')' ? "',' or ')'" : "',' or ']'");
+        break;
+      }
+    }
+    return p;
+  }
+  const std::size_t at = pos_;
+  const std::string_view name = Identifier();
+  if (name.empty()) FailAt(at, "expected a name to assign to");
+  if (name == "_") {
+    p.kind = Pattern::Kind::kIgnore;
+  } else {
+    p.kind = Pattern::Kind::kValue;
+    p.value = Define(std::string(name), line_->At(at));
+  }
+  return p;
+}
+
+// `a`, `a, b,`, `(a, b)`, `[a]`: a bare single name is not a sequence.
+Pattern TextReader::ParsePatternList(bool* is_sequence) {
+  SkipSpaces();
+  Pattern list;
+  list.kind = Pattern::Kind::kTuple;
+  list.at = line_->At(pos_);
+  *is_sequence = false;
+  while (!AtEnd()) {
+    list.items.push_back(ParsePatternItem(1));
+    if (Accept(',')) {
+      *is_sequence = true;
+      continue;
+    }
+    if (!AtEnd()) FailAt(pos_, "expected ',' or '=' after an assignment target");
+  }
+  if (list.items.empty()) FailAt(pos_, "expected a name to assign to");
+  if (!*is_sequence && list.items.size() == 1) {
+    *is_sequence = list.items[0].kind == Pattern::Kind::kTuple ||
+                   list.items[0].kind == Pattern::Kind::kList;
+    return std::move(list.items[0]);
+  }
+  return list;
+}
+
+// ---------------------------------------------------------------- statements
+
+void TextReader::ReadTrailingComment(std::size_t comment_start) {
+  // `# name: "type"` after an op: the type of that output.
+  pos_ = comment_start + 1;
+  end_ = text().size();
+  const std::string_view name = Identifier();
+  if (name.empty() || Peek() != ':') return;
+  ++pos_;
+  SkipSpaces();
+  if (pos_ >= end_ || text()[pos_] != '"' || text().back() != '"' || pos_ + 1 >= end_) return;
+  const ValueId id = Lookup(name);
+  if (id == kNoValue) return;
+  const std::size_t type_start = pos_ + 1;
+  const std::string_view type =
+      std::string_view(text()).substr(type_start, text().size() - 1 - type_start);
+  SetType(id, type, line_->At(type_start));
+}
+
+void TextReader::ReadStatement() {
+  line_ = &current_;
+  const LineScan scan = ScanLine(text());
+  std::size_t code_end = scan.comment == std::string_view::npos ? text().size() : scan.comment;
+  while (code_end > 0 && IsSpace(text()[code_end - 1])) --code_end;
+  pos_ = 0;
+  end_ = code_end;
+
+  Statement s;
+  s.at = line_->At(0);
+  s.source_line = s.at.line;
+  const SourceLocation start = s.at;
+
+  if (returned_) Fail(start, "statement after 'return'");
+
+  auto keyword = [&](std::string_view kw) {
+    return text().compare(0, kw.size(), kw) == 0 &&
+           (end_ == kw.size() || IsSpace(text()[kw.size()]) || text()[kw.size()] == '(');
+  };
+
+  if (keyword("del")) {
+    s.kind = StatementKind::kDel;
+    pos_ = 3;
+    std::vector<std::pair<std::string, std::size_t>> names;
+    while (!AtEnd()) {
+      const std::size_t at = pos_;
+      const std::string_view name = Identifier();
+      if (name.empty()) FailAt(at, "expected a name after 'del'");
+      const ValueId id = Lookup(name);
+      if (id == kNoValue) {
+        auto del = deleted_.find(std::string(name));
+        if (del != deleted_.end()) {
+          FailAt(at, "'" + std::string(name) + "' is deleted twice (first at line " +
+                         std::to_string(del->second) + ")");
+        }
+        FailAt(at, "'del' of unknown name '" + std::string(name) + "'");
+      }
+      s.deleted.push_back(id);
+      live_.erase(std::string(name));
+      deleted_[std::string(name)] = start.line;
+      if (!Accept(',') && !AtEnd()) FailAt(pos_, "expected ',' between names in 'del'");
+    }
+    if (s.deleted.empty()) FailAt(pos_, "expected a name after 'del'");
+    trace_.statements.push_back(std::move(s));
+    return;
+  }
+
+  if (keyword("return")) {
+    s.kind = StatementKind::kReturn;
+    pos_ = 6;
+    if (AtEnd()) {
+      s.returned.kind = Expr::Kind::kConstant;
+      s.returned.text = "None";
+    } else {
+      Expr first = ParseExpression(0);
+      if (Accept(',')) {
+        // `return a, b` is a tuple
+        Expr tuple;
+        tuple.kind = Expr::Kind::kTuple;
+        tuple.at = first.at;
+        tuple.items.push_back(std::move(first));
+        while (!AtEnd()) {
+          tuple.items.push_back(ParseExpression(0));
+          if (!Accept(',') && !AtEnd()) FailAt(pos_, "expected ',' or end of line");
+        }
+        s.returned = std::move(tuple);
+      } else {
+        s.returned = std::move(first);
+      }
+    }
+    if (!AtEnd()) FailAt(pos_, "unexpected text after the returned value");
+    returned_ = true;
+    trace_.statements.push_back(std::move(s));
+    return;
+  }
+
+  const std::size_t assign = FindAssignment();
+  // Right-hand side first: it can only use names defined before this line.
+  pos_ = assign == std::string::npos ? 0 : assign + 1;
+  SkipSpaces();
+  const std::size_t rhs_at = pos_;
+  if (pos_ >= end_) FailAt(pos_, "expected an expression after '='");
+  Expr rhs = ParseExpression(0);
+  if (!AtEnd()) FailAt(pos_, "unexpected text after the expression");
+
+  if (rhs.kind == Expr::Kind::kCall && rhs.text != "<call>" && rhs.text != "<subscript>") {
+    const std::string& callee = rhs.text;
+    const std::size_t dot = callee.rfind('.');
+    const std::string_view last =
+        dot == std::string::npos ? std::string_view(callee) : std::string_view(callee).substr(dot + 1);
+    if ((last == "clear_mutable_collection" || last == "clear_collection") &&
+        assign == std::string::npos) {
+      s.kind = StatementKind::kClear;
+      s.callee = callee;
+      s.legacy_clear = last == "clear_collection";
+      if (rhs.items.size() != 1 || rhs.items[0].kind != Expr::Kind::kValue) {
+        Fail(rhs.at, std::string(last) + " expects one collection name");
+      }
+      s.source = rhs.items[0].value;
+      trace_.statements.push_back(std::move(s));
+      return;
+    }
+    s.kind = StatementKind::kCall;
+    s.callee = callee;
+    const std::size_t positional = rhs.items.size() - rhs.keywords.size();
+    for (std::size_t i = 0; i < rhs.items.size(); ++i) {
+      if (i < positional) {
+        s.args.push_back(std::move(rhs.items[i]));
+      } else {
+        s.kwargs.emplace_back(rhs.keywords[i - positional], std::move(rhs.items[i]));
+      }
+    }
+  } else if (rhs.kind == Expr::Kind::kValue && assign != std::string::npos) {
+    s.source = rhs.value;
+    s.kind = StatementKind::kAssign;  // refined below once the targets are read
+  } else {
+    Fail(line_->At(rhs_at), assign == std::string::npos
+                                ? "expected a statement: an op call, 'del' or 'return'"
+                                : "expected an op call or a name after '='");
+  }
+
+  if (assign != std::string::npos) {
+    pos_ = 0;
+    end_ = assign;
+    bool is_sequence = false;
+    s.outputs = ParsePatternList(&is_sequence);
+    if (s.kind == StatementKind::kAssign && is_sequence) s.kind = StatementKind::kUnpack;
+    end_ = code_end;
+  } else {
+    s.outputs.kind = Pattern::Kind::kTuple;
+    s.outputs.at = start;
+  }
+
+  trace_.statements.push_back(std::move(s));
+  if (scan.comment != std::string_view::npos) ReadTrailingComment(scan.comment);
+  if (trace_.statements.back().kind == StatementKind::kCall) {
+    open_call_ = &trace_.statements.back();
+  }
+}
+
+Trace TextReader::Read() {
+  const int lines = source_->line_count();
+  int last_code_line = 0;
+  for (int line_no = 1; line_no <= lines; ++line_no) {
+    const std::string_view line = source_->Line(line_no);
+    if (state_ == State::kPreamble) {
+      ReadPreambleLine(line_no, line);
+      continue;
+    }
+    const std::string_view trimmed = Trim(line);
+    if (trimmed.empty()) continue;
+    const int indent = IndentOf(line);
+    if (indent == 0) {
+      if (trimmed[0] == '#') continue;  // a comment after the body
+      Fail({line_no, 1}, returned_ ? "unexpected text after the function body"
+                                   : "expected an indented statement in the function body");
+    }
+    if (body_indent_ < 0) body_indent_ = indent;
+    if (trimmed[0] == '#') {
+      if (indent > body_indent_) {
+        ReadSubSymbol(line_no, indent, line);
+      } else if (indent == body_indent_) {
+        FinishCall();
+        ReadBodyComment(line_no, indent, line);
+      } else {
+        Fail({line_no, indent + 1}, "comment indented less than the function body");
+      }
+      continue;
+    }
+    if (indent != body_indent_) {
+      Fail({line_no, indent + 1}, indent > body_indent_ ? "unexpected indentation"
+                                                         : "unindent does not match the function body");
+    }
+    FinishCall();
+    const int statement_line = line_no;
+    line_no = GatherLogicalLine(line_no);
+    (void)statement_line;
+    ReadStatement();
+    last_code_line = line_no;
+  }
+  FinishCall();
+  if (state_ == State::kPreamble) {
+    Fail({std::max(1, lines), 1}, lines == 0 || source_->text().empty()
+                                      ? "empty trace: expected 'def name(...):'"
+                                      : "no 'def' line: expected 'def name(...):'");
+  }
+  if (!returned_) {
+    const int at = std::max(1, last_code_line);
+    Fail({at, 1}, "the trace ends without a 'return' (truncated?)");
+  }
+  return std::move(trace_);
+}
+
+}  // namespace
+
+ParsedTrace ReadTraceText(std::string name, std::string text) {
+  return ReadTraceText(std::make_shared<const SourceFile>(std::move(name), std::move(text)));
+}
+
+ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source) {
+  TextReader reader(source);
+  ParsedTrace parsed;
+  parsed.trace = reader.Read();
+  parsed.source = std::move(source);
+  return parsed;
+}
+
+std::shared_ptr<const SourceFile> LoadSourceFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TraceError(path, {0, 0}, "cannot open file", "");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return std::make_shared<const SourceFile>(path, buffer.str());
+}
+
+}  // namespace peakmem
