@@ -50,6 +50,14 @@ class ThunderModel {
   };
 
   std::int64_t CountArguments();
+  bool IsUsed(ValueId id) const {
+    for (const Statement& s : trace_.statements) {
+      for (ValueId used : FlatArgs(s)) {
+        if (used == id) return true;
+      }
+    }
+    return false;
+  }
   void CountArgumentLeaves(const Pattern& pattern, std::int64_t* allocated, int depth);
   void CountArgument(ValueId id, std::int64_t* allocated, int depth);
   std::int64_t Default(const Statement& s);
@@ -89,7 +97,11 @@ void ThunderModel::CountArgument(ValueId id, std::int64_t* allocated, int depth)
       CountArgumentLeaves(*contents_[id], allocated, depth + 1);
       return;
     case ValueKind::kUnknown:
-      errors_.Fail(v.defined_at, "argument '" + v.name + "' has no type comment");
+      if (IsUsed(id)) errors_.Fail(v.defined_at, "argument '" + v.name + "' has no type comment");
+      // Thunder prints no type for an argument the trace never uses.
+      report_.diagnostics.push_back("argument '" + v.name +
+                                    "' has no type comment and is never used; counted as 0 bytes");
+      return;
     default:
       report_.diagnostics.push_back("argument '" + v.name + "' is a " +
                                     ValueKindName(v.type.kind) +
