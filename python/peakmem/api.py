@@ -1,0 +1,53 @@
+"""peakmem.analyze: one entry point for every kind of trace input."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import _core
+
+
+def _is_trace_ctx(obj: Any) -> bool:
+    return hasattr(obj, "bound_symbols") and hasattr(obj, "siginfo") and hasattr(obj, "args")
+
+
+def to_json_export(trace: Any) -> str:
+    """Exports a Thunder TraceCtx to peakmem's JSON trace form (docs/trace-json.md)."""
+    from .export import trace_to_json
+
+    if not _is_trace_ctx(trace):
+        raise TypeError(f"expected a Thunder TraceCtx, got {type(trace).__name__}")
+    return trace_to_json(trace)
+
+
+def analyze(trace: Any, *, model: str = "thunder") -> _core.Report:
+    """Analyses a trace with one model and returns a Report.
+
+    `trace` may be:
+      - a Thunder ``TraceCtx`` (read directly: bound symbols, proxies,
+        collection contents; not through its printed text);
+      - printed trace text or peakmem's JSON export, as a ``str`` containing a
+        newline;
+      - a path (``str`` or ``os.PathLike``) to a file holding either.
+
+    Raises ``peakmem.TraceError`` (a ``ValueError``) for malformed input,
+    ``ValueError`` for an unknown model, ``FileNotFoundError`` for a missing
+    file and ``TypeError`` for an object that is none of the above.
+    """
+    if _is_trace_ctx(trace):
+        return _core.analyze_text(to_json_export(trace), "<TraceCtx>", model)
+    if isinstance(trace, os.PathLike):
+        trace = os.fspath(trace)
+    if isinstance(trace, bytes):
+        raise TypeError("pass trace text as str, not bytes")
+    if isinstance(trace, str):
+        if "\n" in trace:
+            return _core.analyze_text(trace, "<string>", model)
+        if not os.path.exists(trace):
+            raise FileNotFoundError(f"no such trace file: {trace!r}")
+        return _core.analyze_file(trace, model)
+    raise TypeError(
+        "peakmem.analyze expects a Thunder TraceCtx, trace text or a path, "
+        f"got {type(trace).__name__}"
+    )

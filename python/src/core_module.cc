@@ -1,0 +1,89 @@
+// peakmem._core: the nanobind extension. A thin skin over peakmem/analyze.h;
+// the Python package (python/peakmem) re-exports what users should see.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "peakmem/analyze.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+// Raises peakmem._errors.TraceError(file, line, column, message, line_text, rendered).
+void RaiseTraceError(const peakmem::TraceError& e) {
+  nb::object cls = nb::module_::import_("peakmem._errors").attr("TraceError");
+  nb::object err = cls(e.what(), e.file(), e.location().line, e.location().column, e.message(),
+                       e.line_text());
+  PyErr_SetObject(cls.ptr(), err.ptr());
+}
+
+nb::dict Breakdown(const peakmem::Report& r) {
+  nb::dict d;
+  for (const auto& [key, bytes] : r.breakdown.items()) d[nb::str(key.c_str())] = bytes;
+  return d;
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "peakmem's C++ engine";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const peakmem::TraceError& e) {
+      RaiseTraceError(e);
+    }
+  });
+
+  nb::class_<peakmem::Step>(m, "Step", "One statement of the trace and the live bytes after it.")
+      .def_ro("index", &peakmem::Step::index)
+      .def_ro("line", &peakmem::Step::line)
+      .def_ro("op", &peakmem::Step::op)
+      .def_ro("source", &peakmem::Step::source)
+      .def_ro("delta_bytes", &peakmem::Step::delta_bytes)
+      .def_ro("live_bytes", &peakmem::Step::live_bytes)
+      .def("__repr__", [](const peakmem::Step& s) {
+        return "Step(index=" + std::to_string(s.index) + ", op='" + s.op +
+               "', delta_bytes=" + std::to_string(s.delta_bytes) +
+               ", live_bytes=" + std::to_string(s.live_bytes) + ")";
+      });
+
+  nb::class_<peakmem::Report>(m, "Report", "The result of analysing a trace with one model.")
+      .def_ro("model", &peakmem::Report::model)
+      .def_ro("trace_name", &peakmem::Report::trace_name)
+      .def_ro("peak_bytes", &peakmem::Report::peak_bytes)
+      .def_ro("final_bytes", &peakmem::Report::final_bytes)
+      .def_ro("peak_step", &peakmem::Report::peak_step)
+      .def_prop_ro("breakdown", &Breakdown, "Ordered dict: key -> bytes (Thunder's keys)")
+      .def_ro("steps", &peakmem::Report::steps)
+      .def_ro("diagnostics", &peakmem::Report::diagnostics)
+      .def("to_json", [](const peakmem::Report& r, int indent) { return peakmem::ReportToJson(r, indent); },
+           nb::arg("indent") = 2)
+      .def("to_text", &peakmem::ReportToText)
+      .def("__repr__", [](const peakmem::Report& r) {
+        return "Report(model='" + r.model + "', peak_bytes=" + std::to_string(r.peak_bytes) +
+               ", final_bytes=" + std::to_string(r.final_bytes) + ")";
+      });
+
+  m.def("available_models", &peakmem::AvailableModels);
+
+  m.def(
+      "analyze_text",
+      [](const std::string& text, const std::string& name, const std::string& model) {
+        nb::gil_scoped_release release;
+        return peakmem::Analyze(peakmem::ParseTrace(name, text), model);
+      },
+      nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "thunder",
+      "Analyse printed trace text (or peakmem's JSON export).");
+
+  m.def(
+      "analyze_file",
+      [](const std::string& path, const std::string& model) {
+        nb::gil_scoped_release release;
+        return peakmem::Analyze(peakmem::LoadTrace(path), model);
+      },
+      nb::arg("path"), nb::arg("model") = "thunder", "Analyse a trace file (text or JSON).");
+}
