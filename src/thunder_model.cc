@@ -18,16 +18,9 @@ const std::vector<std::string_view>& ThunderAliasOps() {
   return ops;
 }
 
-std::string_view ThunderSymbolId(std::string_view callee) {
-  if (callee.substr(0, 6) == "prims." || callee.substr(0, 7) == "ltorch.") return {};
-  const std::size_t dot = callee.rfind('.');
-  return dot == std::string_view::npos ? callee : callee.substr(dot + 1);
-}
-
 namespace {
 
-bool IsThunderAlias(std::string_view callee) {
-  const std::string_view id = ThunderSymbolId(callee);
+bool IsThunderAlias(std::string_view id) {
   const auto& ops = ThunderAliasOps();
   return !id.empty() && std::find(ops.begin(), ops.end(), id) != ops.end();
 }
@@ -251,7 +244,7 @@ Report ThunderModel::Run() {
         break;
       case StatementKind::kCall:
         unknown.Note(s);
-        allocated += IsThunderAlias(s.callee) ? Alias(s) : Default(s);
+        allocated += IsThunderAlias(s.symbol_id) ? Alias(s) : Default(s);
         break;
     }
     if (!skipped && allocated > max_allocated) {

@@ -32,10 +32,8 @@ std::string Statement::SymbolName() const {
     case StatementKind::kUnpack: return "unpack_sequence";
     case StatementKind::kAssign: return "assign";
     case StatementKind::kCall:
-    case StatementKind::kClear: {
-      const std::size_t dot = callee.rfind('.');
-      return dot == std::string::npos ? callee : callee.substr(dot + 1);
-    }
+    case StatementKind::kClear:
+      return symbol;
   }
   return callee;
 }

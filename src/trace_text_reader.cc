@@ -1,5 +1,7 @@
 #include "peakmem/trace_text_reader.h"
 
+#include "peakmem/trace_builder.h"
+
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -84,9 +86,8 @@ LineScan ScanLine(std::string_view s) {
 
 class TextReader {
  public:
-  explicit TextReader(std::shared_ptr<const SourceFile> source) : source_(std::move(source)) {
-    trace_.source_name = source_->name();
-  }
+  explicit TextReader(std::shared_ptr<const SourceFile> source)
+      : source_(source), builder_(std::move(source)), trace_(builder_.trace()) {}
 
   Trace Read();
 
@@ -99,10 +100,12 @@ class TextReader {
     Fail(line_->At(offset), message);
   }
 
-  // ---- values
-  ValueId Define(const std::string& name, SourceLocation at);
-  ValueId Lookup(std::string_view name) const;
-  void SetType(ValueId id, std::string_view type_text, SourceLocation type_at);
+  // ---- values (see TraceBuilder)
+  ValueId Define(std::string_view name, SourceLocation at) { return builder_.Define(name, at); }
+  ValueId Lookup(std::string_view name) const { return builder_.Lookup(name); }
+  void SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {
+    builder_.SetType(id, type_text, type_at);
+  }
 
   // ---- lines
   void ReadPreambleLine(int line_no, std::string_view line);
@@ -168,9 +171,8 @@ class TextReader {
   void ReadTrailingComment(std::size_t comment_start);
 
   std::shared_ptr<const SourceFile> source_;
-  Trace trace_;
-  std::unordered_map<std::string, ValueId> live_;
-  std::unordered_map<std::string, int> deleted_;  // name -> line of its `del`
+  TraceBuilder builder_;
+  Trace& trace_;
 
   enum class State { kPreamble, kBody, kDone } state_ = State::kPreamble;
   int body_indent_ = -1;
@@ -184,38 +186,6 @@ class TextReader {
   std::size_t pos_ = 0;
   std::size_t end_ = 0;
 };
-
-// ---------------------------------------------------------------- values
-
-ValueId TextReader::Define(const std::string& name, SourceLocation at) {
-  auto it = live_.find(name);
-  if (it != live_.end()) {
-    const Value& old = trace_.value(it->second);
-    Fail(at, "'" + name + "' is already defined at line " + std::to_string(old.defined_at.line));
-  }
-  const auto id = static_cast<ValueId>(trace_.values.size());
-  Value v;
-  v.name = name;
-  v.defined_at = at;
-  trace_.values.push_back(std::move(v));
-  live_.emplace(name, id);
-  deleted_.erase(name);
-  return id;
-}
-
-ValueId TextReader::Lookup(std::string_view name) const {
-  auto it = live_.find(std::string(name));
-  return it == live_.end() ? kNoValue : it->second;
-}
-
-void TextReader::SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {
-  TypeStringError error;
-  std::optional<ValueType> type = ParseTypeString(type_text, &error);
-  if (!type) {
-    Fail({type_at.line, type_at.column + static_cast<int>(error.offset)}, error.message);
-  }
-  trace_.value(id).type = std::move(*type);
-}
 
 // ---------------------------------------------------------------- lines
 
@@ -527,18 +497,11 @@ Expr TextReader::ParsePrimary(int depth) {
   } else if (IsIdentStart(c)) {
     const std::string_view name = DottedName();
     const bool dotted = name.find('.') != std::string_view::npos;
-    const ValueId id = dotted ? kNoValue : Lookup(name);
+    const ValueId id = dotted ? kNoValue : builder_.LookupForUse(name, line_->At(start));
     if (id != kNoValue) {
       e.kind = Expr::Kind::kValue;
       e.value = id;
     } else {
-      if (!dotted) {
-        auto del = deleted_.find(std::string(name));
-        if (del != deleted_.end()) {
-          FailAt(start, "'" + std::string(name) + "' is used after 'del' at line " +
-                            std::to_string(del->second));
-        }
-      }
       e.kind = Expr::Kind::kConstant;
       e.text = std::string(name);
     }
@@ -686,18 +649,7 @@ void TextReader::ReadStatement() {
       const std::size_t at = pos_;
       const std::string_view name = Identifier();
       if (name.empty()) FailAt(at, "expected a name after 'del'");
-      const ValueId id = Lookup(name);
-      if (id == kNoValue) {
-        auto del = deleted_.find(std::string(name));
-        if (del != deleted_.end()) {
-          FailAt(at, "'" + std::string(name) + "' is deleted twice (first at line " +
-                         std::to_string(del->second) + ")");
-        }
-        FailAt(at, "'del' of unknown name '" + std::string(name) + "'");
-      }
-      s.deleted.push_back(id);
-      live_.erase(std::string(name));
-      deleted_[std::string(name)] = start.line;
+      s.deleted.push_back(builder_.Delete(name, line_->At(at), start.line));
       if (!Accept(',') && !AtEnd()) FailAt(pos_, "expected ',' between names in 'del'");
     }
     if (s.deleted.empty()) FailAt(pos_, "expected a name after 'del'");
@@ -752,6 +704,8 @@ void TextReader::ReadStatement() {
         assign == std::string::npos) {
       s.kind = StatementKind::kClear;
       s.callee = callee;
+      s.symbol = std::string(last);
+      s.symbol_id = s.symbol;
       s.legacy_clear = last == "clear_collection";
       if (rhs.items.size() != 1 || rhs.items[0].kind != Expr::Kind::kValue) {
         Fail(rhs.at, std::string(last) + " expects one collection name");
@@ -762,6 +716,11 @@ void TextReader::ReadStatement() {
     }
     s.kind = StatementKind::kCall;
     s.callee = callee;
+    s.symbol = std::string(last);
+    // Executor ops' ids are their names; prims' ids are enum values and
+    // ltorch's are qualified ("torch.reshape"): neither is a plain name.
+    const bool qualified_id = callee.rfind("prims.", 0) == 0 || callee.rfind("ltorch.", 0) == 0;
+    if (!qualified_id) s.symbol_id = s.symbol;
     const std::size_t positional = rhs.items.size() - rhs.keywords.size();
     for (std::size_t i = 0; i < rhs.items.size(); ++i) {
       if (i < positional) {

@@ -32,11 +32,6 @@ namespace peakmem {
 // Thunder's `thunder_alias_operator_list`.
 const std::vector<std::string_view>& ThunderAliasOps();
 
-// Thunder's symbol id for a printed callee, as the alias list compares it:
-// the last dotted component for executor ops; empty for `prims.*`/`ltorch.*`
-// symbols (their ids are enum values or qualified names that never match).
-std::string_view ThunderSymbolId(std::string_view callee);
-
 // Runs the model. Throws TraceError where Thunder's function would fail or
 // where a size cannot be determined.
 Report RunThunderModel(const ParsedTrace& parsed);

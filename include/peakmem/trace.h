@@ -94,9 +94,15 @@ struct Statement {
   Expr returned;                  // kReturn
   std::vector<SubSymbol> subsymbols;  // kCall
   bool legacy_clear = false;      // kClear spelled `clear_collection` (older Thunder)
+  // kCall, kClear: Thunder's `bsym.sym.name` (the printed text gives the
+  // callee's last dotted component: `torch.nn.functional.linear` -> `linear`)
+  // and `bsym.sym.id` where it is a string (empty for prims/ltorch symbols,
+  // whose ids are enum values or qualified names).
+  std::string symbol;
+  std::string symbol_id;
 
-  // The symbol's name as Thunder reports it: the callee's last dotted
-  // component (`torch.nn.functional.linear` -> `linear`).
+  // `symbol` for calls and clears; Thunder's names for the other kinds
+  // (python_del, python_return, unpack_sequence).
   std::string SymbolName() const;
 };
 
