@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "peakmem/thunder_model.h"
+#include "peakmem/trace_json_reader.h"
 
 namespace peakmem {
 
@@ -11,11 +12,20 @@ const std::vector<std::string>& AvailableModels() {
   return models;
 }
 
-ParsedTrace ParseTrace(const std::string& name, std::string text) {
-  return ReadTraceText(name, std::move(text));
+namespace {
+
+ParsedTrace Read(std::shared_ptr<const SourceFile> source) {
+  if (LooksLikeJson(source->text())) return ReadTraceJson(std::move(source));
+  return ReadTraceText(std::move(source));
 }
 
-ParsedTrace LoadTrace(const std::string& path) { return ReadTraceText(LoadSourceFile(path)); }
+}  // namespace
+
+ParsedTrace ParseTrace(const std::string& name, std::string text) {
+  return Read(std::make_shared<const SourceFile>(name, std::move(text)));
+}
+
+ParsedTrace LoadTrace(const std::string& path) { return Read(LoadSourceFile(path)); }
 
 Report Analyze(const ParsedTrace& trace, const std::string& model) {
   if (model == "thunder") return RunThunderModel(trace);

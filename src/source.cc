@@ -57,6 +57,13 @@ std::string_view SourceFile::Line(int line) const {
   return std::string_view(text_).substr(begin, end - begin);
 }
 
+SourceLocation SourceFile::LocationOf(std::size_t offset) const {
+  offset = std::min(offset, text_.size());
+  const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
+  const auto line = static_cast<int>(it - line_starts_.begin());  // >= 1: line_starts_[0] == 0
+  return {line, static_cast<int>(offset - line_starts_[line - 1]) + 1};
+}
+
 TraceError::TraceError(std::string file, SourceLocation location, std::string message,
                        std::string line_text)
     : std::runtime_error(Render(file, location, message, line_text)),

@@ -29,6 +29,8 @@ class SourceFile {
   int line_count() const { return static_cast<int>(line_starts_.size()); }
   // The text of a 1-based line, without its line break.
   std::string_view Line(int line) const;
+  // The line and column of a byte offset into text().
+  SourceLocation LocationOf(std::size_t offset) const;
 
  private:
   std::string name_;

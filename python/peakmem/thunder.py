@@ -1,0 +1,22 @@
+"""Drop-in replacement for Thunder's memory estimator.
+
+    from peakmem.thunder import get_alloc_memory
+    peak, breakdown = get_alloc_memory(trace)
+
+returns exactly what ``thunder.examine.memory_calculation.get_alloc_memory``
+returns for the same trace (lightning-thunder 0.2.6): the peak in bytes and
+an ordered dict of ``"{symbol} {outputs}"`` / ``"argument x"`` /
+``"python_del x"`` keys to byte deltas. `trace` may be a live TraceCtx, trace
+text or a path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .api import analyze
+
+
+def get_alloc_memory(trace: Any) -> tuple[int, dict[str, int]]:
+    report = analyze(trace, model="thunder")
+    return report.peak_bytes, report.breakdown

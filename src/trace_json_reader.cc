@@ -1,0 +1,524 @@
+#include "peakmem/trace_json_reader.h"
+
+#include <simdjson.h>
+
+#include "peakmem/trace_builder.h"
+
+namespace peakmem {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+constexpr int kMaxDepth = 200;
+
+class JsonReader {
+ public:
+  explicit JsonReader(std::shared_ptr<const SourceFile> source)
+      : source_(source), builder_(std::move(source)), padded_(source_->text()) {
+    base_ = padded_.data();
+  }
+
+  Trace Read();
+
+ private:
+  [[noreturn]] void Fail(SourceLocation at, const std::string& message) const {
+    builder_.Fail(at, message);
+  }
+  SourceLocation At(const char* p) const {
+    return source_->LocationOf(static_cast<std::size_t>(p - base_));
+  }
+  SourceLocation At(od::value& v) {
+    const char* p = nullptr;
+    if (v.current_location().get(p) != simdjson::SUCCESS) return last_;
+    last_ = At(p);
+    return last_;
+  }
+
+  std::string_view String(od::value& v, const char* what);
+  void ReadParams(od::array params);
+  void ReadParam(od::object param, SourceLocation at);
+  struct PendingDefinition {
+    std::string name;
+    std::string type;
+    SourceLocation type_at;
+    ContainerKind container = ContainerKind::kUnknown;
+  };
+  void TakeDefinitionField(PendingDefinition* def, std::string_view key, od::value value);
+  ValueId FinishDefinition(const PendingDefinition& def, SourceLocation at);
+  Pattern ReadPattern(od::value v, int depth);
+  Expr ReadExpr(od::value v, int depth);
+  std::vector<Expr> ReadExprList(od::value v, int depth);
+  void ReadStatements(od::array statements);
+  void ReadStatement(od::object object, SourceLocation at);
+  std::vector<SubSymbol> ReadSubSymbols(od::value v, int depth);
+
+  std::shared_ptr<const SourceFile> source_;
+  TraceBuilder builder_;
+  simdjson::padded_string padded_;
+  const char* base_ = nullptr;
+  SourceLocation last_{1, 1};
+  bool returned_ = false;
+};
+
+std::string_view JsonReader::String(od::value& v, const char* what) {
+  const SourceLocation at = At(v);
+  std::string_view s;
+  if (v.get_string().get(s) != simdjson::SUCCESS) {
+    Fail(at, std::string("expected a string for ") + what);
+  }
+  return s;
+}
+
+ContainerKind ParseContainer(std::string_view s) {
+  if (s == "list") return ContainerKind::kList;
+  if (s == "tuple") return ContainerKind::kTuple;
+  if (s == "dict") return ContainerKind::kDict;
+  if (s == "set") return ContainerKind::kSet;
+  return ContainerKind::kUnknown;
+}
+
+// {"name": ..., "type": ..., "container": ...}, gathered field by field
+// (On-Demand objects can be iterated only once).
+void JsonReader::TakeDefinitionField(PendingDefinition* def, std::string_view key,
+                                     od::value value) {
+  if (key == "name") {
+    def->name = std::string(String(value, "'name'"));
+  } else if (key == "type") {
+    def->type_at = At(value);
+    def->type_at.column += 1;  // inside the opening quote
+    def->type = std::string(String(value, "'type'"));
+  } else if (key == "container") {
+    const SourceLocation c_at = At(value);
+    def->container = ParseContainer(String(value, "'container'"));
+    if (def->container == ContainerKind::kUnknown) {
+      Fail(c_at, "'container' must be one of list, tuple, dict, set");
+    }
+  } else {
+    Fail(At(value), "unknown key '" + std::string(key) + "' in a value definition");
+  }
+}
+
+ValueId JsonReader::FinishDefinition(const PendingDefinition& def, SourceLocation at) {
+  if (def.name.empty()) Fail(at, "a value definition needs a 'name'");
+  const ValueId id = builder_.Define(def.name, at);
+  if (!def.type.empty()) builder_.SetType(id, def.type, def.type_at);
+  builder_.trace().value(id).container = def.container;
+  return id;
+}
+
+void JsonReader::ReadParam(od::object param, SourceLocation at) {
+  Parameter p;
+  std::string kind = "positional";
+  bool defined = false;
+  for (auto field : param) {
+    std::string_view key = field.unescaped_key();
+    od::value value = field.value();
+    if (key == "kind") {
+      kind = std::string(String(value, "'kind'"));
+      if (kind == "varargs") {
+        p.kind = Parameter::Kind::kVarArgs;
+      } else if (kind == "varkwargs") {
+        p.kind = Parameter::Kind::kVarKwargs;
+      } else if (kind != "positional" && kind != "keyword") {
+        Fail(At(value), "parameter 'kind' must be positional, keyword, varargs or varkwargs");
+      }
+    } else if (key == "value") {
+      const SourceLocation def_at = At(value);
+      od::object def;
+      if (value.get_object().get(def) != simdjson::SUCCESS) {
+        Fail(def_at, "expected a value definition object");
+      }
+      PendingDefinition pending;
+      for (auto def_field : def) {
+        std::string_view def_key = def_field.unescaped_key();
+        TakeDefinitionField(&pending, def_key, def_field.value());
+      }
+      p.value = FinishDefinition(pending, def_at);
+      defined = true;
+    } else if (key == "default") {
+      p.default_value = ReadExpr(value, 1);
+    } else {
+      Fail(At(value), "unknown key '" + std::string(key) + "' in a parameter");
+    }
+  }
+  if (!defined) Fail(at, "a parameter needs a 'value'");
+  builder_.trace().params.push_back(std::move(p));
+}
+
+void JsonReader::ReadParams(od::array params) {
+  for (auto item : params) {
+    od::value v = item.value();
+    const SourceLocation at = At(v);
+    od::object param;
+    if (v.get_object().get(param) != simdjson::SUCCESS) Fail(at, "expected a parameter object");
+    ReadParam(param, at);
+  }
+}
+
+// A JSON array is a tuple target, {"list": [...]} a list target,
+// {"name": ...} a definition, "_" an ignored literal.
+Pattern JsonReader::ReadPattern(od::value v, int depth) {
+  Pattern p;
+  p.at = At(v);
+  if (depth > kMaxDepth) Fail(p.at, "assignment target nested too deeply");
+  od::json_type type;
+  if (v.type().get(type) != simdjson::SUCCESS) Fail(p.at, "invalid JSON value");
+  switch (type) {
+    case od::json_type::string: {
+      if (String(v, "a target") != "_") Fail(p.at, "a string target must be \"_\"");
+      p.kind = Pattern::Kind::kIgnore;
+      return p;
+    }
+    case od::json_type::array: {
+      p.kind = Pattern::Kind::kTuple;
+      for (auto item : v.get_array()) p.items.push_back(ReadPattern(item.value(), depth + 1));
+      return p;
+    }
+    case od::json_type::object: {
+      od::object object = v.get_object();
+      PendingDefinition pending;
+      bool first = true;
+      for (auto field : object) {
+        std::string_view key = field.unescaped_key();
+        if (first && key == "list") {
+          p.kind = Pattern::Kind::kList;
+          od::value list_value = field.value();
+          od::array items;
+          if (list_value.get_array().get(items) != simdjson::SUCCESS) {
+            Fail(p.at, "'list' target needs an array");
+          }
+          for (auto item : items) p.items.push_back(ReadPattern(item.value(), depth + 1));
+        } else if (p.kind == Pattern::Kind::kList) {
+          Fail(p.at, "a 'list' target has no other keys");
+        } else {
+          TakeDefinitionField(&pending, key, field.value());
+        }
+        first = false;
+      }
+      if (first) Fail(p.at, "empty object as an assignment target");
+      if (p.kind != Pattern::Kind::kList) {
+        p.kind = Pattern::Kind::kValue;
+        p.value = FinishDefinition(pending, p.at);
+      }
+      return p;
+    }
+    default:
+      Fail(p.at, "expected an assignment target: a definition, an array, {\"list\": ...} or \"_\"");
+  }
+}
+
+std::vector<Expr> JsonReader::ReadExprList(od::value v, int depth) {
+  const SourceLocation at = At(v);
+  od::array items;
+  if (v.get_array().get(items) != simdjson::SUCCESS) Fail(at, "expected an array of expressions");
+  std::vector<Expr> out;
+  for (auto item : items) out.push_back(ReadExpr(item.value(), depth + 1));
+  return out;
+}
+
+// {"ref": name} | {"const": text} | {"tuple"|"list"|"set": [...]} |
+// {"dict": [[key, value], ...]} | {"call": callee, "args": [...]}
+Expr JsonReader::ReadExpr(od::value v, int depth) {
+  Expr e;
+  e.at = At(v);
+  if (depth > kMaxDepth) Fail(e.at, "expression nested too deeply");
+  od::object object;
+  if (v.get_object().get(object) != simdjson::SUCCESS) {
+    Fail(e.at, "expected an expression object ({\"ref\": ...}, {\"const\": ...}, ...)");
+  }
+  for (auto field : object) {
+    std::string_view key = field.unescaped_key();
+    od::value value = field.value();
+    if (key == "ref") {
+      const SourceLocation at = At(value);
+      const std::string_view name = String(value, "'ref'");
+      e.kind = Expr::Kind::kValue;
+      e.value = builder_.LookupForUse(name, at);
+      if (e.value == kNoValue) Fail(at, "unknown name '" + std::string(name) + "'");
+    } else if (key == "const") {
+      e.kind = Expr::Kind::kConstant;
+      std::string_view raw;
+      od::json_type const_type;
+      if (value.type().get(const_type) != simdjson::SUCCESS) Fail(At(value), "invalid JSON value");
+      if (const_type == od::json_type::string) {
+        raw = String(value, "'const'");
+      } else {
+        raw = value.raw_json_token();
+        while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
+                                raw.back() == '\t')) {
+          raw.remove_suffix(1);
+        }
+      }
+      e.text = std::string(raw);
+    } else if (key == "tuple" || key == "list" || key == "set") {
+      e.kind = key == "tuple" ? Expr::Kind::kTuple
+               : key == "list" ? Expr::Kind::kList
+                               : Expr::Kind::kSet;
+      e.items = ReadExprList(value, depth);
+    } else if (key == "dict") {
+      e.kind = Expr::Kind::kDict;
+      const SourceLocation dict_at = At(value);
+      od::array pairs;
+      if (value.get_array().get(pairs) != simdjson::SUCCESS) {
+        Fail(dict_at, "'dict' needs an array of [key, value] pairs");
+      }
+      for (auto pair_item : pairs) {
+        std::vector<Expr> pair = ReadExprList(pair_item.value(), depth + 1);
+        if (pair.size() != 2) Fail(dict_at, "'dict' needs an array of [key, value] pairs");
+        e.items.push_back(std::move(pair[0]));
+        e.items.push_back(std::move(pair[1]));
+      }
+    } else if (key == "call") {
+      e.kind = Expr::Kind::kCall;
+      e.text = std::string(String(value, "'call'"));
+    } else if (key == "args") {
+      e.items = ReadExprList(value, depth);
+    } else {
+      Fail(At(value), "unknown key '" + std::string(key) + "' in an expression");
+    }
+  }
+  return e;
+}
+
+std::vector<SubSymbol> JsonReader::ReadSubSymbols(od::value v, int depth) {
+  const SourceLocation at = At(v);
+  if (depth > kMaxDepth) Fail(at, "subsymbols nested too deeply");
+  std::vector<SubSymbol> out;
+  od::array items;
+  if (v.get_array().get(items) != simdjson::SUCCESS) Fail(at, "'subsymbols' must be an array");
+  for (auto item : items) {
+    od::value node_value = item.value();
+    const SourceLocation node_at = At(node_value);
+    od::object node;
+    if (node_value.get_object().get(node) != simdjson::SUCCESS) {
+      Fail(node_at, "a subsymbol must be an object");
+    }
+    SubSymbol sub;
+    sub.line = node_at.line;
+    for (auto field : node) {
+      std::string_view key = field.unescaped_key();
+      od::value value = field.value();
+      if (key == "text") {
+        sub.text = std::string(String(value, "'text'"));
+      } else if (key == "children") {
+        sub.children = ReadSubSymbols(value, depth + 1);
+      } else {
+        Fail(At(value), "unknown key '" + std::string(key) + "' in a subsymbol");
+      }
+    }
+    out.push_back(std::move(sub));
+  }
+  return out;
+}
+
+StatementKind ParseStatementKind(std::string_view kind, bool* ok) {
+  *ok = true;
+  if (kind == "call") return StatementKind::kCall;
+  if (kind == "unpack") return StatementKind::kUnpack;
+  if (kind == "assign") return StatementKind::kAssign;
+  if (kind == "del") return StatementKind::kDel;
+  if (kind == "clear") return StatementKind::kClear;
+  if (kind == "return") return StatementKind::kReturn;
+  *ok = false;
+  return StatementKind::kCall;
+}
+
+void JsonReader::ReadStatement(od::object object, SourceLocation at) {
+  Statement s;
+  s.at = at;
+  s.source_line = at.line;
+  bool have_kind = false;
+  bool have_outputs = false;
+  if (returned_) Fail(at, "statement after 'return'");
+  for (auto field : object) {
+    std::string_view key = field.unescaped_key();
+    od::value value = field.value();
+    if (!have_kind) {
+      if (key != "kind") Fail(At(value), "'kind' must be the first key of a statement");
+      const SourceLocation kind_at = At(value);
+      bool ok = false;
+      s.kind = ParseStatementKind(String(value, "'kind'"), &ok);
+      if (!ok) Fail(kind_at, "statement 'kind' must be call, unpack, assign, del, clear or return");
+      have_kind = true;
+      continue;
+    }
+    if (key == "callee") {
+      s.callee = std::string(String(value, "'callee'"));
+    } else if (key == "symbol") {
+      s.symbol = std::string(String(value, "'symbol'"));
+    } else if (key == "id") {
+      if (value.is_null()) continue;
+      s.symbol_id = std::string(String(value, "'id'"));
+    } else if (key == "legacy") {
+      bool legacy = false;
+      if (value.get_bool().get(legacy) != simdjson::SUCCESS) Fail(At(value), "'legacy' must be a bool");
+      s.legacy_clear = legacy;
+    } else if (have_outputs && (key == "args" || key == "kwargs")) {
+      Fail(At(value), "'outputs' must come after 'args' and 'kwargs'");
+    } else if (key == "args") {
+      s.args = ReadExprList(value, 0);
+    } else if (key == "kwargs") {
+      const SourceLocation kw_at = At(value);
+      od::array pairs;
+      if (value.get_array().get(pairs) != simdjson::SUCCESS) Fail(kw_at, "'kwargs' must be an array");
+      for (auto pair_item : pairs) {
+        od::value pair_value = pair_item.value();
+        const SourceLocation pair_at = At(pair_value);
+        od::array pair;
+        if (pair_value.get_array().get(pair) != simdjson::SUCCESS) {
+          Fail(pair_at, "a keyword argument must be [name, expression]");
+        }
+        std::string name;
+        int n = 0;
+        for (auto part : pair) {
+          od::value part_value = part.value();
+          if (n == 0) name = std::string(String(part_value, "a keyword name"));
+          if (n == 1) s.kwargs.emplace_back(name, ReadExpr(part_value, 1));
+          if (n >= 2) Fail(pair_at, "a keyword argument must be [name, expression]");
+          ++n;
+        }
+        if (n != 2) Fail(pair_at, "a keyword argument must be [name, expression]");
+      }
+    } else if (key == "source") {
+      const SourceLocation src_at = At(value);
+      const std::string_view name = String(value, "'source'");
+      s.source = builder_.LookupForUse(name, src_at);
+      if (s.source == kNoValue) Fail(src_at, "unknown name '" + std::string(name) + "'");
+    } else if (key == "names") {
+      const SourceLocation names_at = At(value);
+      od::array names;
+      if (value.get_array().get(names) != simdjson::SUCCESS) Fail(names_at, "'names' must be an array");
+      for (auto item : names) {
+        od::value name_value = item.value();
+        const SourceLocation name_at = At(name_value);
+        s.deleted.push_back(builder_.Delete(String(name_value, "a name"), name_at, at.line));
+      }
+    } else if (key == "value") {
+      s.returned = ReadExpr(value, 0);
+    } else if (key == "outputs") {
+      // Python binds the targets after evaluating the call, so "outputs"
+      // must follow "args"/"kwargs" (checked above).
+      have_outputs = true;
+      s.outputs = ReadPattern(value, 0);
+    } else if (key == "subsymbols") {
+      s.subsymbols = ReadSubSymbols(value, 0);
+    } else if (key == "line") {
+      std::int64_t line = 0;
+      if (value.get_int64().get(line) != simdjson::SUCCESS) Fail(At(value), "'line' must be an integer");
+      (void)line;  // informational: the line in the printed trace
+    } else {
+      Fail(At(value), "unknown key '" + std::string(key) + "' in a statement");
+    }
+  }
+  if (!have_kind) Fail(at, "a statement needs a 'kind'");
+  switch (s.kind) {
+    case StatementKind::kCall:
+      if (s.callee.empty()) Fail(at, "a call needs a 'callee'");
+      if (s.symbol.empty()) {
+        const std::size_t dot = s.callee.rfind('.');
+        s.symbol = dot == std::string::npos ? s.callee : s.callee.substr(dot + 1);
+      }
+      if (!have_outputs) s.outputs.kind = Pattern::Kind::kTuple;
+      break;
+    case StatementKind::kClear:
+      if (s.source == kNoValue) Fail(at, "a clear needs a 'source'");
+      if (s.callee.empty()) s.callee = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
+      if (s.symbol.empty()) s.symbol = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
+      if (s.symbol_id.empty()) s.symbol_id = s.symbol;
+      break;
+    case StatementKind::kUnpack:
+    case StatementKind::kAssign:
+      if (s.source == kNoValue) Fail(at, "an unpack needs a 'source'");
+      if (!have_outputs) Fail(at, "an unpack needs 'outputs'");
+      break;
+    case StatementKind::kDel:
+      if (s.deleted.empty()) Fail(at, "a del needs 'names'");
+      break;
+    case StatementKind::kReturn:
+      returned_ = true;
+      break;
+  }
+  builder_.trace().statements.push_back(std::move(s));
+}
+
+void JsonReader::ReadStatements(od::array statements) {
+  for (auto item : statements) {
+    od::value v = item.value();
+    const SourceLocation at = At(v);
+    od::object object;
+    if (v.get_object().get(object) != simdjson::SUCCESS) Fail(at, "expected a statement object");
+    ReadStatement(object, at);
+  }
+}
+
+Trace JsonReader::Read() {
+  od::parser parser;
+  od::document doc;
+  try {
+    doc = parser.iterate(padded_);
+    od::object root;
+    if (doc.get_object().get(root) != simdjson::SUCCESS) Fail({1, 1}, "expected a JSON object");
+    bool have_format = false;
+    bool have_statements = false;
+    for (auto field : root) {
+      std::string_view key = field.unescaped_key();
+      od::value value = field.value();
+      const SourceLocation at = At(value);
+      if (key == "format") {
+        if (String(value, "'format'") != "peakmem.trace") {
+          Fail(at, "'format' must be \"peakmem.trace\"");
+        }
+        have_format = true;
+      } else if (key == "version") {
+        std::int64_t version = 0;
+        if (value.get_int64().get(version) != simdjson::SUCCESS || version != 1) {
+          Fail(at, "unsupported 'version': this peakmem reads version 1");
+        }
+      } else if (key == "function") {
+        builder_.trace().function_name = std::string(String(value, "'function'"));
+      } else if (key == "params") {
+        if (have_statements) Fail(at, "'params' must come before 'statements'");
+        od::array params;
+        if (value.get_array().get(params) != simdjson::SUCCESS) Fail(at, "'params' must be an array");
+        ReadParams(params);
+      } else if (key == "statements") {
+        od::array statements;
+        if (value.get_array().get(statements) != simdjson::SUCCESS) {
+          Fail(at, "'statements' must be an array");
+        }
+        ReadStatements(statements);
+        have_statements = true;
+      }
+      // Other top-level keys (e.g. "producer") are metadata; On-Demand skips them.
+    }
+    if (!have_format) Fail({1, 1}, "missing \"format\": \"peakmem.trace\"");
+    if (!have_statements) Fail({1, 1}, "missing 'statements'");
+    if (!returned_) Fail(last_, "the trace ends without a 'return' statement");
+  } catch (const simdjson::simdjson_error& e) {
+    const char* p = nullptr;
+    SourceLocation at = last_;
+    if (doc.current_location().get(p) == simdjson::SUCCESS) at = At(p);
+    Fail(at, std::string("invalid JSON: ") + simdjson::error_message(e.error()));
+  }
+  return std::move(builder_.trace());
+}
+
+}  // namespace
+
+bool LooksLikeJson(std::string_view text) {
+  for (char c : text) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+    return c == '{';
+  }
+  return false;
+}
+
+ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source) {
+  JsonReader reader(source);
+  ParsedTrace parsed;
+  parsed.trace = reader.Read();
+  parsed.source = std::move(source);
+  return parsed;
+}
+
+}  // namespace peakmem
