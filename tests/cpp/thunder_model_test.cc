@@ -34,20 +34,7 @@ std::vector<std::int64_t> LiveBytes(const Report& report) {
   return live;
 }
 
-// ---------------------------------------------------------------- symbol ids
-
-TEST(ThunderSymbolId, IsTheLastDottedComponent) {
-  EXPECT_EQ(ThunderSymbolId("torch.nn.functional.linear"), "linear");
-  EXPECT_EQ(ThunderSymbolId("Tensor.expand"), "expand");
-  EXPECT_EQ(ThunderSymbolId("torch_prims_reshape_impl"), "torch_prims_reshape_impl");
-  EXPECT_EQ(ThunderSymbolId("nvFusion0"), "nvFusion0");
-}
-
-TEST(ThunderSymbolId, IsEmptyForPrimsAndLtorch) {
-  EXPECT_EQ(ThunderSymbolId("prims.reshape"), "");
-  EXPECT_EQ(ThunderSymbolId("ltorch.reshape"), "");
-  EXPECT_EQ(ThunderSymbolId("prims.broadcast_in_dim"), "");
-}
+// ---------------------------------------------------------------- alias list
 
 TEST(ThunderAliasOps, IsThunderList) {
   const std::vector<std::string_view> expected = {

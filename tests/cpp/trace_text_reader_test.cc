@@ -296,6 +296,33 @@ TEST(TraceTextReader, ReadsTypeCommentOnOpLine) {
   EXPECT_EQ(FindValue(trace, "t0")->defined_at.column, 3);
 }
 
+TEST(TraceTextReader, ReadsThunderSymbolNameAndId) {
+  // The symbol name is the callee's last dotted component; the id is the same
+  // for executor ops and empty for prims/ltorch symbols (their ids are enum
+  // values or qualified names).
+  const ParsedTrace parsed = Parse(R"(def f(x, w):
+  # x: "cpu f32[2, 3]"
+  # w: "cpu f32[4, 3]"
+  t0 = torch.nn.functional.linear(x, w, None)  # t0: "cpu f32[2, 4]"
+  t1 = prims.reshape(t0, (8,))  # t1: "cpu f32[8]"
+  t2 = ltorch.reshape(t0, (8,))  # t2: "cpu f32[8]"
+  t3 = torch_prims_reshape_impl(t0, (8,))  # t3: "cpu f32[8]"
+  t4 = Tensor.expand(t0, (2, 2, 4))  # t4: "cpu f32[2, 2, 4]"
+  return (t1, t2, t3, t4)
+)");
+  const std::vector<Statement>& s = parsed.trace.statements;
+  EXPECT_EQ(s[0].symbol, "linear");
+  EXPECT_EQ(s[0].symbol_id, "linear");
+  EXPECT_EQ(s[0].SymbolName(), "linear");
+  EXPECT_EQ(s[1].symbol, "reshape");
+  EXPECT_EQ(s[1].symbol_id, "");
+  EXPECT_EQ(s[2].symbol, "reshape");
+  EXPECT_EQ(s[2].symbol_id, "");
+  EXPECT_EQ(s[3].symbol_id, "torch_prims_reshape_impl");
+  EXPECT_EQ(s[4].symbol, "expand");
+  EXPECT_EQ(s[4].symbol_id, "expand");
+}
+
 TEST(TraceTextReader, ReadsTypeCommentOnOpLineWithTrailingSpace) {
   const ParsedTrace parsed = Parse(
       "def f(a):\n  # a: \"cpu f32[4]\"\n  t0 = torch.neg(a)  # t0: \"cpu f32[4]\"  \n"
