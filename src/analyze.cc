@@ -2,13 +2,14 @@
 
 #include <stdexcept>
 
+#include "peakmem/runtime_model.h"
 #include "peakmem/thunder_model.h"
 #include "peakmem/trace_json_reader.h"
 
 namespace peakmem {
 
 const std::vector<std::string>& AvailableModels() {
-  static const std::vector<std::string> models = {"thunder"};
+  static const std::vector<std::string> models = {"runtime", "thunder"};
   return models;
 }
 
@@ -27,13 +28,11 @@ ParsedTrace ParseTrace(const std::string& name, std::string text) {
 
 ParsedTrace LoadTrace(const std::string& path) { return Read(LoadSourceFile(path)); }
 
-Report Analyze(const ParsedTrace& trace, const std::string& model) {
+Report Analyze(const ParsedTrace& trace, const std::string& model,
+               const RuntimeOptions& runtime_options) {
   if (model == "thunder") return RunThunderModel(trace);
-  if (model == "runtime") {
-    throw std::invalid_argument(
-        "model 'runtime' does not exist yet (it is planned: issue 4); available models: thunder");
-  }
-  throw std::invalid_argument("unknown model '" + model + "'; available models: thunder");
+  if (model == "runtime") return RunRuntimeModel(trace, runtime_options);
+  throw std::invalid_argument("unknown model '" + model + "'; available models: runtime, thunder");
 }
 
 }  // namespace peakmem

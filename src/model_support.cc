@@ -23,6 +23,7 @@ Step MakeStep(const ParsedTrace& parsed, std::size_t index, std::int64_t delta,
   }
   step.delta_bytes = delta;
   step.live_bytes = live;
+  step.peak_bytes = live;
   return step;
 }
 

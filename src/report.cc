@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace peakmem {
@@ -23,6 +25,8 @@ std::string ReportToJson(const Report& report, int indent) {
   j["peak_bytes"] = report.peak_bytes;
   j["final_bytes"] = report.final_bytes;
   j["peak_step"] = report.peak_step;
+  if (report.tensor_peak_bytes >= 0) j["tensor_peak_bytes"] = report.tensor_peak_bytes;
+  if (!report.convention.empty()) j["convention"] = report.convention;
   nlohmann::ordered_json breakdown = nlohmann::ordered_json::object();
   for (const auto& [key, bytes] : report.breakdown.items()) breakdown[key] = bytes;
   j["breakdown"] = std::move(breakdown);
@@ -33,9 +37,19 @@ std::string ReportToJson(const Report& report, int indent) {
                      {"op", s.op},
                      {"source", s.source},
                      {"delta_bytes", s.delta_bytes},
-                     {"live_bytes", s.live_bytes}});
+                     {"live_bytes", s.live_bytes},
+                     {"peak_bytes", s.peak_bytes}});
   }
   j["steps"] = std::move(steps);
+  nlohmann::ordered_json live = nlohmann::ordered_json::array();
+  for (const LiveTensor& t : report.live_at_peak) {
+    live.push_back({{"name", t.name},
+                    {"bytes", t.bytes},
+                    {"made_by", t.made_by},
+                    {"line", t.line},
+                    {"role", t.role}});
+  }
+  j["live_at_peak"] = std::move(live);
   j["diagnostics"] = report.diagnostics;
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
@@ -58,11 +72,29 @@ std::string ReportToText(const Report& report) {
   out += fmt::format("trace: {}\nmodel: {}\n", report.trace_name, report.model);
   out += fmt::format("peak:  {} bytes ({})\n", report.peak_bytes, HumanBytes(report.peak_bytes));
   out += fmt::format("final: {} bytes ({})\n", report.final_bytes, HumanBytes(report.final_bytes));
+  if (report.tensor_peak_bytes >= 0) {
+    out += fmt::format("tensor peak (without op scratch): {} bytes ({})\n",
+                       report.tensor_peak_bytes, HumanBytes(report.tensor_peak_bytes));
+  }
+  if (!report.convention.empty()) out += fmt::format("calling convention: {}\n", report.convention);
   if (report.peak_step >= 0 && report.peak_step < static_cast<int>(report.steps.size())) {
     const Step& s = report.steps[report.peak_step];
-    out += fmt::format("peak reached at step {} (line {}): {}\n", s.index, s.line, s.source);
+    out += fmt::format("peak reached at step {} (line {}), op '{}': {}\n", s.index, s.line, s.op,
+                       s.source);
   } else {
-    out += "peak reached before the first statement\n";
+    out += "peak reached before the first statement (the inputs alone)\n";
+  }
+  if (!report.live_at_peak.empty()) {
+    out += "\nlargest live tensors at the peak:\n";
+    const std::size_t shown = std::min<std::size_t>(report.live_at_peak.size(), 10);
+    for (std::size_t i = 0; i < shown; ++i) {
+      const LiveTensor& t = report.live_at_peak[i];
+      out += fmt::format("  {:>14}  {:<12} {:<12} made by {}{}\n", t.bytes, t.name, t.role,
+                         t.made_by, t.line > 0 ? fmt::format(" (line {})", t.line) : "");
+    }
+    if (report.live_at_peak.size() > shown) {
+      out += fmt::format("  ... and {} more\n", report.live_at_peak.size() - shown);
+    }
   }
   if (!report.diagnostics.empty()) {
     out += "\ndiagnostics:\n";
@@ -72,12 +104,14 @@ std::string ReportToText(const Report& report) {
   for (const auto& [key, bytes] : report.breakdown.items()) {
     out += fmt::format("  {:>14}  {}\n", bytes, key);
   }
-  out += fmt::format("\n{:>5} {:>5} {:>14} {:>14}  {}\n", "step", "line", "delta", "live", "statement");
+  out += fmt::format("\n{:>5} {:>5} {:>14} {:>14} {:>14}  {}\n", "step", "line", "delta", "live",
+                     "peak in step", "statement");
   for (const Step& s : report.steps) {
     std::string source = s.source;
     if (source.size() > 80) source = source.substr(0, 77) + "...";
-    out += fmt::format("{:>5} {:>5} {:>14} {:>14}  {}{}\n", s.index, s.line, s.delta_bytes,
-                       s.live_bytes, source, s.index == report.peak_step ? "   <- peak" : "");
+    out += fmt::format("{:>5} {:>5} {:>14} {:>14} {:>14}  {}{}\n", s.index, s.line, s.delta_bytes,
+                       s.live_bytes, s.peak_bytes, source,
+                       s.index == report.peak_step ? "   <- peak" : "");
   }
   return out;
 }

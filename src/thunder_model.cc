@@ -43,6 +43,14 @@ class ThunderModel {
   };
 
   std::int64_t CountArguments();
+  // Sums byte counts; a total past 64 bits is an input error, not a wrapped number.
+  std::int64_t CheckedAdd(std::int64_t a, std::int64_t b, SourceLocation at) const {
+    std::int64_t sum = 0;
+    if (__builtin_add_overflow(a, b, &sum) || sum < 0 && a >= 0 && b >= 0) {
+      errors_.Fail(at, "total tensor bytes overflow 64 bits");
+    }
+    return sum;
+  }
   bool IsUsed(ValueId id) const {
     for (const Statement& s : trace_.statements) {
       for (ValueId used : FlatArgs(s)) {
@@ -77,7 +85,7 @@ void ThunderModel::CountArgument(ValueId id, std::int64_t* allocated, int depth)
       data_of_[id] = static_cast<int>(memory_data_.size());
       memory_data_.push_back({2, id});
       const auto bytes = static_cast<std::int64_t>(v.type.bytes);
-      *allocated += bytes;
+      *allocated = CheckedAdd(*allocated, bytes, v.defined_at);
       report_.breakdown.Set("argument " + v.name, bytes);
       return;
     }
@@ -130,7 +138,7 @@ std::int64_t ThunderModel::Default(const Statement& s) {
                                      "': no type comment and no subsymbol defines it");
     }
     if (!IsTensorKind(v.type.kind)) continue;
-    result += static_cast<std::int64_t>(v.type.bytes);
+    result = CheckedAdd(result, static_cast<std::int64_t>(v.type.bytes), v.defined_at);
     if (data_of_[id] < 0) {
       data_of_[id] = static_cast<int>(memory_data_.size());
       memory_data_.push_back({1, id});
@@ -178,10 +186,13 @@ std::int64_t ThunderModel::Del(const Statement& s) {
   std::int64_t freed = 0;
   for (ValueId id : s.deleted) {
     const Value& v = trace_.value(id);
-    if (v.type.kind == ValueKind::kUnknown && data_of_[id] < 0) {
+    // An untyped output of an alias op (a split printed without subsymbols)
+    // is still a tensor: Thunder registered it when the alias op ran.
+    const bool registered_alias = v.type.kind == ValueKind::kUnknown && data_of_[id] >= 0;
+    if (v.type.kind == ValueKind::kUnknown && !registered_alias) {
       errors_.Fail(s.at, "cannot determine the type of '" + v.name + "' deleted here");
     }
-    if (!IsTensorKind(v.type.kind)) continue;
+    if (!IsTensorKind(v.type.kind) && !registered_alias) continue;
     freed += DropReference(id, s, "python_del ");
   }
   return freed;
@@ -235,16 +246,16 @@ Report ThunderModel::Run() {
         skipped = true;
         break;
       case StatementKind::kDel:
-        allocated += Del(s);
+        allocated = CheckedAdd(allocated, Del(s), s.at);
         break;
       case StatementKind::kClear:
         // Thunder's current estimator knows only `clear_mutable_collection`;
         // the older `clear_collection` falls through to the default rule.
-        allocated += s.legacy_clear ? Default(s) : Clear(s);
+        allocated = CheckedAdd(allocated, s.legacy_clear ? Default(s) : Clear(s), s.at);
         break;
       case StatementKind::kCall:
         unknown.Note(s);
-        allocated += IsThunderAlias(s.symbol_id) ? Alias(s) : Default(s);
+        allocated = CheckedAdd(allocated, IsThunderAlias(s.symbol_id) ? Alias(s) : Default(s), s.at);
         break;
     }
     if (!skipped && allocated > max_allocated) {

@@ -1,6 +1,7 @@
 #include "peakmem/value_type.h"
 
 #include <cctype>
+#include <cstdint>
 
 namespace peakmem {
 namespace {
@@ -45,6 +46,9 @@ std::optional<ValueType> FinishTensor(ValueType type, std::size_t error_offset,
     return Fail(error, error_offset,
                 "tensor of " + std::to_string(numel) + " " + std::string(type.dtype->short_name) +
                     " elements is not a whole number of bytes");
+  }
+  if (bits / 8 > static_cast<std::uint64_t>(INT64_MAX)) {
+    return Fail(error, error_offset, "tensor size overflows 64 bits");
   }
   type.numel = numel;
   type.bytes = bits / 8;

@@ -1,6 +1,8 @@
 // The `peakmem` command: a thin shell over the library (peakmem/analyze.h).
 //
-//   peakmem analyze TRACE [--model thunder] [--format text|json] [--output FILE]
+//   peakmem analyze TRACE [--model runtime|thunder] [--format text|json]
+//                         [--convention auto|forward|backward|plain] [--no-scratch]
+//                         [--output FILE]
 //
 // Exit codes: 0 success, 1 bad input (trace error), 2 bad usage.
 #include <CLI/CLI.hpp>
@@ -15,15 +17,20 @@ enum ExitCode : int { kExitOk = 0, kExitBadInput = 1, kExitUsage = 2 };
 
 struct AnalyzeArgs {
   std::string trace;
-  std::string model = "thunder";
+  std::string model = "runtime";
   std::string format = "text";
+  std::string convention = "auto";
+  bool no_scratch = false;
   std::string output;
 };
 
 int RunAnalyze(const AnalyzeArgs& args) {
   try {
     const peakmem::ParsedTrace parsed = peakmem::LoadTrace(args.trace);
-    const peakmem::Report report = peakmem::Analyze(parsed, args.model);
+    peakmem::RuntimeOptions options;
+    peakmem::ParseCallingConvention(args.convention, &options.convention);
+    options.model_scratch = !args.no_scratch;
+    const peakmem::Report report = peakmem::Analyze(parsed, args.model, options);
     const std::string rendered =
         args.format == "json" ? peakmem::ReportToJson(report) : peakmem::ReportToText(report);
     if (args.output.empty()) {
@@ -54,6 +61,10 @@ int main(int argc, char** argv) {
       "will use: the peak, what is held when it returns, and the live bytes after every op."};
   app.require_subcommand(1);
   app.footer(
+      "Usage: peakmem analyze TRACE [--model runtime|thunder] [--format text|json]\n"
+      "                         [--convention auto|forward|backward|plain] [--no-scratch]\n"
+      "                         [--output FILE]\n"
+      "Run 'peakmem analyze --help' for the options.\n"
       "Exit codes: 0 success; 1 bad input (the message gives file:line:col, the line and a "
       "caret); 2 bad usage.");
 
@@ -63,9 +74,21 @@ int main(int argc, char** argv) {
   analyze->add_option("trace", args.trace, "Path of the trace file")->required();
   analyze
       ->add_option("-m,--model", args.model,
-                   "Model: 'thunder' reproduces thunder.examine.memory_calculation."
-                   "get_alloc_memory exactly (keys and quirks included)")
+                   "Model: 'runtime' predicts what PyTorch really allocates (requested bytes, "
+                   "views, aliasing, Python reference semantics, op scratch); 'thunder' "
+                   "reproduces thunder.examine.memory_calculation.get_alloc_memory exactly "
+                   "(keys and quirks included)")
       ->capture_default_str();
+  analyze
+      ->add_option("--convention", args.convention,
+                   "Runtime model: how the caller passes arguments. 'auto' infers it (a Thunder "
+                   "backward_fn(saved_for_backward, cotangents) is called with lists, as "
+                   "Thunder's autograd function does; anything else is a forward whose caller "
+                   "holds every argument)")
+      ->check(CLI::IsMember({"auto", "forward", "backward", "plain"}))
+      ->capture_default_str();
+  analyze->add_flag("--no-scratch", args.no_scratch,
+                    "Runtime model: leave op scratch memory (wrapped scalars, ...) out of the peak");
   analyze
       ->add_option("-f,--format", args.format,
                    "Output format: 'text' (summary, breakdown, per-step table) or 'json' (object "

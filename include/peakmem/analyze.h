@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "peakmem/report.h"
+#include "peakmem/runtime_model.h"
 #include "peakmem/trace_text_reader.h"
 
 namespace peakmem {
@@ -19,8 +20,10 @@ ParsedTrace LoadTrace(const std::string& path);
 // Same for text held in memory; `name` is used in messages.
 ParsedTrace ParseTrace(const std::string& name, std::string text);
 
-// Runs `model` on the trace. Throws std::invalid_argument for a model name
-// that does not exist, TraceError for input the model cannot size.
-Report Analyze(const ParsedTrace& trace, const std::string& model);
+// Runs `model` ("runtime" or "thunder") on the trace. Throws
+// std::invalid_argument for a model name that does not exist, TraceError for
+// input the model cannot size. `runtime_options` apply to the runtime model.
+Report Analyze(const ParsedTrace& trace, const std::string& model,
+               const RuntimeOptions& runtime_options = {});
 
 }  // namespace peakmem

@@ -23,9 +23,26 @@ enum class OpEffect : unsigned char {
   kFusion,        // a fusion region (nvFusionN, TorchCompileN): allocates its outputs
 };
 
+// How an op's output strides follow from its inputs (see layout.h).
+enum class LayoutRule : unsigned char {
+  kContiguous,   // a fresh contiguous tensor (matmul, reductions, cat, factories, ...)
+  kElementwise,  // TensorIterator's output layout over the tensor inputs
+  kPreserve,     // like the first tensor input (empty_like with preserve_format)
+  kSameStrides,  // a view with the input's strides (slices, split, chunk, narrow, detach)
+  kPermute,      // permute(x, dims)
+  kTranspose,    // transpose(x, d0, d1) / t(x)
+  kUnsqueeze,    // unsqueeze(x, dim)
+  kDropDims,     // squeeze/select/unbind: the input's strides minus removed dims
+  kExpand,       // expand / broadcast_in_dim: stride 0 on broadcast dims
+  kReshape,      // view/reshape/flatten/unflatten: ATen's computeStride
+  kUnknown,      // a view peakmem does not follow; later layout decisions get a diagnostic
+};
+
 struct OpInfo {
   std::string_view name;
   OpEffect effect;
+  LayoutRule layout = LayoutRule::kContiguous;
+  int returned_arg = 0;  // kReturnsInput/kInPlace: which positional argument is returned
 };
 
 // The op's entry, or nullptr when peakmem does not know the op. Fusion

@@ -34,6 +34,18 @@ struct Step {
   std::string source;      // the statement's source line, trimmed
   std::int64_t delta_bytes = 0;
   std::int64_t live_bytes = 0;  // after the statement
+  // The most bytes live at any moment inside the statement (outputs and
+  // op scratch included); equals live_bytes for the `thunder` model.
+  std::int64_t peak_bytes = 0;
+};
+
+// A tensor storage alive at the peak, and where it came from.
+struct LiveTensor {
+  std::string name;     // the value that first named it
+  std::int64_t bytes = 0;
+  std::string made_by;  // the op that allocated it ("argument" for inputs)
+  int line = 0;         // where that op is (0 for inputs)
+  std::string role;     // "argument", "saved", "intermediate", "scratch"
 };
 
 struct Report {
@@ -42,6 +54,12 @@ struct Report {
   std::int64_t peak_bytes = 0;
   std::int64_t final_bytes = 0;
   int peak_step = -1;  // first step whose live bytes equal the peak; -1: before any step
+  // Runtime model only: the peak without op scratch memory (-1 when the
+  // model does not separate it), the calling convention assumed, and the
+  // storages alive at the peak, largest first.
+  std::int64_t tensor_peak_bytes = -1;
+  std::string convention;
+  std::vector<LiveTensor> live_at_peak;
   OrderedBreakdown breakdown;
   std::vector<Step> steps;
   std::vector<std::string> diagnostics;

@@ -141,7 +141,7 @@ TEST_F(Cli, JsonReportOfTheReferenceTrace) {
 
 TEST_F(Cli, TextReportIsTheDefaultFormat) {
   const FileState before = StateOf(kReferenceTrace);
-  const CliResult r = RunCli("analyze " + ShellQuote(kReferenceTrace));
+  const CliResult r = RunCli("analyze --model thunder " + ShellQuote(kReferenceTrace));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("model: thunder\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("peak:  144 bytes (144 B)\n"), std::string::npos) << r.out;
@@ -152,7 +152,7 @@ TEST_F(Cli, TextReportIsTheDefaultFormat) {
 
 TEST_F(Cli, OutputOptionWritesTheReportToAFile) {
   const std::string out_path = TempPath("report.json");
-  const CliResult r = RunCli("analyze " + ShellQuote(kReferenceTrace) +
+  const CliResult r = RunCli("analyze --model thunder " + ShellQuote(kReferenceTrace) +
                              " --format json --output " + ShellQuote(out_path));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
@@ -210,19 +210,23 @@ TEST_F(Cli, TraceTheModelCannotSizeExitsOne) {
   std::remove(path.c_str());
 }
 
-TEST_F(Cli, RuntimeModelExitsTwo) {
-  const CliResult r = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --model runtime");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err,
-            "peakmem: error: model 'runtime' does not exist yet (it is planned: issue 4); "
-            "available models: thunder\n");
+TEST_F(Cli, RuntimeIsTheDefaultModel) {
+  // The seed example's known run-time truth (shared/examples/README.md):
+  // nvFuser returns t15 [2, 3, 4] with strides (0, 0, 1), backed by 4 floats,
+  // so a, b, t14 ([1, 1, 4]) and t15 live at 16 bytes each: 64 bytes.
+  const CliResult r = RunCli("analyze --format json " + ShellQuote(kReferenceTrace));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::ordered_json report = nlohmann::ordered_json::parse(r.out);
+  EXPECT_EQ(report.at("model").get<std::string>(), "runtime");
+  EXPECT_EQ(report.at("peak_bytes").get<std::int64_t>(), 64);
+  EXPECT_EQ(report.at("final_bytes").get<std::int64_t>(), 64);
 }
 
 TEST_F(Cli, UnknownModelExitsTwo) {
   const CliResult r = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --model bogus");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "peakmem: error: unknown model 'bogus'; available models: thunder\n");
+  EXPECT_EQ(r.err,
+            "peakmem: error: unknown model 'bogus'; available models: runtime, thunder\n");
 }
 
 TEST_F(Cli, UnknownFormatExitsTwo) {

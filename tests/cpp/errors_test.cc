@@ -459,30 +459,18 @@ TEST(Errors, WindowsLineEndingsGiveTheSameMessage) {
 
 // ---------------------------------------------------------------- models
 
-TEST(Errors, RuntimeModelIsNotAvailable) {
-  const ParsedTrace parsed = Parse("def f(a):\n  # a: \"cpu f32[4]\"\n  return a\n");
-  try {
-    Analyze(parsed, "runtime");
-    FAIL() << "no error";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "model 'runtime' does not exist yet (it is planned: issue 4); available models: "
-              "thunder");
-  }
-}
-
 TEST(Errors, UnknownModelName) {
   const ParsedTrace parsed = Parse("def f(a):\n  # a: \"cpu f32[4]\"\n  return a\n");
   try {
     Analyze(parsed, "bogus");
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "unknown model 'bogus'; available models: thunder");
+    EXPECT_EQ(std::string(e.what()), "unknown model 'bogus'; available models: runtime, thunder");
   }
 }
 
-TEST(Errors, AvailableModelsListsThunder) {
-  EXPECT_EQ(AvailableModels(), (std::vector<std::string>{"thunder"}));
+TEST(Errors, AvailableModelsListsBoth) {
+  EXPECT_EQ(AvailableModels(), (std::vector<std::string>{"runtime", "thunder"}));
 }
 
 }  // namespace

@@ -1,0 +1,26 @@
+// Memory an op allocates and frees before it returns (op scratch).
+//
+// Invisible in the trace, it still raises the peak inside the op. What is
+// modelled, each rule backed by CPU measurements (tests/data/corpus):
+//   - wrapped Python scalars: a Python number passed where an op takes a
+//     tensor (`torch.mul(t, 2.0)`) is wrapped into a 0-d tensor (8 bytes for
+//     float/int, 16 for complex, 1 for bool) before the op runs, and
+//     TensorIterator casts it to the op's dtype (another itemsize bytes) when
+//     the dtypes differ; both live until the op returns, alongside its output.
+// Rules are per op and device; an op without a rule has no scratch.
+#pragma once
+
+#include <cstdint>
+
+#include "peakmem/trace.h"
+
+namespace peakmem {
+
+struct ScratchEstimate {
+  std::int64_t before_outputs = 0;  // live while the op runs, before its outputs exist
+  std::int64_t with_outputs = 0;    // live together with the op's outputs
+};
+
+ScratchEstimate EstimateScratch(const Trace& trace, const Statement& statement);
+
+}  // namespace peakmem

@@ -1,0 +1,816 @@
+#include "peakmem/runtime_model.h"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <stdexcept>
+
+#include "peakmem/fusion.h"
+#include "peakmem/layout.h"
+#include "peakmem/model_support.h"
+#include "peakmem/op_registry.h"
+#include "peakmem/scratch.h"
+
+namespace peakmem {
+
+const char* CallingConventionName(CallingConvention convention) {
+  switch (convention) {
+    case CallingConvention::kAuto: return "auto";
+    case CallingConvention::kForward: return "forward";
+    case CallingConvention::kBackward: return "backward";
+    case CallingConvention::kPlain: return "plain";
+  }
+  return "?";
+}
+
+bool ParseCallingConvention(std::string_view text, CallingConvention* out) {
+  for (CallingConvention c : {CallingConvention::kAuto, CallingConvention::kForward,
+                              CallingConvention::kBackward, CallingConvention::kPlain}) {
+    if (text == CallingConventionName(c)) {
+      *out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+CallingConvention InferCallingConvention(const Trace& trace) {
+  if (trace.params.size() == 2 && trace.value(trace.params[0].value).name == "saved_for_backward" &&
+      trace.value(trace.params[1].value).name == "cotangents") {
+    return CallingConvention::kBackward;
+  }
+  return CallingConvention::kForward;
+}
+
+namespace {
+
+using ObjectId = std::uint32_t;
+using StorageId = std::uint32_t;
+constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+
+enum class Role : std::uint8_t { kArgument, kSaved, kIntermediate };
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kArgument: return "argument";
+    case Role::kSaved: return "saved";
+    case Role::kIntermediate: return "intermediate";
+  }
+  return "?";
+}
+
+struct Storage {
+  std::int64_t bytes = 0;
+  int tensors = 0;  // live tensor objects using it
+  ValueId named = kNoValue;
+  int made_at = -1;  // statement index; -1 for inputs
+  Role role = Role::kIntermediate;
+  bool alive = true;
+};
+
+struct Object {
+  enum class Kind : std::uint8_t { kTensor, kList, kTuple, kDict, kSet, kOther };
+  Kind kind = Kind::kOther;
+  int refs = 0;
+  StorageId storage = kNone;  // tensors
+  Dims shape;
+  Dims strides;
+  bool layout_known = true;
+  std::vector<ObjectId> elements;  // containers
+};
+
+std::optional<std::int64_t> IntConstant(const Expr& e) {
+  if (e.kind != Expr::Kind::kConstant) return std::nullopt;
+  std::int64_t v = 0;
+  const char* begin = e.text.data();
+  const char* end = begin + e.text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, v);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return v;
+}
+
+std::optional<Dims> IntList(const Expr& e) {
+  if (auto v = IntConstant(e)) return Dims{*v};
+  if (e.kind != Expr::Kind::kTuple && e.kind != Expr::Kind::kList) return std::nullopt;
+  Dims out;
+  for (const Expr& item : e.items) {
+    auto v = IntConstant(item);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
+std::int64_t NormalizeDim(std::int64_t dim, std::size_t rank) {
+  return dim < 0 ? dim + static_cast<std::int64_t>(rank) : dim;
+}
+
+class RuntimeModel {
+ public:
+  RuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options)
+      : parsed_(parsed),
+        trace_(parsed.trace),
+        options_(options),
+        contents_(CollectionContents(trace_)),
+        object_of_(trace_.values.size(), kNone),
+        bound_(trace_.values.size(), false) {
+    convention_ = options.convention == CallingConvention::kAuto ? InferCallingConvention(trace_)
+                                                                : options.convention;
+  }
+
+  // Runs the whole trace; when `snapshot_step` >= 0, stops inside that step
+  // at its peak and records the live storages.
+  Report Run(int snapshot_step, std::int64_t peak_target);
+
+ private:
+  // ---- heap
+  ObjectId NewObject(Object::Kind kind);
+  StorageId NewStorage(std::int64_t bytes, ValueId named, Role role);
+  ObjectId NewTensor(ValueId value, StorageId storage, Dims strides, bool layout_known);
+  ObjectId NewAllocatedTensor(ValueId value, Dims strides, Role role, bool layout_known = true);
+  void IncRef(ObjectId id) { ++objects_[id].refs; }
+  void DecRef(ObjectId id);
+  void Bind(ValueId value, ObjectId object);
+  void Unbind(ValueId value);
+  void Alloc(std::int64_t bytes);
+  void Free(std::int64_t bytes);
+  void NotePeak(std::int64_t extra);
+
+  // ---- building objects for values
+  ObjectId MakeValueObject(ValueId value, Role role, bool allocate_tensors, int depth);
+  Object::Kind ContainerFor(ValueId value, Object::Kind fallback) const;
+
+  // ---- statements
+  void SetUpArguments();
+  void Execute(std::size_t index);
+  void ExecuteCall(const Statement& s);
+  void BindPattern(const Pattern& pattern, ObjectId object, int depth);
+  ObjectId BuildReturned(const Expr& e, int depth);
+  void ExecuteReturn(const Statement& s);
+
+  // ---- op semantics
+  ObjectId FirstTensorArg(const Statement& s, const Expr** expr_out = nullptr) const;
+  ObjectId ArgObject(const Statement& s, std::size_t index) const;
+  Dims ViewStrides(const Statement& s, const OpInfo& op, const Object& input, const Value& out,
+                   std::size_t output_index, bool* known);
+  Dims AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out);
+
+  const Value& ValueOf(ValueId id) const { return trace_.value(id); }
+  [[noreturn]] void Fail(SourceLocation at, const std::string& message) const {
+    ModelErrors(parsed_).Fail(at, message);
+  }
+  void Diagnose(const std::string& message) {
+    if (diagnosed_.insert(message).second) report_.diagnostics.push_back(message);
+  }
+  void Snapshot();
+
+  const ParsedTrace& parsed_;
+  const Trace& trace_;
+  RuntimeOptions options_;
+  CallingConvention convention_;
+  std::vector<const Pattern*> contents_;
+  std::vector<ObjectId> object_of_;  // ValueId -> object it names (kNone if unbound)
+  std::vector<bool> bound_;          // ValueId currently a live frame local
+  std::vector<Object> objects_;
+  std::vector<Storage> storages_;
+  std::int64_t live_ = 0;
+  std::int64_t peak_ = 0;
+  std::int64_t tensor_peak_ = 0;
+  std::int64_t step_peak_ = 0;
+  int current_step_ = -1;
+  int snapshot_step_ = -2;  // -2: no snapshot; -1: during argument set-up
+  std::int64_t peak_target_ = -1;
+  bool snapshot_taken_ = false;
+  std::int64_t snapshot_scratch_ = 0;
+  std::vector<LiveTensor> snapshot_;
+  Report report_;
+  std::set<std::string> diagnosed_;
+  UnknownOps unknown_;
+};
+
+// ---------------------------------------------------------------- heap
+
+ObjectId RuntimeModel::NewObject(Object::Kind kind) {
+  Object o;
+  o.kind = kind;
+  objects_.push_back(std::move(o));
+  return static_cast<ObjectId>(objects_.size() - 1);
+}
+
+StorageId RuntimeModel::NewStorage(std::int64_t bytes, ValueId named, Role role) {
+  Storage s;
+  s.bytes = bytes;
+  s.named = named;
+  s.made_at = current_step_;
+  s.role = role;
+  storages_.push_back(s);
+  Alloc(bytes);
+  return static_cast<StorageId>(storages_.size() - 1);
+}
+
+ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
+                                 bool layout_known) {
+  const ObjectId id = NewObject(Object::Kind::kTensor);
+  Object& o = objects_[id];
+  o.storage = storage;
+  o.shape = ValueOf(value).type.shape;
+  o.strides = std::move(strides);
+  o.layout_known = layout_known;
+  ++storages_[storage].tensors;
+  return id;
+}
+
+ObjectId RuntimeModel::NewAllocatedTensor(ValueId value, Dims strides, Role role,
+                                          bool layout_known) {
+  const Value& v = ValueOf(value);
+  // A dense tensor occupies numel * itemsize; a strided one (nvFuser's
+  // broadcast outputs) only the span its strides reach.
+  std::int64_t bytes = static_cast<std::int64_t>(v.type.bytes);
+  if (!IsNonOverlappingAndDense(v.type.shape, strides)) {
+    bytes = static_cast<std::int64_t>(StorageSpan(v.type.shape, strides) * v.type.dtype->bits / 8);
+  }
+  const StorageId storage = NewStorage(bytes, value, role);
+  return NewTensor(value, storage, std::move(strides), layout_known);
+}
+
+void RuntimeModel::DecRef(ObjectId id) {
+  Object& o = objects_[id];
+  if (o.refs <= 0) throw std::logic_error("peakmem runtime model: object freed twice");
+  if (--o.refs > 0) return;
+  if (o.kind == Object::Kind::kTensor) {
+    Storage& s = storages_[o.storage];
+    if (--s.tensors == 0) {
+      if (!s.alive) throw std::logic_error("peakmem runtime model: storage freed twice");
+      s.alive = false;
+      Free(s.bytes);
+    }
+    return;
+  }
+  std::vector<ObjectId> elements = std::move(o.elements);
+  o.elements.clear();
+  for (ObjectId e : elements) DecRef(e);
+}
+
+void RuntimeModel::Bind(ValueId value, ObjectId object) {
+  if (bound_[value]) Unbind(value);
+  object_of_[value] = object;
+  bound_[value] = true;
+  IncRef(object);
+}
+
+void RuntimeModel::Unbind(ValueId value) {
+  if (!bound_[value]) return;
+  bound_[value] = false;
+  DecRef(object_of_[value]);
+}
+
+void RuntimeModel::Alloc(std::int64_t bytes) {
+  if (__builtin_add_overflow(live_, bytes, &live_)) {
+    const SourceLocation at = current_step_ >= 0 ? trace_.statements[current_step_].at
+                                                 : SourceLocation{1, 1};
+    Fail(at, "total tensor bytes overflow 64 bits");
+  }
+  NotePeak(0);
+}
+
+void RuntimeModel::Free(std::int64_t bytes) {
+  live_ -= bytes;
+  if (live_ < 0) throw std::logic_error("peakmem runtime model: live bytes became negative");
+}
+
+void RuntimeModel::NotePeak(std::int64_t extra) {
+  std::int64_t now = 0;
+  if (__builtin_add_overflow(live_, extra, &now)) now = INT64_MAX;
+  step_peak_ = std::max(step_peak_, now);
+  tensor_peak_ = std::max(tensor_peak_, live_);
+  if (now > peak_) {
+    peak_ = now;
+    report_.peak_step = current_step_;
+  }
+  if (current_step_ == snapshot_step_ && !snapshot_taken_ && now == peak_target_) {
+    snapshot_scratch_ = extra;
+    Snapshot();
+  }
+}
+
+void RuntimeModel::Snapshot() {
+  snapshot_taken_ = true;
+  for (const Storage& s : storages_) {
+    if (!s.alive || s.bytes == 0) continue;
+    LiveTensor t;
+    t.name = s.named == kNoValue ? "?" : ValueOf(s.named).name;
+    t.bytes = s.bytes;
+    if (s.made_at >= 0) {
+      const Statement& st = trace_.statements[s.made_at];
+      t.made_by = st.SymbolName();
+      t.line = st.source_line;
+    } else {
+      t.made_by = "caller";
+    }
+    t.role = RoleName(s.role);
+    snapshot_.push_back(std::move(t));
+  }
+  if (snapshot_scratch_ > 0) {
+    const Statement& st = trace_.statements[current_step_];
+    snapshot_.push_back({"(scratch)", snapshot_scratch_, st.SymbolName(), st.source_line, "scratch"});
+  }
+  std::stable_sort(snapshot_.begin(), snapshot_.end(),
+                   [](const LiveTensor& a, const LiveTensor& b) { return a.bytes > b.bytes; });
+}
+
+// ---------------------------------------------------------------- values
+
+Object::Kind RuntimeModel::ContainerFor(ValueId value, Object::Kind fallback) const {
+  switch (ValueOf(value).container) {
+    case ContainerKind::kList: return Object::Kind::kList;
+    case ContainerKind::kTuple: return Object::Kind::kTuple;
+    case ContainerKind::kDict: return Object::Kind::kDict;
+    case ContainerKind::kSet: return Object::Kind::kSet;
+    case ContainerKind::kUnknown: break;
+  }
+  return fallback;
+}
+
+// The object a value stands for before anything names it: a tensor (with a
+// fresh storage when `allocate_tensors`), or a container filled from the
+// collection's first unpack.
+ObjectId RuntimeModel::MakeValueObject(ValueId value, Role role, bool allocate_tensors,
+                                       int depth) {
+  const Value& v = ValueOf(value);
+  if (depth > 1000) Fail(v.defined_at, "collections nested too deeply");
+  if (IsTensorKind(v.type.kind)) {
+    if (!allocate_tensors) return NewObject(Object::Kind::kOther);
+    return NewAllocatedTensor(value, ContiguousStrides(v.type.shape), role);
+  }
+  if (v.type.kind == ValueKind::kCollection) {
+    const ObjectId id = NewObject(ContainerFor(value, Object::Kind::kList));
+    if (const Pattern* items = contents_[value]) {
+      std::vector<const Pattern*> stack;
+      // Elements in order; nested patterns become nested tuples.
+      auto fill = [&](auto& self, const Pattern& p, ObjectId container) -> void {
+        for (const Pattern& item : p.items) {
+          ObjectId element = kNone;
+          if (item.kind == Pattern::Kind::kValue) {
+            element = MakeValueObject(item.value, role, allocate_tensors, depth + 1);
+            object_of_[item.value] = element;  // unpacking later binds this very object
+          } else if (item.kind == Pattern::Kind::kIgnore) {
+            element = NewObject(Object::Kind::kOther);
+          } else {
+            element = NewObject(Object::Kind::kTuple);
+            self(self, item, element);
+          }
+          IncRef(element);
+          objects_[container].elements.push_back(element);
+        }
+      };
+      if (items->kind == Pattern::Kind::kValue) {
+        Pattern wrapper;
+        wrapper.items.push_back(*items);
+        fill(fill, wrapper, id);
+      } else {
+        fill(fill, *items, id);
+      }
+    }
+    return id;
+  }
+  if (v.type.kind == ValueKind::kUnknown && IsTensorKind(v.type.kind)) return kNone;
+  return NewObject(Object::Kind::kOther);
+}
+
+void RuntimeModel::SetUpArguments() {
+  // The inputs are created before the call, inside the measured region, so
+  // they count (as Thunder's estimate counts arguments).
+  for (std::size_t i = 0; i < trace_.params.size(); ++i) {
+    const Parameter& p = trace_.params[i];
+    const Value& v = ValueOf(p.value);
+    if (v.type.kind == ValueKind::kUnknown) {
+      bool used = false;
+      for (const Statement& s : trace_.statements) {
+        for (ValueId u : FlatArgs(s)) used = used || u == p.value;
+      }
+      if (used) Fail(v.defined_at, "argument '" + v.name + "' has no type comment");
+      Diagnose("argument '" + v.name + "' has no type comment and is never used; modelled as an empty " +
+               (convention_ == CallingConvention::kBackward ? "list" : "object"));
+    }
+    const bool saved = convention_ == CallingConvention::kBackward && i == 0;
+    const Role role = saved ? Role::kSaved : Role::kArgument;
+    ObjectId object = kNone;
+    if (convention_ == CallingConvention::kBackward) {
+      // fn([saved_tensors_list, saved_other], cotangents): lists at run time,
+      // whatever the proxies said at trace time.
+      object = MakeValueObject(p.value, role, true, 0);
+      Object& o = objects_[object];
+      if (o.kind != Object::Kind::kTensor) o.kind = Object::Kind::kList;
+      if (saved && o.elements.size() == 2) {
+        objects_[o.elements[0]].kind = Object::Kind::kList;   // saved_tensors_list
+        objects_[o.elements[1]].kind = Object::Kind::kTuple;  // ctx.saved_other
+        // ThunderFunction.backward keeps `saved_tensors_list` in a local and
+        // ctx keeps `saved_other`: the caller holds both for the whole call.
+        IncRef(objects_[object].elements[0]);
+        IncRef(objects_[object].elements[1]);
+      }
+    } else {
+      object = MakeValueObject(p.value, role, true, 0);
+    }
+    IncRef(object);  // the caller's reference (its argument / local)
+    Bind(p.value, object);
+  }
+  NotePeak(0);
+}
+
+// ---------------------------------------------------------------- statements
+
+void RuntimeModel::BindPattern(const Pattern& pattern, ObjectId object, int depth) {
+  if (depth > 1000) Fail(pattern.at, "assignment target nested too deeply");
+  switch (pattern.kind) {
+    case Pattern::Kind::kValue:
+      Bind(pattern.value, object);
+      return;
+    case Pattern::Kind::kIgnore:
+      return;
+    case Pattern::Kind::kTuple:
+    case Pattern::Kind::kList: {
+      const Object& o = objects_[object];
+      if (o.elements.size() != pattern.items.size()) {
+        Fail(pattern.at, "cannot unpack " + std::to_string(o.elements.size()) + " elements into " +
+                             std::to_string(pattern.items.size()) + " targets");
+      }
+      const std::vector<ObjectId> elements = o.elements;
+      for (std::size_t i = 0; i < pattern.items.size(); ++i) {
+        BindPattern(pattern.items[i], elements[i], depth + 1);
+      }
+      return;
+    }
+  }
+}
+
+ObjectId RuntimeModel::ArgObject(const Statement& s, std::size_t index) const {
+  if (index >= s.args.size() || s.args[index].kind != Expr::Kind::kValue) return kNone;
+  const ValueId v = s.args[index].value;
+  return bound_[v] ? object_of_[v] : kNone;
+}
+
+ObjectId RuntimeModel::FirstTensorArg(const Statement& s, const Expr** expr_out) const {
+  for (ValueId v : FlatArgs(s)) {
+    if (IsTensorKind(ValueOf(v).type.kind) && bound_[v] &&
+        objects_[object_of_[v]].kind == Object::Kind::kTensor) {
+      (void)expr_out;
+      return object_of_[v];
+    }
+  }
+  return kNone;
+}
+
+Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Object& input,
+                               const Value& out, std::size_t output_index, bool* known) {
+  const Dims& in_shape = input.shape;
+  const Dims& in_strides = input.strides;
+  const Dims& out_shape = out.type.shape;
+  *known = input.layout_known;
+  (void)output_index;
+  switch (op.layout) {
+    case LayoutRule::kSameStrides:
+      if (out_shape.size() == in_shape.size()) return in_strides;
+      break;
+    case LayoutRule::kPermute: {
+      std::optional<Dims> dims;
+      if (s.args.size() >= 2) dims = IntList(s.args[1]);
+      if (!dims && s.args.size() > 2) {
+        Dims collected;
+        for (std::size_t i = 1; i < s.args.size(); ++i) {
+          auto d = IntConstant(s.args[i]);
+          if (!d) break;
+          collected.push_back(*d);
+        }
+        if (collected.size() == in_shape.size()) dims = collected;
+      }
+      if (dims && dims->size() == in_shape.size()) {
+        Dims strides;
+        for (std::int64_t d : *dims) strides.push_back(in_strides[NormalizeDim(d, in_shape.size())]);
+        return strides;
+      }
+      break;
+    }
+    case LayoutRule::kTranspose: {
+      Dims strides = in_strides;
+      if (in_shape.size() < 2) return strides;
+      std::int64_t d0 = 0, d1 = 1;
+      if (s.args.size() >= 3) {
+        auto a = IntConstant(s.args[1]);
+        auto b = IntConstant(s.args[2]);
+        if (!a || !b) break;
+        d0 = NormalizeDim(*a, in_shape.size());
+        d1 = NormalizeDim(*b, in_shape.size());
+      }
+      std::swap(strides[d0], strides[d1]);
+      return strides;
+    }
+    case LayoutRule::kUnsqueeze: {
+      if (s.args.size() < 2) break;
+      auto d = IntConstant(s.args[1]);
+      if (!d) break;
+      const std::int64_t dim = NormalizeDim(*d, in_shape.size() + 1);
+      Dims strides = in_strides;
+      const std::int64_t stride =
+          dim >= static_cast<std::int64_t>(in_shape.size()) ? 1 : in_shape[dim] * in_strides[dim];
+      strides.insert(strides.begin() + dim, stride);
+      return strides;
+    }
+    case LayoutRule::kDropDims: {
+      // Align output dims with input dims, dropping the removed ones.
+      std::optional<std::int64_t> dim;
+      if (s.args.size() >= 2) dim = IntConstant(s.args[1]);
+      for (const auto& [name, e] : s.kwargs) {
+        if (name == "dim") dim = IntConstant(e);
+      }
+      if (out_shape.size() + 1 == in_shape.size() && dim) {
+        Dims strides = in_strides;
+        strides.erase(strides.begin() + NormalizeDim(*dim, in_shape.size()));
+        return strides;
+      }
+      Dims strides;
+      std::size_t j = 0;
+      for (std::size_t i = 0; i < in_shape.size(); ++i) {
+        if (j < out_shape.size() && in_shape[i] == out_shape[j] &&
+            !(in_shape[i] == 1 && in_shape.size() - i > out_shape.size() - j)) {
+          strides.push_back(in_strides[i]);
+          ++j;
+        }
+      }
+      if (strides.size() == out_shape.size()) return strides;
+      break;
+    }
+    case LayoutRule::kExpand: {
+      Dims strides(out_shape.size(), 0);
+      const std::size_t offset = out_shape.size() - std::min(out_shape.size(), in_shape.size());
+      if (s.symbol == "broadcast_in_dim" && s.args.size() >= 3) {
+        auto bdims = IntList(s.args[2]);
+        if (bdims && bdims->size() == in_shape.size()) {
+          for (std::size_t i = 0; i < in_shape.size(); ++i) {
+            const std::size_t o = static_cast<std::size_t>((*bdims)[i]);
+            strides[o] = (in_shape[i] == 1 && out_shape[o] != 1) ? 0 : in_strides[i];
+          }
+          return strides;
+        }
+        break;
+      }
+      for (std::size_t i = 0; i < in_shape.size() && offset + i < out_shape.size(); ++i) {
+        strides[offset + i] =
+            (in_shape[i] == 1 && out_shape[offset + i] != 1) ? 0 : in_strides[i];
+      }
+      return strides;
+    }
+    case LayoutRule::kReshape:
+      if (auto v = ComputeViewStrides(in_shape, in_strides, out_shape)) return *v;
+      break;
+    default:
+      break;
+  }
+  if (out_shape == in_shape) return in_strides;
+  if (IsContiguous(in_shape, in_strides)) return ContiguousStrides(out_shape);
+  *known = false;
+  Diagnose("line " + std::to_string(s.source_line) + ": the strides of view op '" + s.symbol +
+           "' are not followed; its output is assumed contiguous");
+  return ContiguousStrides(out_shape);
+}
+
+Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out) {
+  const Dims& shape = out.type.shape;
+  if (op == nullptr) return ContiguousStrides(shape);
+  switch (op->layout) {
+    case LayoutRule::kElementwise: {
+      std::vector<Operand> operands;
+      for (ValueId v : FlatArgs(s)) {
+        if (!IsTensorKind(ValueOf(v).type.kind) || !bound_[v]) continue;
+        const Object& o = objects_[object_of_[v]];
+        if (o.kind != Object::Kind::kTensor || o.shape.size() > shape.size()) continue;
+        operands.push_back({&o.shape, &o.strides});
+      }
+      if (operands.empty()) return ContiguousStrides(shape);
+      return ElementwiseOutputStrides(shape, operands);
+    }
+    case LayoutRule::kPreserve: {
+      const ObjectId in = FirstTensorArg(s);
+      if (in != kNone && objects_[in].shape == shape) {
+        return PreserveFormatStrides(shape, objects_[in].strides);
+      }
+      return ContiguousStrides(shape);
+    }
+    default:
+      return ContiguousStrides(shape);
+  }
+}
+
+void RuntimeModel::ExecuteCall(const Statement& s) {
+  unknown_.Note(s);
+  const OpInfo* op = FindOp(s.symbol);
+  const OpEffect effect = op == nullptr ? OpEffect::kAllocates : op->effect;
+  const std::vector<ValueId> outputs = FlatOutputs(s);
+
+  // Scratch the op allocates and frees before it returns, on top of its
+  // inputs (and, per the rule, its outputs).
+  const ScratchEstimate scratch =
+      options_.model_scratch ? EstimateScratch(trace_, s) : ScratchEstimate{};
+  if (scratch.before_outputs > 0) NotePeak(scratch.before_outputs);
+
+  // Build the result object: one object per output pattern leaf.
+  auto result_for = [&](ValueId out, std::size_t index) -> ObjectId {
+    const Value& v = ValueOf(out);
+    if (v.type.kind == ValueKind::kUnknown) {
+      Fail(v.defined_at, "cannot determine the size of '" + v.name +
+                             "': no type comment and no subsymbol defines it");
+    }
+    if (!IsTensorKind(v.type.kind)) {
+      return MakeValueObject(out, Role::kIntermediate, true, 0);
+    }
+    switch (effect) {
+      case OpEffect::kReturnsInput:
+      case OpEffect::kInPlace: {
+        const ObjectId in = ArgObject(s, static_cast<std::size_t>(op->returned_arg));
+        if (in != kNone && objects_[in].kind == Object::Kind::kTensor) return in;
+        Diagnose("line " + std::to_string(s.source_line) + ": '" + s.symbol +
+                 "' should return an input tensor, but its argument is not a live tensor; "
+                 "counted as allocating");
+        return NewAllocatedTensor(out, ContiguousStrides(v.type.shape), Role::kIntermediate);
+      }
+      case OpEffect::kViewOfInput: {
+        const ObjectId in = FirstTensorArg(s);
+        if (in == kNone) break;
+        bool known = true;
+        const Object& input = objects_[in];
+        Dims strides = ViewStrides(s, *op, input, v, index, &known);
+        return NewTensor(out, input.storage, std::move(strides), known);
+      }
+      case OpEffect::kMaybeView: {
+        const ObjectId in = FirstTensorArg(s);
+        if (in == kNone) break;
+        const Object& input = objects_[in];
+        if (!input.layout_known) {
+          Diagnose("line " + std::to_string(s.source_line) + ": whether '" + s.symbol +
+                   "' copies depends on strides peakmem did not follow; assumed a view");
+        }
+        if (op->layout == LayoutRule::kReshape) {
+          if (auto strides = ComputeViewStrides(input.shape, input.strides, v.type.shape)) {
+            return NewTensor(out, input.storage, std::move(*strides), input.layout_known);
+          }
+          return NewAllocatedTensor(out, ContiguousStrides(v.type.shape), Role::kIntermediate);
+        }
+        if (s.symbol == "contiguous") {
+          if (IsContiguous(input.shape, input.strides)) return in;  // returns self
+          return NewAllocatedTensor(out, ContiguousStrides(v.type.shape), Role::kIntermediate);
+        }
+        // to / type_as: self when dtype and device do not change and no copy is asked.
+        const Value& in_value = [&]() -> const Value& {
+          for (ValueId a : FlatArgs(s)) {
+            if (bound_[a] && object_of_[a] == in) return ValueOf(a);
+          }
+          return v;
+        }();
+        bool copy = false;
+        for (const auto& [name, e] : s.kwargs) {
+          if (name == "copy" && e.kind == Expr::Kind::kConstant && e.text == "True") copy = true;
+        }
+        if (!copy && in_value.type.dtype == v.type.dtype && in_value.type.device == v.type.device &&
+            input.shape == v.type.shape) {
+          return in;
+        }
+        return NewAllocatedTensor(out, PreserveFormatStrides(v.type.shape, input.strides),
+                                  Role::kIntermediate);
+      }
+      case OpEffect::kFusion: {
+        const std::int64_t bytes = FusionOutputBytes(trace_, s, out);
+        const StorageId storage = NewStorage(bytes, out, Role::kIntermediate);
+        return NewTensor(out, storage, ContiguousStrides(v.type.shape), true);
+      }
+      default:
+        break;
+    }
+    return NewAllocatedTensor(out, AllocatedStrides(s, op, v), Role::kIntermediate);
+  };
+
+  // Outputs are created in order, then bound (Python binds after the call).
+  std::vector<ObjectId> results;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const ObjectId o = result_for(outputs[i], i);
+    IncRef(o);  // held by the call's result until bound
+    results.push_back(o);
+  }
+  if (scratch.with_outputs > 0) NotePeak(scratch.with_outputs);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (objects_[results[i]].kind != Object::Kind::kTensor &&
+        ValueOf(outputs[i]).type.kind == ValueKind::kCollection) {
+      // Elements were created with the container; unpacking binds them.
+    }
+    Bind(outputs[i], results[i]);
+  }
+  for (ObjectId o : results) DecRef(o);
+}
+
+ObjectId RuntimeModel::BuildReturned(const Expr& e, int depth) {
+  if (depth > 1000) Fail(e.at, "returned value nested too deeply");
+  switch (e.kind) {
+    case Expr::Kind::kValue: {
+      if (!bound_[e.value]) Fail(e.at, "returned value '" + ValueOf(e.value).name + "' is not live");
+      const ObjectId o = object_of_[e.value];
+      IncRef(o);
+      return o;
+    }
+    case Expr::Kind::kTuple:
+    case Expr::Kind::kList:
+    case Expr::Kind::kDict:
+    case Expr::Kind::kSet: {
+      const ObjectId c = NewObject(e.kind == Expr::Kind::kList  ? Object::Kind::kList
+                                   : e.kind == Expr::Kind::kDict ? Object::Kind::kDict
+                                   : e.kind == Expr::Kind::kSet  ? Object::Kind::kSet
+                                                                 : Object::Kind::kTuple);
+      for (const Expr& item : e.items) {
+        const ObjectId element = BuildReturned(item, depth + 1);
+        if (element != kNone) objects_[c].elements.push_back(element);
+      }
+      IncRef(c);
+      return c;
+    }
+    default:
+      return kNone;
+  }
+}
+
+void RuntimeModel::ExecuteReturn(const Statement& s) {
+  // The caller receives the returned object, then the frame's locals die.
+  BuildReturned(s.returned, 0);
+  for (ValueId v = 0; v < bound_.size(); ++v) Unbind(v);
+}
+
+void RuntimeModel::Execute(std::size_t index) {
+  const Statement& s = trace_.statements[index];
+  switch (s.kind) {
+    case StatementKind::kCall:
+      ExecuteCall(s);
+      return;
+    case StatementKind::kUnpack: {
+      if (!bound_[s.source]) Fail(s.at, "unpack of '" + ValueOf(s.source).name + "', which is not live");
+      const ObjectId source = object_of_[s.source];
+      const Object& o = objects_[source];
+      if (o.kind == Object::Kind::kTensor || o.kind == Object::Kind::kOther) {
+        Fail(s.at, "cannot unpack '" + ValueOf(s.source).name + "': not a collection");
+      }
+      BindPattern(s.outputs, source, 0);
+      return;
+    }
+    case StatementKind::kAssign:
+      if (!bound_[s.source]) Fail(s.at, "'" + ValueOf(s.source).name + "' is not live");
+      BindPattern(s.outputs, object_of_[s.source], 0);
+      return;
+    case StatementKind::kDel:
+      for (ValueId v : s.deleted) Unbind(v);
+      return;
+    case StatementKind::kClear: {
+      if (!bound_[s.source]) return;
+      Object& o = objects_[object_of_[s.source]];
+      if (o.kind == Object::Kind::kList || o.kind == Object::Kind::kDict ||
+          o.kind == Object::Kind::kSet) {
+        std::vector<ObjectId> elements = std::move(o.elements);
+        o.elements.clear();
+        for (ObjectId e : elements) DecRef(e);
+      }
+      return;
+    }
+    case StatementKind::kReturn:
+      ExecuteReturn(s);
+      return;
+  }
+}
+
+Report RuntimeModel::Run(int snapshot_step, std::int64_t peak_target) {
+  snapshot_step_ = snapshot_step;
+  peak_target_ = peak_target;
+  report_.model = "runtime";
+  report_.trace_name = trace_.source_name;
+  report_.convention = CallingConventionName(convention_);
+  SetUpArguments();
+  for (std::size_t i = 0; i < trace_.statements.size(); ++i) {
+    current_step_ = static_cast<int>(i);
+    const std::int64_t before = live_;
+    step_peak_ = live_;
+    Execute(i);
+    Step step = MakeStep(parsed_, i, live_ - before, live_);
+    step.peak_bytes = step_peak_;
+    report_.steps.push_back(std::move(step));
+  }
+  report_.peak_bytes = peak_;
+  report_.final_bytes = live_;
+  report_.tensor_peak_bytes = tensor_peak_;
+  report_.live_at_peak = std::move(snapshot_);
+  unknown_.AppendDiagnostics(&report_.diagnostics, "counted as allocating its outputs");
+  return std::move(report_);
+}
+
+}  // namespace
+
+Report RunRuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options) {
+  // Two passes: the first finds the peak, the second stops there to list
+  // what is alive (cheaper than snapshotting at every new maximum).
+  const Report first = RuntimeModel(parsed, options).Run(-2, -1);
+  return RuntimeModel(parsed, options).Run(first.peak_step, first.peak_bytes);
+}
+
+}  // namespace peakmem

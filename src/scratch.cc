@@ -1,0 +1,78 @@
+#include "peakmem/scratch.h"
+
+#include "peakmem/op_registry.h"
+
+namespace peakmem {
+namespace {
+
+enum class NumberKind { kNone, kBool, kInt, kFloat, kComplex };
+
+NumberKind ClassifyConstant(const Expr& e) {
+  if (e.kind != Expr::Kind::kConstant || e.text.empty()) return NumberKind::kNone;
+  const std::string& t = e.text;
+  if (t == "True" || t == "False") return NumberKind::kBool;
+  if (t == "inf" || t == "-inf" || t == "nan" || t == "float('inf')" || t == "float('-inf')" ||
+      t == "float('nan')") {
+    return NumberKind::kFloat;
+  }
+  const char c = t[0];
+  if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.')) return NumberKind::kNone;
+  if (t.back() == 'j') return NumberKind::kComplex;
+  if (t.find_first_of(".eE") != std::string::npos || t.find("inf") != std::string::npos ||
+      t.find("nan") != std::string::npos) {
+    return NumberKind::kFloat;
+  }
+  return NumberKind::kInt;
+}
+
+// The dtype a wrapped number gets: double, int64, bool, complex double.
+int WrappedBytes(NumberKind kind) {
+  switch (kind) {
+    case NumberKind::kBool: return 1;
+    case NumberKind::kInt: return 8;
+    case NumberKind::kFloat: return 8;
+    case NumberKind::kComplex: return 16;
+    case NumberKind::kNone: return 0;
+  }
+  return 0;
+}
+
+bool SameDType(NumberKind kind, std::string_view dtype) {
+  switch (kind) {
+    case NumberKind::kBool: return dtype == "b8";
+    case NumberKind::kInt: return dtype == "i64";
+    case NumberKind::kFloat: return dtype == "f64";
+    case NumberKind::kComplex: return dtype == "c128";
+    case NumberKind::kNone: return true;
+  }
+  return true;
+}
+
+}  // namespace
+
+ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s) {
+  ScratchEstimate out;
+  if (s.kind != StatementKind::kCall) return out;
+  const OpInfo* op = FindOp(s.symbol);
+  if (op == nullptr || op->layout != LayoutRule::kElementwise) return out;
+  // The dtype the op computes in: that of its first tensor argument.
+  const Value* tensor = nullptr;
+  for (const Expr& a : s.args) {
+    if (a.kind == Expr::Kind::kValue && IsTensorKind(trace.value(a.value).type.kind)) {
+      tensor = &trace.value(a.value);
+      break;
+    }
+  }
+  if (tensor == nullptr || tensor->type.dtype == nullptr) return out;
+  for (const Expr& a : s.args) {
+    const NumberKind kind = ClassifyConstant(a);
+    if (kind == NumberKind::kNone) continue;
+    out.with_outputs += WrappedBytes(kind);
+    if (!SameDType(kind, tensor->type.dtype->short_name)) {
+      out.with_outputs += tensor->type.dtype->bits / 8;
+    }
+  }
+  return out;
+}
+
+}  // namespace peakmem
