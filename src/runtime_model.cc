@@ -184,6 +184,8 @@ class RuntimeModel {
   std::vector<LiveTensor> snapshot_;
   Report report_;
   std::set<std::string> diagnosed_;
+  // Storages allocated (+bytes) or freed (-bytes) in the current step.
+  std::vector<std::pair<ValueId, std::int64_t>> step_names_;
   UnknownOps unknown_;
 };
 
@@ -204,6 +206,7 @@ StorageId RuntimeModel::NewStorage(std::int64_t bytes, ValueId named, Role role)
   s.role = role;
   storages_.push_back(s);
   Alloc(bytes);
+  if (named != kNoValue) step_names_.emplace_back(named, bytes);
   return static_cast<StorageId>(storages_.size() - 1);
 }
 
@@ -242,6 +245,7 @@ void RuntimeModel::DecRef(ObjectId id) {
       if (!s.alive) throw std::logic_error("peakmem runtime model: storage freed twice");
       s.alive = false;
       Free(s.bytes);
+      if (s.named != kNoValue && s.bytes > 0) step_names_.emplace_back(s.named, -s.bytes);
     }
     return;
   }
@@ -414,6 +418,10 @@ void RuntimeModel::SetUpArguments() {
     IncRef(object);  // the caller's reference (its argument / local)
     Bind(p.value, object);
   }
+  for (const auto& [named, bytes] : step_names_) {
+    report_.breakdown.Set("argument " + ValueOf(named).name, bytes);
+  }
+  step_names_.clear();
   NotePeak(0);
 }
 
@@ -794,6 +802,15 @@ Report RuntimeModel::Run(int snapshot_step, std::int64_t peak_target) {
     Execute(i);
     Step step = MakeStep(parsed_, i, live_ - before, live_);
     step.peak_bytes = step_peak_;
+    // Breakdown, in Thunder's key style: "{symbol} {storages made or freed}".
+    if (!step_names_.empty()) {
+      std::string key = step.op + " ";
+      for (std::size_t n = 0; n < step_names_.size(); ++n) {
+        key += (n ? ", " : "") + ValueOf(step_names_[n].first).name;
+      }
+      report_.breakdown.Set(key, live_ - before);
+      step_names_.clear();
+    }
     report_.steps.push_back(std::move(step));
   }
   report_.peak_bytes = peak_;

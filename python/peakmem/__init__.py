@@ -1,7 +1,7 @@
 """peakmem: predicts the memory a tensor program will use, to the byte.
 
 Public API:
-    analyze(trace, *, model="thunder") -> Report
+    analyze(trace, *, model="runtime", convention="auto", scratch=True) -> Report
         `trace` is a Thunder TraceCtx, printed trace text, or a path to a
         trace file (text or peakmem's JSON export).
     Report, Step                the result types (from the C++ engine)
@@ -12,17 +12,20 @@ Public API:
 
 from __future__ import annotations
 
-from ._core import Report, Step, available_models
+from ._core import LiveTensor, Report, Step, available_models
 from ._errors import TraceError
+from . import thunder
 from .api import analyze, to_json_export
 
 __all__ = [
+    "LiveTensor",
     "Report",
     "Step",
     "TraceError",
     "analyze",
     "available_models",
     "measure",
+    "thunder",
     "to_json_export",
 ]
 

@@ -21,8 +21,22 @@ def to_json_export(trace: Any) -> str:
     return trace_to_json(trace)
 
 
-def analyze(trace: Any, *, model: str = "thunder") -> _core.Report:
+def analyze(
+    trace: Any,
+    *,
+    model: str = "runtime",
+    convention: str = "auto",
+    scratch: bool = True,
+) -> _core.Report:
     """Analyses a trace with one model and returns a Report.
+
+    `model` is ``"runtime"`` (what PyTorch really allocates) or ``"thunder"``
+    (Thunder's own ``get_alloc_memory``, reproduced exactly). For the runtime
+    model, `convention` says how the caller passes the arguments (``"auto"``
+    infers it: a Thunder ``backward_fn(saved_for_backward, cotangents)`` is
+    called with lists, anything else is a forward whose caller holds every
+    argument; or ``"forward"``, ``"backward"``, ``"plain"``) and `scratch`
+    whether op scratch memory counts in ``peak_bytes``.
 
     `trace` may be:
       - a Thunder ``TraceCtx`` (read directly: bound symbols, proxies,
@@ -35,18 +49,19 @@ def analyze(trace: Any, *, model: str = "thunder") -> _core.Report:
     ``ValueError`` for an unknown model, ``FileNotFoundError`` for a missing
     file and ``TypeError`` for an object that is none of the above.
     """
+    options = (model, convention, scratch)
     if _is_trace_ctx(trace):
-        return _core.analyze_text(to_json_export(trace), "<TraceCtx>", model)
+        return _core.analyze_text(to_json_export(trace), "<TraceCtx>", *options)
     if isinstance(trace, os.PathLike):
         trace = os.fspath(trace)
     if isinstance(trace, bytes):
         raise TypeError("pass trace text as str, not bytes")
     if isinstance(trace, str):
         if "\n" in trace:
-            return _core.analyze_text(trace, "<string>", model)
+            return _core.analyze_text(trace, "<string>", *options)
         if not os.path.exists(trace):
             raise FileNotFoundError(f"no such trace file: {trace!r}")
-        return _core.analyze_file(trace, model)
+        return _core.analyze_file(trace, *options)
     raise TypeError(
         "peakmem.analyze expects a Thunder TraceCtx, trace text or a path, "
         f"got {type(trace).__name__}"

@@ -19,6 +19,16 @@ void RaiseTraceError(const peakmem::TraceError& e) {
   PyErr_SetObject(cls.ptr(), err.ptr());
 }
 
+peakmem::RuntimeOptions Options(const std::string& convention, bool scratch) {
+  peakmem::RuntimeOptions options;
+  if (!peakmem::ParseCallingConvention(convention, &options.convention)) {
+    throw std::invalid_argument("unknown calling convention '" + convention +
+                                "'; expected auto, forward, backward or plain");
+  }
+  options.model_scratch = scratch;
+  return options;
+}
+
 nb::dict Breakdown(const peakmem::Report& r) {
   nb::dict d;
   for (const auto& [key, bytes] : r.breakdown.items()) d[nb::str(key.c_str())] = bytes;
@@ -45,10 +55,22 @@ NB_MODULE(_core, m) {
       .def_ro("source", &peakmem::Step::source)
       .def_ro("delta_bytes", &peakmem::Step::delta_bytes)
       .def_ro("live_bytes", &peakmem::Step::live_bytes)
+      .def_ro("peak_bytes", &peakmem::Step::peak_bytes)
       .def("__repr__", [](const peakmem::Step& s) {
         return "Step(index=" + std::to_string(s.index) + ", op='" + s.op +
                "', delta_bytes=" + std::to_string(s.delta_bytes) +
                ", live_bytes=" + std::to_string(s.live_bytes) + ")";
+      });
+
+  nb::class_<peakmem::LiveTensor>(m, "LiveTensor", "A storage alive at the peak.")
+      .def_ro("name", &peakmem::LiveTensor::name)
+      .def_ro("bytes", &peakmem::LiveTensor::bytes)
+      .def_ro("made_by", &peakmem::LiveTensor::made_by)
+      .def_ro("line", &peakmem::LiveTensor::line)
+      .def_ro("role", &peakmem::LiveTensor::role)
+      .def("__repr__", [](const peakmem::LiveTensor& t) {
+        return "LiveTensor(name='" + t.name + "', bytes=" + std::to_string(t.bytes) + ", made_by='" +
+               t.made_by + "', role='" + t.role + "')";
       });
 
   nb::class_<peakmem::Report>(m, "Report", "The result of analysing a trace with one model.")
@@ -57,6 +79,15 @@ NB_MODULE(_core, m) {
       .def_ro("peak_bytes", &peakmem::Report::peak_bytes)
       .def_ro("final_bytes", &peakmem::Report::final_bytes)
       .def_ro("peak_step", &peakmem::Report::peak_step)
+      .def_prop_ro(
+          "tensor_peak_bytes",
+          [](const peakmem::Report& r) -> nb::object {
+            if (r.tensor_peak_bytes < 0) return nb::none();
+            return nb::int_(r.tensor_peak_bytes);
+          },
+          "Runtime model: the peak without op scratch memory (None for the thunder model)")
+      .def_ro("convention", &peakmem::Report::convention)
+      .def_ro("live_at_peak", &peakmem::Report::live_at_peak)
       .def_prop_ro("breakdown", &Breakdown, "Ordered dict: key -> bytes (Thunder's keys)")
       .def_ro("steps", &peakmem::Report::steps)
       .def_ro("diagnostics", &peakmem::Report::diagnostics)
@@ -72,18 +103,24 @@ NB_MODULE(_core, m) {
 
   m.def(
       "analyze_text",
-      [](const std::string& text, const std::string& name, const std::string& model) {
+      [](const std::string& text, const std::string& name, const std::string& model,
+         const std::string& convention, bool scratch) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch);
         nb::gil_scoped_release release;
-        return peakmem::Analyze(peakmem::ParseTrace(name, text), model);
+        return peakmem::Analyze(peakmem::ParseTrace(name, text), model, options);
       },
-      nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "thunder",
+      nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
+      nb::arg("convention") = "auto", nb::arg("scratch") = true,
       "Analyse printed trace text (or peakmem's JSON export).");
 
   m.def(
       "analyze_file",
-      [](const std::string& path, const std::string& model) {
+      [](const std::string& path, const std::string& model, const std::string& convention,
+         bool scratch) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch);
         nb::gil_scoped_release release;
-        return peakmem::Analyze(peakmem::LoadTrace(path), model);
+        return peakmem::Analyze(peakmem::LoadTrace(path), model, options);
       },
-      nb::arg("path"), nb::arg("model") = "thunder", "Analyse a trace file (text or JSON).");
+      nb::arg("path"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
+      nb::arg("scratch") = true, "Analyse a trace file (text or JSON).");
 }
