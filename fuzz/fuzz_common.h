@@ -1,0 +1,114 @@
+// Shared body of the fuzz targets: run a parsed trace through both models and
+// both renderings, and check the invariants every outcome must satisfy.
+//
+// Expected outcomes for arbitrary input:
+//   - a Report for each model (rendered to JSON and text), or
+//   - a peakmem::TraceError whose location is inside the input, or
+//   - std::invalid_argument (an unknown model or option; not reachable here).
+// Anything else is a finding: another exception type (the target lets it
+// escape, so libFuzzer reports it as a crash with the input saved), a crash,
+// a sanitizer report, a hang (-timeout) or runaway memory (-rss_limit_mb).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "peakmem/analyze.h"
+#include "peakmem/report.h"
+#include "peakmem/runtime_model.h"
+#include "peakmem/source.h"
+#include "peakmem/trace_text_reader.h"
+
+#include <simdjson.h>
+
+namespace peakmem_fuzz {
+
+[[noreturn]] inline void Finding(const std::string& what) {
+  std::fprintf(stderr, "peakmem fuzz finding: %s\n", what.c_str());
+  std::abort();
+}
+
+// Known finding F1 (fuzz/README.md): when simdjson's first pass rejects the
+// input (empty, invalid UTF-8, an unclosed string, ...), ReadTraceJson's error
+// handler calls current_location() on a document that was never iterated and
+// dereferences a null pointer. Every such input crashes, so left alone it is
+// all the JSON fuzzer would ever find. Unless PEAKMEM_FUZZ_KNOWN=1 is set in
+// the environment, the targets skip those inputs (the reproducers are in
+// fuzz/regressions/ and tests/cpp/bad_input_catalogue_test.cc). Remove this
+// once the reader is fixed.
+inline bool HitsKnownFindingF1(const std::string& text) {
+  static const bool report_known = [] {
+    const char* v = std::getenv("PEAKMEM_FUZZ_KNOWN");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  if (report_known) return false;
+  simdjson::padded_string padded(text);
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  return parser.iterate(padded).get(doc) != simdjson::SUCCESS;
+}
+
+// A TraceError must name a place in the input: a line inside it, a column >= 1.
+inline void CheckError(const peakmem::TraceError& e, const peakmem::SourceFile& source) {
+  const peakmem::SourceLocation at = e.location();
+  if (at.line < 1 || at.line > source.line_count() || at.column < 1) {
+    Finding("TraceError outside the input (" + std::to_string(at.line) + ":" +
+            std::to_string(at.column) + ", " + std::to_string(source.line_count()) +
+            " lines): " + e.what());
+  }
+  if (e.file() != source.name()) Finding("TraceError names another file: " + std::string(e.what()));
+}
+
+// A report never holds a negative byte count.
+inline void CheckReport(const peakmem::Report& r) {
+  auto check = [&](std::int64_t v, const char* field) {
+    if (v < 0) Finding(std::string("negative ") + field + " in a " + r.model + " report");
+  };
+  check(r.peak_bytes, "peak_bytes");
+  check(r.final_bytes, "final_bytes");
+  if (r.tensor_peak_bytes < -1) Finding("tensor_peak_bytes < -1");
+  for (const peakmem::Step& s : r.steps) {
+    check(s.live_bytes, "step live_bytes");
+    check(s.peak_bytes, "step peak_bytes");
+  }
+  // (Breakdown entries may be negative: Thunder records frees as -bytes.)
+  for (const peakmem::LiveTensor& t : r.live_at_peak) check(t.bytes, "live tensor bytes");
+  // Both renderings must work on every report.
+  const std::string json = peakmem::ReportToJson(r);
+  const std::string text = peakmem::ReportToText(r);
+  if (json.empty() || text.empty()) Finding("empty rendering");
+}
+
+inline void RunModel(const peakmem::ParsedTrace& parsed, const std::string& model,
+                     const peakmem::RuntimeOptions& options = {}) {
+  try {
+    CheckReport(peakmem::Analyze(parsed, model, options));
+  } catch (const peakmem::TraceError& e) {
+    CheckError(e, *parsed.source);
+  } catch (const std::invalid_argument&) {
+  }
+}
+
+// Both models (the runtime model under each calling convention, and once
+// without scratch) on a trace that read successfully.
+inline void RunPipeline(const peakmem::ParsedTrace& parsed) {
+  if (!parsed.source) Finding("ParsedTrace without its source");
+  RunModel(parsed, "thunder");
+  RunModel(parsed, "runtime");
+  using peakmem::CallingConvention;
+  for (CallingConvention c :
+       {CallingConvention::kForward, CallingConvention::kBackward, CallingConvention::kPlain}) {
+    peakmem::RuntimeOptions options;
+    options.convention = c;
+    RunModel(parsed, "runtime", options);
+  }
+  peakmem::RuntimeOptions no_scratch;
+  no_scratch.model_scratch = false;
+  RunModel(parsed, "runtime", no_scratch);
+}
+
+}  // namespace peakmem_fuzz
