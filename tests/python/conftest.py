@@ -1,0 +1,78 @@
+"""Shared fixtures for peakmem's Python tests.
+
+lightning-thunder 0.2.6 does not import under torch 2.13 by itself; every
+test that needs it goes through the `thunder` fixture (peakmem's compat shim).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "data" / "corpus"
+
+
+@pytest.fixture(scope="session")
+def thunder():
+    from peakmem._thunder_compat import import_thunder
+
+    return import_thunder()
+
+
+@pytest.fixture(scope="session")
+def make_corpus(thunder):
+    """scripts/make_corpus.py as a module (its loader and tracing helpers)."""
+    name = "peakmem_make_corpus"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "make_corpus.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def jit_traces(thunder):
+    """jit_traces(fn, *inputs) -> (forward trace, backward trace or None).
+
+    Runs `fn` under thunder.jit (CPU, default executors). When an output
+    requires grad, calls backward with all-ones cotangents on every such
+    output and returns the backward execution trace too.
+    """
+    import torch
+
+    def run(fn, *inputs):
+        jfn = thunder.jit(fn)
+        out = jfn(*inputs)
+        fw = thunder.last_traces(jfn)[-1]
+        outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)]
+        outs = [o for o in outs if o.requires_grad]
+        if not outs:
+            return fw, None
+        torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+        return fw, thunder.last_backward_traces(jfn)[-1]
+
+    return run
+
+
+def corpus_programs() -> list[str]:
+    """Names of the corpus programs (tests/data/corpus/<name>/program.py)."""
+    return sorted(p.parent.name for p in CORPUS.glob("*/program.py"))
+
+
+@pytest.fixture(scope="session")
+def live_corpus(make_corpus):
+    """live_corpus(name) -> {"fw": trace, "bw": trace}: the program re-traced
+    now by thunder.jit, once per session."""
+    cache: dict[str, dict] = {}
+
+    def get(name: str) -> dict:
+        if name not in cache:
+            cache[name] = make_corpus.jit_traces(make_corpus.load_program(CORPUS / name))
+        return cache[name]
+
+    return get

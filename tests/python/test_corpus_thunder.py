@@ -1,0 +1,107 @@
+"""peakmem's `thunder` model is a drop-in for Thunder's get_alloc_memory, on
+every trace of the corpus (tests/data/corpus, made by scripts/make_corpus.py).
+
+(a) live: each program is re-traced with thunder.jit now, and
+    peakmem.thunder.get_alloc_memory(trace) must equal
+    thunder.examine.memory_calculation.get_alloc_memory(trace): the peak and
+    the whole breakdown, key order included.
+(b) stored: the stored fw/bw trace text and JSON export, read back through
+    peakmem.thunder.get_alloc_memory(path), must equal the stored
+    thunder.json. Printed text does not type every output (multi-output
+    calls such as `(t10,) = update_aliases((dst,))` have no type comment);
+    where the reader rejects a text trace for that reason, the test checks
+    that the name it names really has no type in the text.
+(c) the stored trace text is what this Thunder prints for program.py today,
+    so (b) tests current traces.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import peakmem
+import peakmem.thunder
+from conftest import CORPUS, corpus_programs
+
+PROGRAMS = corpus_programs()
+TRACES = [(p, k) for p in PROGRAMS for k in ("fw", "bw") if (CORPUS / p / f"{k}.trace").exists()]
+
+
+def first_difference(got: dict, want: dict) -> str:
+    g, w = list(got.items()), list(want.items())
+    for i, (a, b) in enumerate(zip(g, w)):
+        if a != b:
+            return f"entry {i}: peakmem {a!r}, Thunder {b!r}"
+    if len(g) != len(w):
+        n = min(len(g), len(w))
+        return f"entry {n}: peakmem {g[n:n + 1]!r}, Thunder {w[n:n + 1]!r}"
+    return "none"
+
+
+def assert_same(got: tuple[int, dict], want: tuple[int, dict], where: str) -> None:
+    assert got[0] == want[0] and list(got[1].items()) == list(want[1].items()), (
+        f"{where}: peakmem peak {got[0]}, Thunder peak {want[0]}; "
+        f"first difference at {first_difference(got[1], want[1])}"
+    )
+
+
+def stored_estimate(program: str, kind: str) -> tuple[int, dict]:
+    data = json.loads((CORPUS / program / "thunder.json").read_text())[kind]
+    return data["peak"], {k: v for k, v in data["breakdown"]}
+
+
+def test_corpus_size():
+    # At least 20 traces, forward and backward counted apart.
+    assert len(TRACES) >= 20
+    assert sum(k == "bw" for _, k in TRACES) >= 10
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_live_trace_matches_thunder(program, live_corpus, thunder):
+    from thunder.examine.memory_calculation import get_alloc_memory
+
+    traces = live_corpus(program)
+    for kind, trace in traces.items():
+        assert_same(peakmem.thunder.get_alloc_memory(trace), get_alloc_memory(trace), f"{program}/{kind} (live)")
+
+
+@pytest.mark.parametrize("program, kind", TRACES)
+def test_stored_json_matches_thunder(program, kind):
+    path = CORPUS / program / f"{kind}.json"
+    assert_same(peakmem.thunder.get_alloc_memory(str(path)), stored_estimate(program, kind), str(path))
+
+
+@pytest.mark.parametrize("program, kind", TRACES)
+def test_stored_text_matches_thunder(program, kind):
+    path = CORPUS / program / f"{kind}.trace"
+    try:
+        got = peakmem.thunder.get_alloc_memory(str(path))
+    except peakmem.TraceError as err:
+        m = re.search(r"cannot determine the size of '([^']+)'", err.message)
+        if m is None:
+            raise
+        # The reader may only give up on a name the text leaves untyped: no
+        # `# name: "..."` type comment anywhere in the trace.
+        name = m.group(1)
+        text = path.read_text()
+        assert not re.search(rf'#\s*{re.escape(name)}: "', text), f"{path}: {name} is typed, yet: {err}"
+        assert err.line_text.strip() and name in err.line_text
+        return
+    assert_same(got, stored_estimate(program, kind), str(path))
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_stored_traces_are_current(program, live_corpus, make_corpus):
+    traces = live_corpus(program)
+    stored = sorted(k for k in ("fw", "bw") if (CORPUS / program / f"{k}.trace").exists())
+    assert sorted(traces) == stored
+    for kind, trace in traces.items():
+        assert make_corpus.trace_text(trace) == (CORPUS / program / f"{kind}.trace").read_text(), (
+            f"{program}/{kind}.trace is stale: rerun scripts/make_corpus.py"
+        )
+        assert peakmem.to_json_export(trace) == (CORPUS / program / f"{kind}.json").read_text(), (
+            f"{program}/{kind}.json is stale: rerun scripts/make_corpus.py"
+        )
