@@ -61,7 +61,7 @@ const std::vector<OpInfo> kMaybeViews = {
 const std::vector<OpInfo> kReturnsInput = {
     {"copy_", E::kReturnsInput, L::kSameStrides, 1},  // copy_(copy_from, copy_to) -> copy_to
     {"shallow_copy", E::kReturnsInput, L::kSameStrides, 0},  // the torch executor's `lambda x: x`
-    {"update_aliases", E::kReturnsInput, L::kSameStrides, 0},
+    {"update_aliases", E::kReturnsInput, L::kSameStrides, -1},
     {"torch_wait_prim_impl", E::kReturnsInput, L::kSameStrides, 0},
 };
 
@@ -78,6 +78,7 @@ const char* const kElementwiseNames[] = {
     "true_divide", "trunc", "where", "threshold_backward", "tanh_backward", "sigmoid_backward",
     "gelu_backward", "silu_backward", "convert_element_type", "relu6", "hardtanh", "logit",
     "copysign", "heaviside", "hypot", "nextafter", "bitwise_left_shift", "bitwise_right_shift",
+    "torch_div_prim_impl",  // the torch executor's prims.div: torch.div / torch.true_divide
 };
 
 // Outputs laid out like the first input (empty_like / preserve_format).
@@ -100,6 +101,7 @@ const char* const kContiguousNames[] = {
     "scaled_dot_product_flash_attention_backward", "scatter", "scatter_add", "sort", "stack",
     "sum", "tensor_from_sequence", "topk", "tril", "triu", "uniform", "var", "var_mean", "zeros",
     "copy_with_setitem_impl", "index_copy", "masked_select", "nonzero", "bernoulli",
+    "torch_pad_prim_impl",
 };
 
 // In place: mutate and return their first argument.
@@ -121,6 +123,8 @@ std::vector<OpInfo> BuildTable() {
   for (const auto* group : {&kViews, &kMaybeViews, &kReturnsInput}) {
     ops.insert(ops.end(), group->begin(), group->end());
   }
+  // prims.stride_order: always a fresh tensor with the requested stride order.
+  ops.push_back({"torch_stride_order_prim_impl", E::kAllocates, L::kStrideOrder});
   for (const char* n : kElementwiseNames) ops.push_back({n, E::kAllocates, L::kElementwise});
   for (const char* n : kPreserveNames) ops.push_back({n, E::kAllocates, L::kPreserve});
   for (const char* n : kContiguousNames) ops.push_back({n, E::kAllocates, L::kContiguous});

@@ -596,6 +596,22 @@ Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const 
       if (operands.empty()) return ContiguousStrides(shape);
       return ElementwiseOutputStrides(shape, operands);
     }
+    case LayoutRule::kStrideOrder: {
+      std::optional<Dims> order;
+      if (s.args.size() >= 2) order = IntList(s.args[1]);
+      if (!order || order->size() != shape.size()) return ContiguousStrides(shape);
+      std::vector<std::size_t> dims(shape.size());
+      for (std::size_t d = 0; d < dims.size(); ++d) dims[d] = d;
+      std::stable_sort(dims.begin(), dims.end(),
+                       [&](std::size_t a, std::size_t b) { return (*order)[a] < (*order)[b]; });
+      Dims strides(shape.size(), 1);
+      std::int64_t next = 1;
+      for (std::size_t d : dims) {
+        strides[d] = next;
+        next *= std::max<std::int64_t>(shape[d], 1);
+      }
+      return strides;
+    }
     case LayoutRule::kPreserve: {
       const ObjectId in = FirstTensorArg(s);
       if (in != kNone && objects_[in].shape == shape) {
@@ -633,7 +649,13 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
     switch (effect) {
       case OpEffect::kReturnsInput:
       case OpEffect::kInPlace: {
-        const ObjectId in = ArgObject(s, static_cast<std::size_t>(op->returned_arg));
+        ObjectId in = kNone;
+        if (op->returned_arg >= 0) {
+          in = ArgObject(s, static_cast<std::size_t>(op->returned_arg));
+        } else {
+          const std::vector<ValueId> flat = FlatArgs(s);
+          if (index < flat.size() && bound_[flat[index]]) in = object_of_[flat[index]];
+        }
         if (in != kNone && objects_[in].kind == Object::Kind::kTensor) return in;
         Diagnose("line " + std::to_string(s.source_line) + ": '" + s.symbol +
                  "' should return an input tensor, but its argument is not a live tensor; "

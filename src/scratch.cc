@@ -64,6 +64,18 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s) {
     }
   }
   if (tensor == nullptr || tensor->type.dtype == nullptr) return out;
+  if (s.symbol == "where") {
+    // where(cond, x, 2.0) takes the ScalarOther overload, which makes a 0-d
+    // `scalar_tensor` of the result's dtype (measured: 4 bytes for f32), not
+    // a wrapped double.
+    const std::vector<ValueId> outs = FlatOutputs(s);
+    if (outs.empty() || !IsTensorKind(trace.value(outs[0]).type.kind)) return out;
+    const int itemsize = trace.value(outs[0]).type.dtype->bits / 8;
+    for (const Expr& a : s.args) {
+      if (ClassifyConstant(a) != NumberKind::kNone) out.with_outputs += itemsize;
+    }
+    return out;
+  }
   for (const Expr& a : s.args) {
     const NumberKind kind = ClassifyConstant(a);
     if (kind == NumberKind::kNone) continue;

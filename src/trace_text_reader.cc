@@ -1,5 +1,6 @@
 #include "peakmem/trace_text_reader.h"
 
+#include "peakmem/op_registry.h"
 #include "peakmem/trace_builder.h"
 
 #include <fstream>
@@ -316,8 +317,29 @@ bool FindSubSymbolType(const std::vector<SubSymbol>& nodes, std::string_view nam
   return false;
 }
 
+// Ops that return their inputs print no types for their outputs
+// (`(t74,) = update_aliases((t73,))`): the output has the input's type.
+void InferAliasTypes(Trace* trace, const Statement& s) {
+  const OpInfo* op = FindOp(s.symbol);
+  if (op == nullptr || op->effect != OpEffect::kReturnsInput) return;
+  const std::vector<ValueId> outputs = FlatOutputs(s);
+  std::vector<ValueId> sources;
+  if (op->returned_arg < 0) {
+    sources = FlatArgs(s);
+  } else if (static_cast<std::size_t>(op->returned_arg) < s.args.size() &&
+             s.args[op->returned_arg].kind == Expr::Kind::kValue) {
+    sources.push_back(s.args[op->returned_arg].value);
+  }
+  if (sources.size() != outputs.size()) return;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    Value& out = trace->value(outputs[i]);
+    if (out.type.kind == ValueKind::kUnknown) out.type = trace->value(sources[i]).type;
+  }
+}
+
 void TextReader::FinishCall() {
   if (open_call_ != nullptr) {
+    InferAliasTypes(&trace_, *open_call_);
     for (ValueId id : FlatOutputs(*open_call_)) {
       Value& v = trace_.value(id);
       if (v.type.kind != ValueKind::kUnknown) continue;

@@ -28,6 +28,7 @@ enum class LayoutRule : unsigned char {
   kContiguous,   // a fresh contiguous tensor (matmul, reductions, cat, factories, ...)
   kElementwise,  // TensorIterator's output layout over the tensor inputs
   kPreserve,     // like the first tensor input (empty_like with preserve_format)
+  kStrideOrder,  // prims.stride_order(x, order): order[d] ranks dim d's stride (0 = innermost)
   kSameStrides,  // a view with the input's strides (slices, split, chunk, narrow, detach)
   kPermute,      // permute(x, dims)
   kTranspose,    // transpose(x, d0, d1) / t(x)
@@ -42,7 +43,9 @@ struct OpInfo {
   std::string_view name;
   OpEffect effect;
   LayoutRule layout = LayoutRule::kContiguous;
-  int returned_arg = 0;  // kReturnsInput/kInPlace: which positional argument is returned
+  // kReturnsInput/kInPlace: which positional argument is returned; -1 means
+  // output i is flat tensor argument i (update_aliases((a, b)) -> (a, b)).
+  int returned_arg = 0;
 };
 
 // The op's entry, or nullptr when peakmem does not know the op. Fusion

@@ -6,7 +6,9 @@
 //     tensor (`torch.mul(t, 2.0)`) is wrapped into a 0-d tensor (8 bytes for
 //     float/int, 16 for complex, 1 for bool) before the op runs, and
 //     TensorIterator casts it to the op's dtype (another itemsize bytes) when
-//     the dtypes differ; both live until the op returns, alongside its output.
+//     the dtypes differ; both live until the op returns, alongside its output;
+//   - `where(cond, x, 0.0)`: the scalar becomes a 0-d tensor of the result's
+//     dtype (no wrapped double), alive alongside the output.
 // Rules are per op and device; an op without a rule has no scratch.
 #pragma once
 
