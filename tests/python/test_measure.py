@@ -516,3 +516,18 @@ def test_cuda(thunder):
     assert m.events is None
     assert m.allocated_peak_bytes >= 5 * 512
     assert m.reserved_peak_bytes >= m.allocated_peak_bytes
+
+
+def test_temporaries_of_input_creation_are_not_counted():
+    # An inputs callable that makes x through a temporary: randn [2, 4] (32 B),
+    # .t().contiguous() copies into x (32 B), then the temporary is freed.
+    # What the call starts with is x alone: 32 B. Identity trace: peak and
+    # final 32, one event.
+    def inputs():
+        return (torch.randn(2, 4).t().contiguous(),)
+
+    m = peakmem.measure(FakeTrace(lambda x: x, ["x"]), inputs=inputs)
+    check_invariants(m)
+    assert m.input_bytes == 32
+    assert m.events == (32,)
+    assert (m.peak_bytes, m.final_bytes) == (32, 32)
