@@ -100,17 +100,18 @@ For ``device="cuda..."`` (only when CUDA is available): synchronize,
 ``requested_bytes``/``allocated_bytes``/``reserved_bytes`` ``.all.current``
 from ``torch.cuda.memory_stats()``, create the inputs, synchronize, reset
 the peaks again (so a temporary of input creation is forgotten, as on CPU),
-call, synchronize and read ``.all.peak`` and ``.all.current``. ``peak_bytes``/``final_bytes`` are
-the requested numbers. Note that cuBLAS allocates its per-handle workspace
-through the caching allocator on the first matmul of a stream and keeps it,
-so a first measurement includes it in ``final_bytes``.
+call, synchronize and read ``.all.peak`` and ``.all.current``.
+``peak_bytes``/``final_bytes`` are the requested numbers. Note that cuBLAS
+allocates its per-handle workspace through the caching allocator on the
+first matmul of a stream and keeps it, so a first measurement includes it in
+``final_bytes``.
 """
 
 from __future__ import annotations
 
 import gc
-import types
 import sys
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any

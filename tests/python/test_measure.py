@@ -486,6 +486,19 @@ def test_rejects_non_traces_and_bad_conventions():
         peakmem.measure(FakeTrace(lambda: None, []), device="meta")
 
 
+def test_inputs_are_made_on_the_measured_device_only(thunder):
+    # A trace whose argument lives on CUDA cannot be measured on CPU: its
+    # ops would run elsewhere (or mix devices) and the numbers would lie.
+    from thunder.core import devices, dtypes
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.trace import TraceCtx, tracectx
+
+    with tracectx(TraceCtx()):
+        x = TensorProxy(name="x", shape=(4,), device=devices.Device("cuda:0"), dtype=dtypes.float32)
+    with pytest.raises(ValueError, match="argument x lives on cuda:0 but the measurement is on cpu"):
+        peakmem.measure(FakeTrace(lambda x: x, ["x"], args=(x,)))
+
+
 def test_measure_is_reachable_both_ways():
     import peakmem.measure as module
 
