@@ -159,6 +159,8 @@ const std::unordered_map<std::string_view, const OpInfo*>& Index() {
 }
 
 const OpInfo kFusion = {"<fusion>", E::kFusion, L::kContiguous};
+// Thunder's fallback gradients (`half_vjp`): fresh outputs, plus scratch (scratch.h).
+const OpInfo kVjp = {"<vjp>", E::kAllocates, L::kContiguous};
 
 }  // namespace
 
@@ -167,6 +169,7 @@ const OpInfo* FindOp(std::string_view symbol_name) {
   auto it = index.find(symbol_name);
   if (it != index.end()) return it->second;
   if (IsFusionName(symbol_name)) return &kFusion;
+  if (symbol_name.size() > 4 && symbol_name.substr(symbol_name.size() - 4) == "_vjp") return &kVjp;
   return nullptr;
 }
 

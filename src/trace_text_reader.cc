@@ -319,7 +319,25 @@ bool FindSubSymbolType(const std::vector<SubSymbol>& nodes, std::string_view nam
 
 // Ops that return their inputs print no types for their outputs
 // (`(t74,) = update_aliases((t73,))`): the output has the input's type.
+//
+// Thunder's fallback gradients (`half_vjp(((x,), {}), t40)`) print none
+// either: their outputs are the gradients of the forward inputs listed in
+// the first argument, one per tensor input, each with that input's type.
 void InferAliasTypes(Trace* trace, const Statement& s) {
+  if (s.symbol.size() > 4 && s.symbol.compare(s.symbol.size() - 4, 4, "_vjp") == 0 &&
+      !s.args.empty()) {
+    std::vector<ValueId> inputs;
+    FlattenValues(s.args[0], &inputs);
+    std::erase_if(inputs, [&](ValueId v) { return !IsTensorKind(trace->value(v).type.kind); });
+    const std::vector<ValueId> outputs = FlatOutputs(s);
+    if (inputs.size() == outputs.size()) {
+      for (std::size_t i = 0; i < outputs.size(); ++i) {
+        Value& out = trace->value(outputs[i]);
+        if (out.type.kind == ValueKind::kUnknown) out.type = trace->value(inputs[i]).type;
+      }
+    }
+    return;
+  }
   const OpInfo* op = FindOp(s.symbol);
   if (op == nullptr || op->effect != OpEffect::kReturnsInput) return;
   const std::vector<ValueId> outputs = FlatOutputs(s);

@@ -8,7 +8,10 @@
 //     TensorIterator casts it to the op's dtype (another itemsize bytes) when
 //     the dtypes differ; both live until the op returns, alongside its output;
 //   - `where(cond, x, 0.0)`: the scalar becomes a 0-d tensor of the result's
-//     dtype (no wrapped double), alive alongside the output.
+//     dtype (no wrapped double), alive alongside the output;
+//   - Thunder's fallback gradients `{op}_vjp(...)` recompute the forward
+//     result (shaped like the cotangent) under autograd; it lives alongside
+//     the gradient until the op returns.
 // Rules are per op and device; an op without a rule has no scratch.
 #pragma once
 
