@@ -1,0 +1,323 @@
+// peakmem's benchmarks (Google Benchmark): reader throughput and simulation
+// speed on generated traces (bench/make_trace.py), each next to a baseline
+// measured in the same run on the same bytes / the same statements, so the
+// ratios mean something on any machine.
+//
+//   peakmem_bench --traces=DIR [--files=SUBSTRING] [--max_mb=N] [--benchmark_* flags]
+//
+// For every DIR/*.trace and DIR/*.json (smallest first), in this order:
+//   scan/F            baseline: count the lines of the buffer with memchr
+//   simdjson_dom/F    baseline (JSON only): simdjson DOM parse of the buffer
+//   source_index/F    SourceFile construction alone (copy + line-start index)
+//   read/F            ParseTrace: text or JSON reader, the whole trace
+//   touch/F           baseline: a loop that reads each statement's kind,
+//                     outputs and argument count (parsed once, outside timing)
+//   analyze_thunder/F Analyze(parsed, "thunder"), the model only
+//   analyze_runtime/F Analyze(parsed, "runtime"), the model only
+// Byte rates come from SetBytesProcessed (file bytes), statement rates from
+// SetItemsProcessed (statements in the parsed trace). Counters:
+//   statements        statements in the trace
+//   heap_per_stmt     bytes of malloc'd heap the parsed trace holds, per
+//                     statement (mallinfo2 before/after one parse; the
+//                     source text, which the trace keeps, included)
+//   bytes_per_stmt    file bytes per statement
+// A string field "label" gives the file name.
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include "peakmem/analyze.h"
+#include "peakmem/trace_json_reader.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TraceFile {
+  std::string path;
+  std::string name;  // file name
+  bool json = false;
+  std::uintmax_t bytes = 0;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Bytes malloc has handed out: small chunks plus mmapped large blocks.
+std::size_t HeapInUse() {
+  const struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+// One trace's text and parse, kept while its benchmarks run (they are
+// registered consecutively); loading another file drops the previous one so
+// that only one large trace is in memory at a time.
+class Cache {
+ public:
+  const std::string& Text(const TraceFile& f) {
+    Switch(f);
+    if (!text_) text_ = ReadAll(f.path);
+    return *text_;
+  }
+  const peakmem::ParsedTrace& Parsed(const TraceFile& f) {
+    Switch(f);
+    if (!parsed_) {
+      std::string copy = Text(f);
+      parsed_.emplace(peakmem::ParseTrace(f.path, std::move(copy)));
+    }
+    return *parsed_;
+  }
+  std::size_t Statements(const TraceFile& f) { return Parsed(f).trace.statements.size(); }
+  // Heap bytes held by one parsed trace (measured once).
+  double HeapBytes(const TraceFile& f) {
+    Switch(f);
+    if (heap_ < 0) {
+      std::string copy = Text(f);
+      parsed_.reset();
+      malloc_trim(0);
+      const std::size_t before = HeapInUse();
+      auto p = std::make_unique<peakmem::ParsedTrace>(peakmem::ParseTrace(f.path, std::move(copy)));
+      const std::size_t after = HeapInUse();
+      heap_ = static_cast<double>(after) - static_cast<double>(before);
+      parsed_.emplace(std::move(*p));
+    }
+    return heap_;
+  }
+
+ private:
+  void Switch(const TraceFile& f) {
+    if (f.path == path_) return;
+    parsed_.reset();
+    text_.reset();
+    heap_ = -1;
+    malloc_trim(0);
+    path_ = f.path;
+  }
+  std::string path_;
+  std::optional<std::string> text_;
+  std::optional<peakmem::ParsedTrace> parsed_;
+  double heap_ = -1;
+};
+
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+void Common(benchmark::State& state, const TraceFile& f, std::size_t statements) {
+  state.SetLabel(f.name);
+  state.counters["statements"] = static_cast<double>(statements);
+  state.counters["bytes_per_stmt"] =
+      static_cast<double>(f.bytes) / static_cast<double>(std::max<std::size_t>(statements, 1));
+}
+
+// Baseline for the readers: the cheapest pass that still looks at every
+// byte, counting lines with memchr.
+void BM_Scan(benchmark::State& state, TraceFile f) {
+  const std::string& text = cache().Text(f);
+  for (auto _ : state) {
+    std::size_t lines = 0;
+    const char* p = text.data();
+    const char* end = p + text.size();
+    while (p < end) {
+      const void* nl = std::memchr(p, '\n', static_cast<std::size_t>(end - p));
+      if (nl == nullptr) break;
+      ++lines;
+      p = static_cast<const char*>(nl) + 1;
+    }
+    benchmark::DoNotOptimize(lines);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+  Common(state, f, cache().Statements(f));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * cache().Statements(f)));
+}
+
+// Baseline for the JSON reader: simdjson's DOM parse of the same bytes (the
+// library the reader is built on), no trace built.
+void BM_SimdjsonDom(benchmark::State& state, TraceFile f) {
+  const std::string& text = cache().Text(f);
+  simdjson::padded_string padded(text);
+  simdjson::dom::parser parser;
+  for (auto _ : state) {
+    auto doc = parser.parse(padded);
+    if (doc.error()) {
+      state.SkipWithError(simdjson::error_message(doc.error()));
+      return;
+    }
+    benchmark::DoNotOptimize(doc.value_unsafe());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+  Common(state, f, cache().Statements(f));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * cache().Statements(f)));
+}
+
+// SourceFile construction alone: the text is copied (as ParseTrace's caller
+// does) and its line starts indexed. Part of every read.
+void BM_SourceIndex(benchmark::State& state, TraceFile f) {
+  const std::string& text = cache().Text(f);
+  for (auto _ : state) {
+    std::string copy = text;
+    auto source = std::make_shared<const peakmem::SourceFile>(f.path, std::move(copy));
+    benchmark::DoNotOptimize(source->line_count());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+  Common(state, f, cache().Statements(f));
+}
+
+// The reader: ParseTrace on a fresh copy of the text (the copy is made
+// outside the timed region). The parsed trace is destroyed inside it, as
+// it is in the CLI.
+void BM_Read(benchmark::State& state, TraceFile f) {
+  const std::string& text = cache().Text(f);
+  std::size_t statements = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::string copy = text;
+    state.ResumeTiming();
+    try {
+      peakmem::ParsedTrace parsed = peakmem::ParseTrace(f.path, std::move(copy));
+      statements = parsed.trace.statements.size();
+      benchmark::DoNotOptimize(parsed.trace.values.data());
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      return;
+    }
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * statements));
+  Common(state, f, statements);
+  const double heap = cache().HeapBytes(f);
+  state.counters["heap_per_stmt"] = heap / static_cast<double>(std::max<std::size_t>(statements, 1));
+  state.counters["heap_bytes"] = heap;
+}
+
+// Baseline for the models: touch every statement once (kind, outputs,
+// argument and deletion counts), the least any simulation must do.
+void BM_Touch(benchmark::State& state, TraceFile f) {
+  const peakmem::ParsedTrace& parsed = cache().Parsed(f);
+  const auto& stmts = parsed.trace.statements;
+  for (auto _ : state) {
+    std::uint64_t acc = 0;
+    for (const peakmem::Statement& s : stmts) {
+      acc += static_cast<std::uint64_t>(s.kind) + s.outputs.items.size() + s.outputs.value +
+             s.args.size() + s.deleted.size();
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * stmts.size()));
+  Common(state, f, stmts.size());
+}
+
+// A model alone on a trace parsed once; the Report is built and destroyed
+// inside the timed region (the CLI pays for both).
+void BM_Analyze(benchmark::State& state, TraceFile f, std::string model) {
+  const peakmem::ParsedTrace& parsed = cache().Parsed(f);
+  for (auto _ : state) {
+    try {
+      peakmem::Report report = peakmem::Analyze(parsed, model);
+      benchmark::DoNotOptimize(report.peak_bytes);
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      return;
+    }
+  }
+  const auto n = parsed.trace.statements.size();
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
+  Common(state, f, n);
+}
+
+std::vector<TraceFile> FindTraces(const std::string& dir) {
+  std::vector<TraceFile> out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    const fs::path& p = entry.path();
+    const std::string ext = p.extension().string();
+    if (ext != ".trace" && ext != ".json") continue;
+    if (p.filename().string().find(".meta.") != std::string::npos) continue;
+    TraceFile f;
+    f.path = p.string();
+    f.name = p.filename().string();
+    f.json = ext == ".json";
+    f.bytes = entry.file_size();
+    out.push_back(f);
+  }
+  std::sort(out.begin(), out.end(), [](const TraceFile& a, const TraceFile& b) {
+    return std::tie(a.bytes, a.name) < std::tie(b.bytes, b.name);
+  });
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir;
+  std::string only;  // substring filter on file names
+  double max_mb = 0;  // skip files larger than this (0: no limit)
+  std::vector<char*> rest;
+  rest.push_back(argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--traces=", 0) == 0) {
+      dir = a.substr(9);
+    } else if (a.rfind("--files=", 0) == 0) {
+      only = a.substr(8);
+    } else if (a.rfind("--max_mb=", 0) == 0) {
+      max_mb = std::stod(a.substr(9));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  if (dir.empty()) {
+    std::cerr << "usage: peakmem_bench --traces=DIR [--files=SUBSTRING] [--max_mb=N] [--benchmark_* flags]\n"
+                 "  DIR holds *.trace / *.json files made by bench/make_trace.py\n";
+    return 2;
+  }
+  int rest_argc = static_cast<int>(rest.size());
+  benchmark::Initialize(&rest_argc, rest.data());
+  const std::vector<TraceFile> files = FindTraces(dir);
+  if (files.empty()) {
+    std::cerr << "peakmem_bench: no *.trace or *.json files in " << dir << "\n";
+    return 2;
+  }
+  for (const TraceFile& f : files) {
+    if (!only.empty() && f.name.find(only) == std::string::npos) continue;
+    if (max_mb > 0 && static_cast<double>(f.bytes) > max_mb * 1e6) {
+      std::cerr << "peakmem_bench: skipping " << f.name << " (" << f.bytes / 1000000
+                << " MB > --max_mb=" << max_mb << ")\n";
+      continue;
+    }
+    const auto reg = [&](const std::string& what, auto fn) {
+      benchmark::RegisterBenchmark((what + "/" + f.name).c_str(), fn)
+          ->Unit(benchmark::kMillisecond)
+          ->MeasureProcessCPUTime();
+    };
+    reg("scan", [f](benchmark::State& s) { BM_Scan(s, f); });
+    if (f.json) reg("simdjson_dom", [f](benchmark::State& s) { BM_SimdjsonDom(s, f); });
+    reg("source_index", [f](benchmark::State& s) { BM_SourceIndex(s, f); });
+    reg("read", [f](benchmark::State& s) { BM_Read(s, f); });
+    reg("touch", [f](benchmark::State& s) { BM_Touch(s, f); });
+    reg("analyze_thunder", [f](benchmark::State& s) { BM_Analyze(s, f, "thunder"); });
+    reg("analyze_runtime", [f](benchmark::State& s) { BM_Analyze(s, f, "runtime"); });
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
