@@ -346,7 +346,11 @@ ObjectId RuntimeModel::MakeValueObject(ValueId value, Role role, bool allocate_t
     return NewAllocatedTensor(value, ContiguousStrides(v.type.shape), role);
   }
   if (v.type.kind == ValueKind::kCollection) {
-    const ObjectId id = NewObject(ContainerFor(value, Object::Kind::kList));
+    // Collections the caller passes: as the trace says (a live trace knows),
+    // else tuples; the plain convention makes every one a tuple.
+    const ObjectId id = NewObject(convention_ == CallingConvention::kPlain
+                                      ? Object::Kind::kTuple
+                                      : ContainerFor(value, Object::Kind::kTuple));
     if (const Pattern* items = contents_[value]) {
       std::vector<const Pattern*> stack;
       // Elements in order; nested patterns become nested tuples.

@@ -171,8 +171,11 @@ class TextReader {
   std::size_t FindAssignment() const;
   void ReadTrailingComment(std::size_t comment_start);
 
+  std::string SymbolOf(std::string_view callee) const;
+
   std::shared_ptr<const SourceFile> source_;
   TraceBuilder builder_;
+  std::vector<std::string> imported_;  // module and class names the preamble imports
   Trace& trace_;
 
   enum class State { kPreamble, kBody, kDone } state_ = State::kPreamble;
@@ -188,13 +191,54 @@ class TextReader {
   std::size_t end_ = 0;
 };
 
+// Thunder prints a callee as `{module}.{symbol name}`; the symbol name may
+// itself hold dots (`torch.torch.ops.aten.embedding_backward` is module
+// `torch`, symbol `torch.ops.aten.embedding_backward`). Strip the longest
+// imported prefix; without one, keep the last dotted component.
+std::string TextReader::SymbolOf(std::string_view callee) const {
+  std::size_t best = 0;
+  for (const std::string& prefix : imported_) {
+    if (prefix.size() > best && callee.size() > prefix.size() + 1 &&
+        callee.compare(0, prefix.size(), prefix) == 0 && callee[prefix.size()] == '.') {
+      best = prefix.size();
+    }
+  }
+  if (best > 0) return std::string(callee.substr(best + 1));
+  const std::size_t dot = callee.rfind('.');
+  return std::string(dot == std::string_view::npos ? callee : callee.substr(dot + 1));
+}
+
 // ---------------------------------------------------------------- lines
 
 void TextReader::ReadPreambleLine(int line_no, std::string_view line) {
   const std::string_view t = Trim(line);
   if (t.empty() || t[0] == '#') return;  // `# Constructed by ...` and other comments
   if (IndentOf(line) > 0) Fail({line_no, IndentOf(line) + 1}, "unexpected indentation before 'def'");
-  if (t.substr(0, 7) == "import " || t.substr(0, 5) == "from ") return;
+  if (t.substr(0, 7) == "import ") {
+    // `import torch.nn.functional` makes `torch.nn.functional.` a module
+    // prefix of callees; `import a as b` makes `b.` one.
+    std::string_view rest = Trim(t.substr(7));
+    const std::size_t as = rest.find(" as ");
+    imported_.emplace_back(as == std::string_view::npos ? rest : Trim(rest.substr(as + 4)));
+    return;
+  }
+  if (t.substr(0, 5) == "from ") {
+    // `from torch import Tensor` makes `Tensor.` a prefix.
+    const std::size_t import = t.find(" import ");
+    if (import != std::string_view::npos) {
+      std::string_view names = t.substr(import + 8);
+      while (!names.empty()) {
+        const std::size_t comma = names.find(',');
+        std::string_view name = Trim(names.substr(0, comma));
+        const std::size_t as = name.find(" as ");
+        if (as != std::string_view::npos) name = Trim(name.substr(as + 4));
+        if (!name.empty()) imported_.emplace_back(name);
+        if (comma == std::string_view::npos) break;
+        names.remove_prefix(comma + 1);
+      }
+    }
+    return;
+  }
   if (t[0] == '@') {
     trace_.decorators.emplace_back(t.substr(1));
     return;
@@ -756,7 +800,7 @@ void TextReader::ReadStatement() {
     }
     s.kind = StatementKind::kCall;
     s.callee = callee;
-    s.symbol = std::string(last);
+    s.symbol = SymbolOf(callee);
     // Executor ops' ids are their names; prims' ids are enum values and
     // ltorch's are qualified ("torch.reshape"): neither is a plain name.
     const bool qualified_id = callee.rfind("prims.", 0) == 0 || callee.rfind("ltorch.", 0) == 0;

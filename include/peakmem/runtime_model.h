@@ -30,10 +30,12 @@ namespace peakmem {
 
 enum class CallingConvention {
   kAuto,      // backward if the signature is Thunder's backward_fn(saved_for_backward, cotangents)
-  kForward,   // the caller holds every argument for the whole call
+  kForward,   // the caller holds every argument for the whole call; collections are
+              // the containers the trace says (tuples where it does not say)
   kBackward,  // Thunder's autograd: fn([saved_tensors_list, saved_other], cotangents_list);
               // only those lists (and the caller's locals naming them) hold the tensors
-  kPlain,     // like kForward; for traces from elsewhere
+  kPlain,     // the caller holds every argument, and every collection is a tuple
+              // (nothing can be cleared); for traces from elsewhere
 };
 
 const char* CallingConventionName(CallingConvention convention);

@@ -17,8 +17,13 @@ from ._errors import TraceError
 from . import thunder
 from .api import analyze, to_json_export
 
+# Imported eagerly (it imports torch only when called), so that the name
+# `peakmem.measure` is the function, not the submodule of the same name.
+from .measure import Measurement, measure  # noqa: E402
+
 __all__ = [
     "LiveTensor",
+    "Measurement",
     "Report",
     "Step",
     "TraceError",
@@ -29,11 +34,3 @@ __all__ = [
     "to_json_export",
 ]
 
-
-def __getattr__(name: str):
-    # `measure` needs torch; import it only when asked for.
-    if name == "measure":
-        from .measure import measure
-
-        return measure
-    raise AttributeError(f"module 'peakmem' has no attribute {name!r}")

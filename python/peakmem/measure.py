@@ -111,7 +111,6 @@ from __future__ import annotations
 
 import gc
 import sys
-import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -486,21 +485,3 @@ def measure(
     finally:
         if was_enabled:
             gc.enable()
-
-
-class _CallableModule(types.ModuleType):
-    """``peakmem.measure`` is both this submodule and the function in it.
-
-    ``peakmem/__init__.py`` exposes the function lazily through a module
-    ``__getattr__``; but as soon as anything imports the submodule
-    (``from peakmem.measure import Measurement``), the import system binds
-    the attribute ``peakmem.measure`` to the *module*, and the lazy hook is
-    never consulted again. Making the module callable keeps
-    ``peakmem.measure(trace)`` working either way.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Measurement:
-        return measure(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
