@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "load_avg_start": os.getloadavg(),
+        "peakmem_module": os.path.dirname(peakmem.__file__),
         "traces": {},
     }
     ok = True

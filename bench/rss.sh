@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Peak RSS and wall/CPU time of the `peakmem analyze` command on generated
+# traces, measured with GNU time (`/usr/bin/time -v`).
+#
+#   bench/rss.sh TRACE_DIR [OUT.json]
+#
+# Runs, for every TRACE_DIR/*.trace and *.json (smallest first) and for each
+# model in $PEAKMEM_RSS_MODELS (default "runtime thunder"):
+#     peakmem analyze FILE --model M            (text report, stdout to /dev/null)
+# and, with PEAKMEM_RSS_FORMATS="text json", also with --format json.
+# Each run gets a virtual-memory cap of $PEAKMEM_RSS_CAP_GB GiB (default 16;
+# `ulimit -v`), so that a trace too big for the machine fails cleanly
+# (recorded as "failed") instead of pushing the machine into the OOM killer,
+# and a time limit of $PEAKMEM_RSS_TIMEOUT seconds (default 900).
+# Writes one JSON object per run to OUT.json (a JSON array; default
+# bench/results/rss.json) and a table to stdout.
+#
+# Environment: PEAKMEM_BIN (default build-bench/peakmem).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DIR=${1:?usage: bench/rss.sh TRACE_DIR [OUT.json]}
+OUT=${2:-$ROOT/bench/results/rss.json}
+BIN=${PEAKMEM_BIN:-$ROOT/build-bench/peakmem}
+MODELS=${PEAKMEM_RSS_MODELS:-"runtime thunder"}
+FORMATS=${PEAKMEM_RSS_FORMATS:-"text"}
+CAP_GB=${PEAKMEM_RSS_CAP_GB:-16}
+TIMEOUT=${PEAKMEM_RSS_TIMEOUT:-900}
+FILTER=${PEAKMEM_RSS_FILES:-}
+
+if [[ ! -x /usr/bin/time ]]; then
+  echo "rss.sh: /usr/bin/time missing; installing GNU time" >&2
+  apt-get install -y -q time >/dev/null
+fi
+[[ -x $BIN ]] || { echo "rss.sh: no peakmem binary at $BIN (build first)" >&2; exit 2; }
+mkdir -p "$(dirname "$OUT")"
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# Files, smallest first.
+mapfile -t FILES < <(find "$DIR" -maxdepth 1 -type f \( -name '*.trace' -o -name '*.json' \) \
+  ! -name '*.meta.json' -printf '%s %p\n' | sort -n | awk '{print $2}')
+[[ ${#FILES[@]} -gt 0 ]] || { echo "rss.sh: no traces in $DIR" >&2; exit 2; }
+
+printf '%-28s %-8s %-5s %12s %10s %9s %9s %9s %8s  %s\n' file model fmt statements bytes wall_s user_s sys_s rss_MiB status
+echo "[" > "$OUT"
+first=1
+for f in "${FILES[@]}"; do
+  name=$(basename "$f")
+  [[ -n $FILTER && $name != *$FILTER* ]] && continue
+  meta="$f.meta.json"
+  stmts=null
+  [[ -f $meta ]] && stmts=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["statements"])' "$meta")
+  bytes=$(stat -c %s "$f")
+  for model in $MODELS; do
+    for fmt in $FORMATS; do
+      load=$(cut -d' ' -f1 /proc/loadavg)
+      set +e
+      (
+        ulimit -v $((CAP_GB * 1024 * 1024))
+        exec timeout "$TIMEOUT" /usr/bin/time -v -o "$TMP/time.txt" \
+          "$BIN" analyze "$f" --model "$model" --format "$fmt" > /dev/null 2> "$TMP/err.txt"
+      )
+      rc=$?
+      set -e
+      python3 - "$TMP/time.txt" "$TMP/err.txt" "$rc" "$name" "$model" "$fmt" "$stmts" "$bytes" "$load" "$CAP_GB" \
+        > "$TMP/row.json" <<'PY'
+import json, re, sys
+tf, ef, rc, name, model, fmt, stmts, nbytes, load, cap = sys.argv[1:]
+text = open(tf).read() if tf else ""
+def field(label):
+    m = re.search(re.escape(label) + r":\s*(.+)", text)
+    return m.group(1).strip() if m else None
+def wall(s):
+    if not s: return None
+    parts = [float(p) for p in s.split(":")]
+    v = 0.0
+    for p in parts: v = v * 60 + p
+    return v
+rss_kb = field("Maximum resident set size (kbytes)")
+err = open(ef).read().strip()
+row = {
+    "file": name, "model": model, "format": fmt,
+    "statements": None if stmts == "null" else int(stmts), "bytes": int(nbytes),
+    "rc": int(rc),
+    "status": "ok" if rc == "0" else ("timeout" if rc == "124" else "failed"),
+    "wall_s": wall(field("Elapsed (wall clock) time (h:mm:ss or m:ss)")),
+    "user_s": float(field("User time (seconds)") or "nan"),
+    "sys_s": float(field("System time (seconds)") or "nan"),
+    "max_rss_kb": int(rss_kb) if rss_kb else None,
+    "load_avg_1m_before": float(load),
+    "cap_gib": int(cap),
+    "error": err[-500:] if rc != "0" else "",
+}
+print(json.dumps(row))
+PY
+      [[ $first -eq 1 ]] || echo "," >> "$OUT"
+      first=0
+      cat "$TMP/row.json" >> "$OUT"
+      python3 -c '
+import json,sys
+r=json.loads(open(sys.argv[1]).read())
+rss = (r["max_rss_kb"] or 0)/1024
+print("%-28s %-8s %-5s %12s %10d %9.2f %9.2f %9.2f %8.1f  %s" % (r["file"], r["model"], r["format"], r["statements"], r["bytes"], float("nan") if r["wall_s"] is None else r["wall_s"], r["user_s"], r["sys_s"], rss, r["status"]))' "$TMP/row.json"
+    done
+  done
+done
+echo "]" >> "$OUT"
+echo "rss.sh: wrote $OUT" >&2
