@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Prints the README's accuracy table: every corpus trace, measured vs predicted.
+
+    .venv/bin/python scripts/accuracy_table.py            # print the table
+    .venv/bin/python scripts/accuracy_table.py --check    # exit 1 if README.md differs
+
+Measured numbers are the stored CPU measurements (tests/data/corpus/*/measured.json,
+made by peakmem.measure); predictions are made now from the stored JSON traces.
+Error = predicted - measured, in bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import peakmem
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "data" / "corpus"
+BEGIN = "<!-- accuracy-table:begin (scripts/accuracy_table.py) -->"
+END = "<!-- accuracy-table:end -->"
+
+
+def rows():
+    for program in sorted(p.parent.name for p in CORPUS.glob("*/program.py")):
+        measured = json.loads((CORPUS / program / "measured.json").read_text())
+        for kind in ("fw", "bw"):
+            path = CORPUS / program / f"{kind}.json"
+            if not path.exists():
+                continue
+            m = measured[kind]
+            r = peakmem.analyze(path, model="runtime")
+            t = peakmem.analyze(path, model="thunder")
+            yield program, kind, m, r, t
+
+
+def table() -> str:
+    out = [
+        "| trace | measured peak / final | runtime peak / final | runtime error | thunder peak / final | thunder error |",
+        "|---|---|---|---|---|---|",
+    ]
+    exact = total = 0
+    for program, kind, m, r, t in rows():
+        total += 1
+        mp, mf = m["peak_bytes"], m["final_bytes"]
+        re_ = (r.peak_bytes - mp, r.final_bytes - mf)
+        te = (t.peak_bytes - mp, t.final_bytes - mf)
+        exact += re_ == (0, 0)
+        fmt = lambda e: "exact" if e == (0, 0) else f"{e[0]:+} / {e[1]:+}"
+        out.append(
+            f"| `{program}` {kind} | {mp} / {mf} | {r.peak_bytes} / {r.final_bytes} | {fmt(re_)} "
+            f"| {t.peak_bytes} / {t.final_bytes} | {fmt(te)} |"
+        )
+    out.append("")
+    out.append(f"runtime model: {exact} of {total} traces exact (peak and final, to the byte).")
+    return "\n".join(out)
+
+
+def main() -> int:
+    text = table()
+    if "--check" in sys.argv:
+        readme = (REPO / "README.md").read_text()
+        start, end = readme.find(BEGIN), readme.find(END)
+        current = readme[start + len(BEGIN):end].strip() if start >= 0 and end > start else None
+        if current != text.strip():
+            print("README.md's accuracy table is out of date; run scripts/accuracy_table.py", file=sys.stderr)
+            return 1
+        return 0
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
