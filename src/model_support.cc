@@ -16,7 +16,9 @@ Step MakeStep(const ParsedTrace& parsed, std::size_t index, std::int64_t delta,
   step.index = static_cast<int>(index);
   step.line = s.source_line;
   step.op = s.SymbolName();
-  if (parsed.source) {
+  if (!parsed.source_is_printed_trace) {
+    step.source = FormatStatement(parsed.trace, s);
+  } else if (parsed.source) {
     std::string_view text = parsed.source->Line(s.source_line);
     while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
     step.source = std::string(text);

@@ -85,6 +85,125 @@ std::vector<ValueId> FlatOutputs(const Statement& statement) {
   return out;
 }
 
+namespace {
+
+void FormatExpr(const Trace& trace, const Expr& e, std::string* out) {
+  auto items = [&](const char* open, const char* close, bool tuple) {
+    *out += open;
+    for (std::size_t i = 0; i < e.items.size(); ++i) {
+      if (i) *out += ", ";
+      FormatExpr(trace, e.items[i], out);
+    }
+    if (tuple && e.items.size() == 1) *out += ",";
+    *out += close;
+  };
+  switch (e.kind) {
+    case Expr::Kind::kValue: *out += trace.value(e.value).name; return;
+    case Expr::Kind::kConstant: *out += e.text; return;
+    case Expr::Kind::kTuple: items("(", ")", true); return;
+    case Expr::Kind::kList: items("[", "]", false); return;
+    case Expr::Kind::kSet: items("{", "}", false); return;
+    case Expr::Kind::kDict:
+      *out += "{";
+      for (std::size_t i = 0; i + 1 < e.items.size(); i += 2) {
+        if (i) *out += ", ";
+        FormatExpr(trace, e.items[i], out);
+        *out += ": ";
+        FormatExpr(trace, e.items[i + 1], out);
+      }
+      *out += "}";
+      return;
+    case Expr::Kind::kCall: {
+      *out += e.text + "(";
+      const std::size_t positional = e.items.size() - e.keywords.size();
+      for (std::size_t i = 0; i < e.items.size(); ++i) {
+        if (i) *out += ", ";
+        if (i >= positional) *out += e.keywords[i - positional] + "=";
+        FormatExpr(trace, e.items[i], out);
+      }
+      *out += ")";
+      return;
+    }
+  }
+}
+
+void FormatPattern(const Trace& trace, const Pattern& p, std::string* out, bool top) {
+  switch (p.kind) {
+    case Pattern::Kind::kValue: *out += trace.value(p.value).name; return;
+    case Pattern::Kind::kIgnore: *out += "_"; return;
+    case Pattern::Kind::kTuple:
+    case Pattern::Kind::kList: {
+      const bool list = p.kind == Pattern::Kind::kList;
+      if (!top || list) *out += list ? "[" : "(";
+      for (std::size_t i = 0; i < p.items.size(); ++i) {
+        if (i) *out += ", ";
+        FormatPattern(trace, p.items[i], out, false);
+      }
+      if (p.kind == Pattern::Kind::kTuple && p.items.size() == 1) *out += ",";
+      if (!top || list) *out += list ? "]" : ")";
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::string FormatStatement(const Trace& trace, const Statement& s) {
+  std::string out;
+  auto targets = [&] {
+    if (s.outputs.kind == Pattern::Kind::kTuple && s.outputs.items.empty()) return;
+    FormatPattern(trace, s.outputs, &out, true);
+    out += " = ";
+  };
+  switch (s.kind) {
+    case StatementKind::kCall: {
+      targets();
+      out += s.callee + "(";
+      bool first = true;
+      for (const Expr& a : s.args) {
+        if (!first) out += ", ";
+        first = false;
+        FormatExpr(trace, a, &out);
+      }
+      for (const auto& [name, e] : s.kwargs) {
+        if (!first) out += ", ";
+        first = false;
+        out += name + "=";
+        FormatExpr(trace, e, &out);
+      }
+      out += ")";
+      break;
+    }
+    case StatementKind::kUnpack:
+      if (s.outputs.items.empty()) {
+        out = "# " + trace.value(s.source).name + " (empty sequence)";
+        break;
+      }
+      targets();
+      out += trace.value(s.source).name;
+      break;
+    case StatementKind::kAssign:
+      targets();
+      out += trace.value(s.source).name;
+      break;
+    case StatementKind::kDel:
+      out = "del ";
+      for (std::size_t i = 0; i < s.deleted.size(); ++i) {
+        if (i) out += ", ";
+        out += trace.value(s.deleted[i]).name;
+      }
+      break;
+    case StatementKind::kClear:
+      out = s.callee + "(" + trace.value(s.source).name + ")";
+      break;
+    case StatementKind::kReturn:
+      out = "return ";
+      FormatExpr(trace, s.returned, &out);
+      break;
+  }
+  return out;
+}
+
 std::vector<const Pattern*> CollectionContents(const Trace& trace) {
   std::vector<const Pattern*> contents(trace.values.size(), nullptr);
   for (const Statement& s : trace.statements) {

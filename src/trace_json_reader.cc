@@ -518,6 +518,7 @@ ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source) {
   ParsedTrace parsed;
   parsed.trace = reader.Read();
   parsed.source = std::move(source);
+  parsed.source_is_printed_trace = false;
   return parsed;
 }
 

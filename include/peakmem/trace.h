@@ -134,6 +134,10 @@ std::vector<ValueId> FlatArgs(const Statement& statement);
 // A statement's outputs, flattened: Thunder's `bsym.flat_proxy_outs`.
 std::vector<ValueId> FlatOutputs(const Statement& statement);
 
+// The statement as Python source, as Thunder would print it (without type
+// comments): `t0 = torch.mul(x, 2.0)`, `del a, b`, `return (t1, t2)`.
+std::string FormatStatement(const Trace& trace, const Statement& statement);
+
 // The elements a collection value was unpacked into, per collection: the
 // targets of the first `unpack` whose source is that value. Indexed by
 // ValueId; nullptr when a value was never unpacked.

@@ -29,6 +29,9 @@ namespace peakmem {
 struct ParsedTrace {
   std::shared_ptr<const SourceFile> source;
   Trace trace;
+  // Whether `source` is the printed trace itself (its lines are the
+  // statements) or another form (JSON), whose statements reports re-print.
+  bool source_is_printed_trace = true;
 };
 
 ParsedTrace ReadTraceText(std::string name, std::string text);
