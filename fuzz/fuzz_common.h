@@ -10,6 +10,7 @@
 // a sanitizer report, a hang (-timeout) or runaway memory (-rss_limit_mb).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -63,8 +64,9 @@ inline void CheckError(const peakmem::TraceError& e, const peakmem::SourceFile& 
   if (e.file() != source.name()) Finding("TraceError names another file: " + std::string(e.what()));
 }
 
-// A report never holds a negative byte count.
-inline void CheckReport(const peakmem::Report& r) {
+// A report never holds a negative byte count, has one step per statement,
+// and its numbers agree with each other (see CheckReport's body).
+inline void CheckReport(const peakmem::Report& r, const peakmem::ParsedTrace& parsed) {
   auto check = [&](std::int64_t v, const char* field) {
     if (v < 0) Finding(std::string("negative ") + field + " in a " + r.model + " report");
   };
@@ -76,6 +78,37 @@ inline void CheckReport(const peakmem::Report& r) {
     check(s.peak_bytes, "step peak_bytes");
   }
   // (Breakdown entries may be negative: Thunder records frees as -bytes.)
+  if (r.steps.size() != parsed.trace.statements.size()) {
+    Finding(r.model + " report: " + std::to_string(r.steps.size()) + " steps for " +
+            std::to_string(parsed.trace.statements.size()) + " statements");
+  }
+  if (r.peak_step < -1 || r.peak_step >= static_cast<int>(r.steps.size())) {
+    Finding(r.model + " report: peak_step " + std::to_string(r.peak_step) + " out of range");
+  }
+  // A total past 2^63 - 1 must be a TraceError, never a number clamped to the
+  // largest int64 (no real trace comes within a factor of a million of it).
+  if (r.peak_bytes == INT64_MAX || r.final_bytes == INT64_MAX) {
+    Finding(r.model + " report: a byte count of INT64_MAX (saturated?)");
+  }
+  if (r.model == "thunder") {
+    // Steps chain: live = previous live + delta.
+    for (std::size_t i = 1; i < r.steps.size(); ++i) {
+      if (r.steps[i].live_bytes != r.steps[i - 1].live_bytes + r.steps[i].delta_bytes) {
+        Finding("thunder report: step " + std::to_string(i) + " does not chain");
+      }
+    }
+    if (!r.steps.empty() && r.final_bytes != r.steps.back().live_bytes) {
+      Finding("thunder report: final_bytes is not the last step's live bytes");
+    }
+  } else {
+    // The runtime peak is the most bytes live at any moment.
+    if (r.final_bytes > r.peak_bytes) Finding("runtime report: final_bytes > peak_bytes");
+    for (const peakmem::Step& s : r.steps) {
+      if (s.live_bytes > r.peak_bytes || s.peak_bytes > r.peak_bytes) {
+        Finding("runtime report: a step above peak_bytes");
+      }
+    }
+  }
   for (const peakmem::LiveTensor& t : r.live_at_peak) check(t.bytes, "live tensor bytes");
   // Both renderings must work on every report.
   const std::string json = peakmem::ReportToJson(r);
@@ -86,7 +119,7 @@ inline void CheckReport(const peakmem::Report& r) {
 inline void RunModel(const peakmem::ParsedTrace& parsed, const std::string& model,
                      const peakmem::RuntimeOptions& options = {}) {
   try {
-    CheckReport(peakmem::Analyze(parsed, model, options));
+    CheckReport(peakmem::Analyze(parsed, model, options), parsed);
   } catch (const peakmem::TraceError& e) {
     CheckError(e, *parsed.source);
   } catch (const std::invalid_argument&) {
