@@ -7,7 +7,10 @@
 # Runs, for every TRACE_DIR/*.trace and *.json (smallest first) and for each
 # model in $PEAKMEM_RSS_MODELS (default "runtime thunder"):
 #     peakmem analyze FILE --model M            (text report, stdout to /dev/null)
-# and, with PEAKMEM_RSS_FORMATS="text json", also with --format json.
+# and also with --format json on traces of up to $PEAKMEM_RSS_JSON_MAX
+# statements (default 200000; the JSON report is quadratic in its breakdown
+# entries, docs/scaling.md, and takes minutes beyond that).
+# PEAKMEM_RSS_FORMATS (default "text json") picks the formats.
 # Each run gets a virtual-memory cap of $PEAKMEM_RSS_CAP_GB GiB (default 16;
 # `ulimit -v`), so that a trace too big for the machine fails cleanly
 # (recorded as "failed") instead of pushing the machine into the OOM killer,
@@ -23,7 +26,8 @@ DIR=${1:?usage: bench/rss.sh TRACE_DIR [OUT.json]}
 OUT=${2:-$ROOT/bench/results/rss.json}
 BIN=${PEAKMEM_BIN:-$ROOT/build-bench/peakmem}
 MODELS=${PEAKMEM_RSS_MODELS:-"runtime thunder"}
-FORMATS=${PEAKMEM_RSS_FORMATS:-"text"}
+FORMATS=${PEAKMEM_RSS_FORMATS:-"text json"}
+JSON_MAX=${PEAKMEM_RSS_JSON_MAX:-200000}
 CAP_GB=${PEAKMEM_RSS_CAP_GB:-16}
 TIMEOUT=${PEAKMEM_RSS_TIMEOUT:-900}
 FILTER=${PEAKMEM_RSS_FILES:-}
@@ -55,6 +59,9 @@ for f in "${FILES[@]}"; do
   bytes=$(stat -c %s "$f")
   for model in $MODELS; do
     for fmt in $FORMATS; do
+      if [[ $fmt == json && $stmts != null && $stmts -gt $JSON_MAX ]]; then
+        continue
+      fi
       load=$(cut -d' ' -f1 /proc/loadavg)
       set +e
       (
