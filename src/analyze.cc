@@ -29,9 +29,9 @@ ParsedTrace ParseTrace(const std::string& name, std::string text) {
 ParsedTrace LoadTrace(const std::string& path) { return Read(LoadSourceFile(path)); }
 
 Report Analyze(const ParsedTrace& trace, const std::string& model,
-               const RuntimeOptions& runtime_options) {
-  if (model == "thunder") return RunThunderModel(trace);
-  if (model == "runtime") return RunRuntimeModel(trace, runtime_options);
+               const RuntimeOptions& runtime_options, const ReportOptions& report_options) {
+  if (model == "thunder") return RunThunderModel(trace, report_options);
+  if (model == "runtime") return RunRuntimeModel(trace, runtime_options, report_options);
   throw std::invalid_argument("unknown model '" + model + "'; available models: runtime, thunder");
 }
 

@@ -106,8 +106,10 @@ std::int64_t NormalizeDim(std::int64_t dim, std::size_t rank) {
 
 class RuntimeModel {
  public:
-  RuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options)
+  RuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options,
+               const ReportOptions& report_options)
       : parsed_(parsed),
+        report_options_(report_options),
         trace_(parsed.trace),
         options_(options),
         contents_(CollectionContents(trace_)),
@@ -164,6 +166,7 @@ class RuntimeModel {
   void Snapshot();
 
   const ParsedTrace& parsed_;
+  ReportOptions report_options_;
   const Trace& trace_;
   RuntimeOptions options_;
   CallingConvention convention_;
@@ -826,8 +829,13 @@ Report RuntimeModel::Run(int snapshot_step, std::int64_t peak_target) {
     const std::int64_t before = live_;
     step_peak_ = live_;
     Execute(i);
-    Step step = MakeStep(parsed_, i, live_ - before, live_);
-    step.peak_bytes = step_peak_;
+    Step step;
+    if (report_options_.steps) {
+      step = MakeStep(parsed_, i, live_ - before, live_);
+      step.peak_bytes = step_peak_;
+    } else {
+      step.op = trace_.statements[i].SymbolName();
+    }
     // Breakdown, in Thunder's key style: "{symbol} {storages made or freed}".
     if (!step_names_.empty()) {
       std::string key = step.op + " ";
@@ -837,7 +845,7 @@ Report RuntimeModel::Run(int snapshot_step, std::int64_t peak_target) {
       report_.breakdown.Set(key, live_ - before);
       step_names_.clear();
     }
-    report_.steps.push_back(std::move(step));
+    if (report_options_.steps) report_.steps.push_back(std::move(step));
   }
   report_.peak_bytes = peak_;
   report_.final_bytes = live_;
@@ -849,11 +857,14 @@ Report RuntimeModel::Run(int snapshot_step, std::int64_t peak_target) {
 
 }  // namespace
 
-Report RunRuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options) {
+Report RunRuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options,
+                       const ReportOptions& report_options) {
   // Two passes: the first finds the peak, the second stops there to list
   // what is alive (cheaper than snapshotting at every new maximum).
-  const Report first = RuntimeModel(parsed, options).Run(-2, -1);
-  return RuntimeModel(parsed, options).Run(first.peak_step, first.peak_bytes);
+  ReportOptions first_pass;
+  first_pass.steps = false;
+  const Report first = RuntimeModel(parsed, options, first_pass).Run(-2, -1);
+  return RuntimeModel(parsed, options, report_options).Run(first.peak_step, first.peak_bytes);
 }
 
 }  // namespace peakmem

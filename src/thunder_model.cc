@@ -27,8 +27,9 @@ bool IsThunderAlias(std::string_view id) {
 
 class ThunderModel {
  public:
-  explicit ThunderModel(const ParsedTrace& parsed)
+  ThunderModel(const ParsedTrace& parsed, const ReportOptions& report_options)
       : parsed_(parsed),
+        report_options_(report_options),
         trace_(parsed.trace),
         contents_(CollectionContents(trace_)),
         data_of_(trace_.values.size(), -1) {}
@@ -69,6 +70,7 @@ class ThunderModel {
   void ClearLeaves(const Pattern& pattern, const Statement& s, std::int64_t* freed);
 
   const ParsedTrace& parsed_;
+  ReportOptions report_options_;
   const Trace& trace_;
   std::vector<const Pattern*> contents_;
   std::vector<int> data_of_;  // ValueId -> index in memory_data_, -1 if unregistered
@@ -262,7 +264,9 @@ Report ThunderModel::Run() {
       max_allocated = allocated;
       report_.peak_step = static_cast<int>(i);
     }
-    report_.steps.push_back(MakeStep(parsed_, i, allocated - before, allocated));
+    if (report_options_.steps) {
+      report_.steps.push_back(MakeStep(parsed_, i, allocated - before, allocated));
+    }
   }
   report_.peak_bytes = max_allocated;
   report_.final_bytes = allocated;
@@ -272,6 +276,8 @@ Report ThunderModel::Run() {
 
 }  // namespace
 
-Report RunThunderModel(const ParsedTrace& parsed) { return ThunderModel(parsed).Run(); }
+Report RunThunderModel(const ParsedTrace& parsed, const ReportOptions& report_options) {
+  return ThunderModel(parsed, report_options).Run();
+}
 
 }  // namespace peakmem

@@ -24,6 +24,7 @@ ParsedTrace ParseTrace(const std::string& name, std::string text);
 // std::invalid_argument for a model name that does not exist, TraceError for
 // input the model cannot size. `runtime_options` apply to the runtime model.
 Report Analyze(const ParsedTrace& trace, const std::string& model,
-               const RuntimeOptions& runtime_options = {});
+               const RuntimeOptions& runtime_options = {},
+               const ReportOptions& report_options = {});
 
 }  // namespace peakmem

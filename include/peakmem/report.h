@@ -65,6 +65,11 @@ struct Report {
   std::vector<std::string> diagnostics;
 };
 
+// What a model records besides the totals and the breakdown.
+struct ReportOptions {
+  bool steps = true;  // default true: one Step per statement (costs time on huge traces)
+};
+
 // JSON: {"model", "trace", "peak_bytes", "final_bytes", "peak_step",
 // "breakdown" (ordered object), "steps" [...], "diagnostics" [...]}.
 std::string ReportToJson(const Report& report, int indent = 2);

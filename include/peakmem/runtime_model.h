@@ -48,6 +48,7 @@ struct RuntimeOptions {
   bool model_scratch = true;  // default true: add op scratch memory to the peak
 };
 
-Report RunRuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options = {});
+Report RunRuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options = {},
+                       const ReportOptions& report_options = {});
 
 }  // namespace peakmem

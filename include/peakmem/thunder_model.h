@@ -34,6 +34,6 @@ const std::vector<std::string_view>& ThunderAliasOps();
 
 // Runs the model. Throws TraceError where Thunder's function would fail or
 // where a size cannot be determined.
-Report RunThunderModel(const ParsedTrace& parsed);
+Report RunThunderModel(const ParsedTrace& parsed, const ReportOptions& report_options = {});
 
 }  // namespace peakmem

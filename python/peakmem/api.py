@@ -51,7 +51,7 @@ def analyze(
     """
     options = (model, convention, scratch)
     if _is_trace_ctx(trace):
-        return _core.analyze_text(to_json_export(trace), "<TraceCtx>", *options)
+        return _core.analyze_live(trace, *options)
     if isinstance(trace, os.PathLike):
         trace = os.fspath(trace)
     if isinstance(trace, bytes):

@@ -14,9 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import analyze
+from . import _core
+from .api import _is_trace_ctx, analyze
 
 
 def get_alloc_memory(trace: Any) -> tuple[int, dict[str, int]]:
-    report = analyze(trace, model="thunder")
+    if _is_trace_ctx(trace):
+        # The fast path: read in C++, no per-step table (Thunder returns none).
+        report = _core.analyze_live(trace, "thunder", "auto", True, False)
+    else:
+        report = analyze(trace, model="thunder")
     return report.peak_bytes, report.breakdown

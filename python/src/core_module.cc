@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "live_trace.h"
 #include "peakmem/analyze.h"
 
 namespace nb = nanobind;
@@ -112,6 +113,21 @@ NB_MODULE(_core, m) {
       nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
       nb::arg("convention") = "auto", nb::arg("scratch") = true,
       "Analyse printed trace text (or peakmem's JSON export).");
+
+  m.def(
+      "analyze_live",
+      [](nb::handle trace, const std::string& model, const std::string& convention, bool scratch,
+         bool steps) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch);
+        peakmem::ReportOptions report_options;
+        report_options.steps = steps;
+        const peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace);
+        nb::gil_scoped_release release;
+        return peakmem::Analyze(parsed, model, options, report_options);
+      },
+      nb::arg("trace"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
+      nb::arg("scratch") = true, nb::arg("steps") = true,
+      "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table.");
 
   m.def(
       "analyze_file",
