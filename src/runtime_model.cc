@@ -100,8 +100,11 @@ std::optional<Dims> IntList(const Expr& e) {
   return out;
 }
 
+// A dimension argument as an index in [0, rank), or -1 when out of range.
 std::int64_t NormalizeDim(std::int64_t dim, std::size_t rank) {
-  return dim < 0 ? dim + static_cast<std::int64_t>(rank) : dim;
+  const auto r = static_cast<std::int64_t>(rank);
+  if (dim < -r || dim >= r) return -1;
+  return dim < 0 ? dim + r : dim;
 }
 
 class RuntimeModel {
@@ -286,7 +289,11 @@ void RuntimeModel::Free(std::int64_t bytes) {
 
 void RuntimeModel::NotePeak(std::int64_t extra) {
   std::int64_t now = 0;
-  if (__builtin_add_overflow(live_, extra, &now)) now = INT64_MAX;
+  if (__builtin_add_overflow(live_, extra, &now)) {
+    const SourceLocation at = current_step_ >= 0 ? trace_.statements[current_step_].at
+                                                 : SourceLocation{1, 1};
+    Fail(at, "total tensor bytes overflow 64 bits");
+  }
   step_peak_ = std::max(step_peak_, now);
   tensor_peak_ = std::max(tensor_peak_, live_);
   if (now > peak_) {
@@ -500,7 +507,12 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
       }
       if (dims && dims->size() == in_shape.size()) {
         Dims strides;
-        for (std::int64_t d : *dims) strides.push_back(in_strides[NormalizeDim(d, in_shape.size())]);
+        for (std::int64_t d : *dims) {
+          const std::int64_t n = NormalizeDim(d, in_shape.size());
+          if (n < 0) Fail(s.at, "permute dimension " + std::to_string(d) + " out of range for a " +
+                                    std::to_string(in_shape.size()) + "-d tensor");
+          strides.push_back(in_strides[n]);
+        }
         return strides;
       }
       break;
@@ -515,6 +527,10 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
         if (!a || !b) break;
         d0 = NormalizeDim(*a, in_shape.size());
         d1 = NormalizeDim(*b, in_shape.size());
+        if (d0 < 0 || d1 < 0) {
+          Fail(s.at, "transpose dimensions out of range for a " + std::to_string(in_shape.size()) +
+                         "-d tensor");
+        }
       }
       std::swap(strides[d0], strides[d1]);
       return strides;
@@ -524,6 +540,10 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
       auto d = IntConstant(s.args[1]);
       if (!d) break;
       const std::int64_t dim = NormalizeDim(*d, in_shape.size() + 1);
+      if (dim < 0) {
+        Fail(s.at, "unsqueeze dimension " + std::to_string(*d) + " out of range for a " +
+                       std::to_string(in_shape.size()) + "-d tensor");
+      }
       Dims strides = in_strides;
       const std::int64_t stride =
           dim >= static_cast<std::int64_t>(in_shape.size()) ? 1 : in_shape[dim] * in_strides[dim];
@@ -538,8 +558,13 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
         if (name == "dim") dim = IntConstant(e);
       }
       if (out_shape.size() + 1 == in_shape.size() && dim) {
+        const std::int64_t n = NormalizeDim(*dim, in_shape.size());
+        if (n < 0) {
+          Fail(s.at, "dimension " + std::to_string(*dim) + " out of range for a " +
+                         std::to_string(in_shape.size()) + "-d tensor");
+        }
         Dims strides = in_strides;
-        strides.erase(strides.begin() + NormalizeDim(*dim, in_shape.size()));
+        strides.erase(strides.begin() + n);
         return strides;
       }
       Dims strides;
@@ -561,7 +586,11 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
         auto bdims = IntList(s.args[2]);
         if (bdims && bdims->size() == in_shape.size()) {
           for (std::size_t i = 0; i < in_shape.size(); ++i) {
-            const std::size_t o = static_cast<std::size_t>((*bdims)[i]);
+            const std::int64_t bdim = (*bdims)[i];
+            if (bdim < 0 || bdim >= static_cast<std::int64_t>(out_shape.size())) {
+              Fail(s.at, "broadcast dimension " + std::to_string(bdim) + " out of range");
+            }
+            const auto o = static_cast<std::size_t>(bdim);
             strides[o] = (in_shape[i] == 1 && out_shape[o] != 1) ? 0 : in_strides[i];
           }
           return strides;

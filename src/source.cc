@@ -27,7 +27,8 @@ std::string Render(const std::string& file, SourceLocation loc, const std::strin
     const std::string shown = Printable(line_text);
     out += "\n" + shown + "\n";
     // The caret sits under the column; tabs are kept so that it aligns.
-    const std::size_t col = std::max(1, loc.column);
+    // A column past the echoed (shortened) line gets its caret at the echo's end.
+    const std::size_t col = std::min<std::size_t>(std::max(1, loc.column), shown.size() + 1);
     std::string pad;
     for (std::size_t i = 0; i + 1 < col && i < shown.size(); ++i) {
       pad += shown[i] == '\t' ? '\t' : ' ';
@@ -55,6 +56,22 @@ std::string_view SourceFile::Line(int line) const {
   if (end == std::string::npos) end = text_.size();
   if (end > begin && text_[end - 1] == '\r') --end;
   return std::string_view(text_).substr(begin, end - begin);
+}
+
+std::string EscapeForMessage(std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
 }
 
 SourceLocation SourceFile::LocationOf(std::size_t offset) const {

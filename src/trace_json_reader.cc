@@ -35,6 +35,8 @@ class JsonReader {
   }
 
   std::string_view String(od::value& v, const char* what);
+  SourceLocation PreflightErrorLocation(simdjson::error_code code) const;
+  SourceLocation EndOfInput() const;
   void ReadParams(od::array params);
   void ReadParam(od::object param, SourceLocation at);
   struct PendingDefinition {
@@ -57,6 +59,7 @@ class JsonReader {
   simdjson::padded_string padded_;
   const char* base_ = nullptr;
   SourceLocation last_{1, 1};
+  SourceLocation last_statement_{1, 1};
   bool returned_ = false;
 };
 
@@ -242,6 +245,8 @@ Expr JsonReader::ReadExpr(od::value v, int depth) {
       if (value.type().get(const_type) != simdjson::SUCCESS) Fail(At(value), "invalid JSON value");
       if (const_type == od::json_type::string) {
         raw = String(value, "'const'");
+      } else if (const_type != od::json_type::number) {
+        Fail(At(value), "'const' must be a string or a number");
       } else {
         raw = value.raw_json_token();
         while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
@@ -445,19 +450,73 @@ void JsonReader::ReadStatements(od::array statements) {
   for (auto item : statements) {
     od::value v = item.value();
     const SourceLocation at = At(v);
+    last_statement_ = at;
     od::object object;
     if (v.get_object().get(object) != simdjson::SUCCESS) Fail(at, "expected a statement object");
     ReadStatement(object, at);
   }
 }
 
+SourceLocation JsonReader::PreflightErrorLocation(simdjson::error_code code) const {
+  const std::string& text = source_->text();
+  if (code == simdjson::UTF8_ERROR) {
+    // The first byte that does not start or continue a valid UTF-8 sequence.
+    std::size_t i = 0;
+    while (i < text.size()) {
+      const auto c = static_cast<unsigned char>(text[i]);
+      std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+      if (n == 0 || i + n > text.size()) break;
+      bool ok = true;
+      for (std::size_t k = 1; k < n; ++k) ok = ok && (static_cast<unsigned char>(text[i + k]) >> 6) == 2;
+      if (!ok) break;
+      i += n;
+    }
+    return source_->LocationOf(i);
+  }
+  if (code == simdjson::UNCLOSED_STRING) {
+    // The opening quote of the string that never closes.
+    std::size_t open = std::string::npos;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (open == std::string::npos) {
+        if (text[i] == '"') open = i;
+      } else if (text[i] == '\\') {
+        ++i;
+      } else if (text[i] == '"') {
+        open = std::string::npos;
+      }
+    }
+    if (open != std::string::npos) return source_->LocationOf(open);
+  }
+  if (code == simdjson::EMPTY) return {1, 1};
+  return EndOfInput();
+}
+
+SourceLocation JsonReader::EndOfInput() const {
+  // Just past the last byte that is not white space: where the document stops.
+  const std::string& text = source_->text();
+  std::size_t end = text.size();
+  while (end > 0 && (text[end - 1] == ' ' || text[end - 1] == '\n' || text[end - 1] == '\r' ||
+                     text[end - 1] == '\t')) {
+    --end;
+  }
+  return source_->LocationOf(end);
+}
+
 Trace JsonReader::Read() {
   od::parser parser;
   od::document doc;
+  // Errors found before any value is read (bad UTF-8, an unclosed string,
+  // empty input) leave no document to ask for a position: find it ourselves.
+  if (const simdjson::error_code code = parser.iterate(padded_).get(doc); code) {
+    Fail(PreflightErrorLocation(code),
+         std::string("invalid JSON: ") + simdjson::error_message(code));
+  }
   try {
-    doc = parser.iterate(padded_);
     od::object root;
-    if (doc.get_object().get(root) != simdjson::SUCCESS) Fail({1, 1}, "expected a JSON object");
+    if (const simdjson::error_code code = doc.get_object().get(root); code) {
+      if (code == simdjson::INCORRECT_TYPE) Fail({1, 1}, "expected a JSON object");
+      Fail(EndOfInput(), std::string("invalid JSON: ") + simdjson::error_message(code));
+    }
     bool have_format = false;
     bool have_statements = false;
     for (auto field : root) {
@@ -493,7 +552,7 @@ Trace JsonReader::Read() {
     }
     if (!have_format) Fail({1, 1}, "missing \"format\": \"peakmem.trace\"");
     if (!have_statements) Fail({1, 1}, "missing 'statements'");
-    if (!returned_) Fail(last_, "the trace ends without a 'return' statement");
+    if (!returned_) Fail(last_statement_, "the trace ends without a 'return' statement");
   } catch (const simdjson::simdjson_error& e) {
     const char* p = nullptr;
     SourceLocation at = last_;

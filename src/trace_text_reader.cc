@@ -3,6 +3,7 @@
 #include "peakmem/op_registry.h"
 #include "peakmem/trace_builder.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -44,11 +45,11 @@ struct LogicalLine {
   std::vector<Piece> pieces;
 
   SourceLocation At(std::size_t offset) const {
-    const Piece* best = &pieces.front();
-    for (const Piece& p : pieces) {
-      if (p.offset <= offset) best = &p;
-    }
-    return {best->line, best->column + static_cast<int>(offset - best->offset)};
+    // Pieces are in offset order: the last one starting at or before `offset`.
+    auto it = std::upper_bound(pieces.begin(), pieces.end(), offset,
+                               [](std::size_t o, const Piece& p) { return o < p.offset; });
+    const Piece& best = it == pieces.begin() ? pieces.front() : *(it - 1);
+    return {best.line, best.column + static_cast<int>(offset - best.offset)};
   }
 };
 
@@ -590,7 +591,7 @@ Expr TextReader::ParsePrimary(int depth) {
       e.text = std::string(name);
     }
   } else {
-    FailAt(start, std::string("unexpected character '") + c + "'");
+    FailAt(start, "unexpected character '" + EscapeForMessage(std::string_view(&c, 1)) + "'");
   }
   // Postfix: calls and subscripts.
   for (;;) {

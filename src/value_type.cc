@@ -1,5 +1,7 @@
 #include "peakmem/value_type.h"
 
+#include "peakmem/source.h"
+
 #include <cctype>
 #include <cstdint>
 
@@ -91,7 +93,7 @@ std::optional<ValueType> MakeTensorType(std::string device, std::string_view dty
   type.kind = future ? ValueKind::kFutureTensor : ValueKind::kTensor;
   type.device = std::move(device);
   type.dtype = FindDType(dtype);
-  if (type.dtype == nullptr) return Fail(error, 0, "unknown dtype '" + std::string(dtype) + "'");
+  if (type.dtype == nullptr) return Fail(error, 0, "unknown dtype '" + EscapeForMessage(dtype) + "'");
   type.shape = std::move(shape);
   return FinishTensor(std::move(type), 0, error);
 }
@@ -138,12 +140,12 @@ std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError*
   type.device = std::string(text.substr(pos, space - pos));
   const std::string_view device = type.device;
   if (!(device == "cpu" || device == "meta" || StartsWith(device, "cuda"))) {
-    return Fail(error, pos, "unknown device '" + type.device + "'");
+    return Fail(error, pos, "unknown device '" + EscapeForMessage(type.device) + "'");
   }
   const std::string_view dtype_name = text.substr(space + 1, bracket - space - 1);
   type.dtype = FindDType(dtype_name);
   if (type.dtype == nullptr) {
-    return Fail(error, space + 1, "unknown dtype '" + std::string(dtype_name) + "'");
+    return Fail(error, space + 1, "unknown dtype '" + EscapeForMessage(dtype_name) + "'");
   }
   if (text.back() != ']') return Fail(error, text.size(), "expected ']' at end of tensor type");
   std::size_t i = bracket + 1;

@@ -60,6 +60,10 @@ class TraceError : public std::runtime_error {
   std::string line_text_;
 };
 
+// `text` with every byte that is not printable ASCII written as \xHH, for
+// quoting input in messages (a NUL or an escape byte must not reach them raw).
+std::string EscapeForMessage(std::string_view text);
+
 // Builds a TraceError pointing at `location` in `source`.
 [[noreturn]] void ThrowAt(const SourceFile& source, SourceLocation location,
                           const std::string& message);

@@ -185,11 +185,13 @@ std::string Echo(const std::string& line) {
   return line.size() > 200 ? line.substr(0, 200) + "..." : line;
 }
 
-// The full expected error text for a line without tabs.
+// The full expected error text for a line without tabs. A column past the
+// echoed (cut) line gets its caret right after the echo (finding F6).
 std::string Err(const std::string& file, int line, int col, const std::string& message,
                 const std::string& line_text) {
+  const std::size_t caret_col = std::min<std::size_t>(col, Echo(line_text).size() + 1);
   return file + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + message + "\n" +
-         Echo(line_text) + "\n" + Spaces(static_cast<std::size_t>(col - 1)) + "^";
+         Echo(line_text) + "\n" + Spaces(caret_col - 1) + "^";
 }
 std::string TErr(int line, int col, const std::string& message, const std::string& line_text) {
   return Err("t.trace", line, col, message, line_text);
@@ -534,7 +536,8 @@ std::vector<Case> Catalogue() {
   {
     const std::string cut = kJsonHead + "\n" + kJsonNeg.substr(0, 30);
     add("JsonCutInsideAString", A, "both", Fixed(cut),
-        JErr(2, 31, "invalid JSON: A string is opened, but never closed.", kJsonNeg.substr(0, 30)));
+        // Located at the opening quote of the string that never closes.
+        JErr(2, 28, "invalid JSON: A string is opened, but never closed.", kJsonNeg.substr(0, 30)));
   }
   add("JsonEmptyInputGivenToTheJsonReader", J, "both", Fixed(""),
       "t.json:1:1: invalid JSON: Empty: no JSON found\n\n^");
