@@ -33,26 +33,6 @@ namespace peakmem_fuzz {
   std::abort();
 }
 
-// Known finding F1 (fuzz/README.md): when simdjson's first pass rejects the
-// input (empty, invalid UTF-8, an unclosed string, ...), ReadTraceJson's error
-// handler calls current_location() on a document that was never iterated and
-// dereferences a null pointer. Every such input crashes, so left alone it is
-// all the JSON fuzzer would ever find. Unless PEAKMEM_FUZZ_KNOWN=1 is set in
-// the environment, the targets skip those inputs (the reproducers are in
-// fuzz/regressions/ and tests/cpp/bad_input_catalogue_test.cc). Remove this
-// once the reader is fixed.
-inline bool HitsKnownFindingF1(const std::string& text) {
-  static const bool report_known = [] {
-    const char* v = std::getenv("PEAKMEM_FUZZ_KNOWN");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  if (report_known) return false;
-  simdjson::padded_string padded(text);
-  simdjson::ondemand::parser parser;
-  simdjson::ondemand::document doc;
-  return parser.iterate(padded).get(doc) != simdjson::SUCCESS;
-}
-
 // A TraceError must name a place in the input: a line inside it, a column >= 1.
 inline void CheckError(const peakmem::TraceError& e, const peakmem::SourceFile& source) {
   const peakmem::SourceLocation at = e.location();

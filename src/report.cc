@@ -8,14 +8,13 @@
 
 namespace peakmem {
 
-void OrderedBreakdown::Set(const std::string& key, std::int64_t bytes) {
-  auto it = index_.find(key);
-  if (it != index_.end()) {
+void OrderedBreakdown::Set(std::string key, std::int64_t bytes) {
+  auto [it, inserted] = index_.try_emplace(key, items_.size());
+  if (!inserted) {
     items_[it->second].second = bytes;
     return;
   }
-  index_.emplace(key, items_.size());
-  items_.emplace_back(key, bytes);
+  items_.emplace_back(std::move(key), bytes);
 }
 
 std::string ReportToJson(const Report& report, int indent) {
@@ -27,9 +26,9 @@ std::string ReportToJson(const Report& report, int indent) {
   j["peak_step"] = report.peak_step;
   if (report.tensor_peak_bytes >= 0) j["tensor_peak_bytes"] = report.tensor_peak_bytes;
   if (!report.convention.empty()) j["convention"] = report.convention;
-  nlohmann::ordered_json breakdown = nlohmann::ordered_json::object();
-  for (const auto& [key, bytes] : report.breakdown.items()) breakdown[key] = bytes;
-  j["breakdown"] = std::move(breakdown);
+  // The breakdown is spliced in as text below: ordered_json finds keys by
+  // linear search, which is quadratic for a breakdown with a key per step.
+  j["breakdown"] = nullptr;
   nlohmann::ordered_json steps = nlohmann::ordered_json::array();
   for (const Step& s : report.steps) {
     steps.push_back({{"index", s.index},
@@ -51,7 +50,24 @@ std::string ReportToJson(const Report& report, int indent) {
   }
   j["live_at_peak"] = std::move(live);
   j["diagnostics"] = report.diagnostics;
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::string out = j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string breakdown = "{";
+  const std::string pad = indent >= 0 ? "\n" + std::string(2 * indent, ' ') : "";
+  bool first = true;
+  for (const auto& [key, bytes] : report.breakdown.items()) {
+    breakdown += first ? "" : ",";
+    first = false;
+    breakdown += pad;
+    breakdown += nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    breakdown += indent >= 0 ? ": " : ":";
+    breakdown += std::to_string(bytes);
+  }
+  if (!first && indent >= 0) breakdown += "\n" + std::string(indent, ' ');
+  breakdown += "}";
+  const std::string placeholder = indent >= 0 ? "\"breakdown\": null" : "\"breakdown\":null";
+  const std::size_t at = out.find(placeholder);
+  out.replace(at + placeholder.size() - 4, 4, breakdown);
+  return out + "\n";
 }
 
 namespace {

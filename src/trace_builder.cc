@@ -7,31 +7,32 @@ TraceBuilder::TraceBuilder(std::shared_ptr<const SourceFile> source) : source_(s
 }
 
 ValueId TraceBuilder::Define(std::string_view name, SourceLocation at) {
-  std::string key(name);
-  auto it = live_.find(key);
-  if (it != live_.end()) {
-    Fail(at, "'" + key + "' is already defined at line " +
+  const auto id = static_cast<ValueId>(trace_.values.size());
+  auto [it, inserted] = live_.try_emplace(std::string(name), id);
+  if (!inserted) {
+    Fail(at, "'" + std::string(name) + "' is already defined at line " +
                  std::to_string(trace_.value(it->second).defined_at.line));
   }
-  const auto id = static_cast<ValueId>(trace_.values.size());
   Value v;
-  v.name = key;
+  v.name = it->first;
   v.defined_at = at;
   trace_.values.push_back(std::move(v));
-  deleted_.erase(key);
-  live_.emplace(std::move(key), id);
+  if (!deleted_.empty()) {
+    auto del = deleted_.find(name);
+    if (del != deleted_.end()) deleted_.erase(del);
+  }
   return id;
 }
 
 ValueId TraceBuilder::Lookup(std::string_view name) const {
-  auto it = live_.find(std::string(name));
+  auto it = live_.find(name);
   return it == live_.end() ? kNoValue : it->second;
 }
 
 ValueId TraceBuilder::LookupForUse(std::string_view name, SourceLocation at) const {
   const ValueId id = Lookup(name);
   if (id != kNoValue) return id;
-  auto del = deleted_.find(std::string(name));
+  auto del = deleted_.find(name);
   if (del != deleted_.end()) {
     Fail(at, "'" + std::string(name) + "' is used after 'del' at line " +
                  std::to_string(del->second));
@@ -40,9 +41,9 @@ ValueId TraceBuilder::LookupForUse(std::string_view name, SourceLocation at) con
 }
 
 ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_line) {
-  std::string key(name);
-  auto it = live_.find(key);
+  auto it = live_.find(name);
   if (it == live_.end()) {
+    const std::string key(name);
     auto del = deleted_.find(key);
     if (del != deleted_.end()) {
       Fail(at, "'" + key + "' is deleted twice (first at line " + std::to_string(del->second) +
@@ -51,8 +52,8 @@ ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_l
     Fail(at, "'del' of unknown name '" + key + "'");
   }
   const ValueId id = it->second;
-  live_.erase(it);
-  deleted_[key] = del_line;
+  auto node = live_.extract(it);
+  deleted_.insert_or_assign(std::move(node.key()), del_line);
   return id;
 }
 

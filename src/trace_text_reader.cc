@@ -910,11 +910,17 @@ ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source) {
 }
 
 std::shared_ptr<const SourceFile> LoadSourceFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw TraceError(path, {0, 0}, "cannot open file", "");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return std::make_shared<const SourceFile>(path, buffer.str());
+  const std::streamoff size = in.tellg();
+  std::string text;
+  if (size > 0) {
+    text.resize(static_cast<std::size_t>(size));
+    in.seekg(0);
+    in.read(text.data(), size);
+    if (!in) throw TraceError(path, {0, 0}, "cannot read file", "");
+  }
+  return std::make_shared<const SourceFile>(path, std::move(text));
 }
 
 }  // namespace peakmem

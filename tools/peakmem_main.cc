@@ -50,6 +50,9 @@ int RunAnalyze(const AnalyzeArgs& args) {
   } catch (const std::invalid_argument& e) {
     std::cerr << "peakmem: error: " << e.what() << "\n";
     return kExitUsage;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "peakmem: error: out of memory reading or analysing " << args.trace << "\n";
+    return kExitBadInput;
   }
 }
 

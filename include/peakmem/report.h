@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -18,13 +19,17 @@ namespace peakmem {
 // assigning an existing key replaces its value and keeps its position.
 class OrderedBreakdown {
  public:
-  void Set(const std::string& key, std::int64_t bytes);
+  void Set(std::string key, std::int64_t bytes);
   const std::vector<std::pair<std::string, std::int64_t>>& items() const { return items_; }
   std::size_t size() const { return items_.size(); }
 
  private:
+  struct KeyHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   std::vector<std::pair<std::string, std::int64_t>> items_;
-  std::unordered_map<std::string, std::size_t> index_;
+  std::unordered_map<std::string, std::size_t, KeyHash, std::equal_to<>> index_;
 };
 
 struct Step {

@@ -39,10 +39,19 @@ class TraceBuilder {
   const SourceFile& source() const { return *source_; }
 
  private:
+  // Hash and equality that accept std::string and std::string_view alike,
+  // so that looking a name up never allocates.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  template <typename V>
+  using NameMap = std::unordered_map<std::string, V, NameHash, std::equal_to<>>;
+
   std::shared_ptr<const SourceFile> source_;
   Trace trace_;
-  std::unordered_map<std::string, ValueId> live_;
-  std::unordered_map<std::string, int> deleted_;  // name -> line of its `del`
+  NameMap<ValueId> live_;
+  NameMap<int> deleted_;  // name -> line of its `del`
 };
 
 }  // namespace peakmem
