@@ -158,6 +158,7 @@ class RuntimeModel {
   Dims ViewStrides(const Statement& s, const OpInfo& op, const Object& input, const Value& out,
                    std::size_t output_index, bool* known);
   Dims AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out);
+  std::int64_t MatmulOperandClones(const Statement& s) const;
 
   const Value& ValueOf(ValueId id) const { return trace_.value(id); }
   [[noreturn]] void Fail(SourceLocation at, const std::string& message) const {
@@ -617,6 +618,35 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
   return ContiguousStrides(out_shape);
 }
 
+// CPU matrix products hand BLAS only operands laid out as a row- or
+// column-major matrix (ATen's addmm_impl_cpu_: unit stride in one dimension
+// and a leading dimension at least the other's size); any other operand
+// (an expanded view with stride 0, a strided slice) is cloned contiguous
+// first, after the output is allocated, and freed when the op returns.
+// Found by the differential tester: `v = x.unsqueeze(0).expand(2, 3);
+// v @ v.t()` measures two 24-byte clones on top of the output.
+std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
+  if (s.symbol != "matmul" && s.symbol != "mm") return 0;
+  std::int64_t bytes = 0;
+  int operands = 0;
+  for (const Expr& a : s.args) {
+    if (a.kind != Expr::Kind::kValue || !bound_[a.value]) continue;
+    const Object& o = objects_[object_of_[a.value]];
+    if (o.kind != Object::Kind::kTensor) continue;
+    ++operands;
+    if (o.shape.size() != 2) return 0;  // only plain 2-D products are modelled
+    const std::int64_t rows = o.shape[0], cols = o.shape[1];
+    const std::int64_t s0 = o.strides[0], s1 = o.strides[1];
+    const bool row_major = (s1 == 1 || cols == 1) && s0 >= std::max<std::int64_t>(1, cols);
+    const bool col_major = (s0 == 1 || rows == 1) && s1 >= std::max<std::int64_t>(1, rows);
+    if (!row_major && !col_major) {
+      const Value& v = ValueOf(a.value);
+      bytes += static_cast<std::int64_t>(v.type.numel * v.type.dtype->bits / 8);
+    }
+  }
+  return operands == 2 ? bytes : 0;
+}
+
 Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out) {
   const Dims& shape = out.type.shape;
   if (op == nullptr) return ContiguousStrides(shape);
@@ -668,8 +698,9 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
 
   // Scratch the op allocates and frees before it returns, on top of its
   // inputs (and, per the rule, its outputs).
-  const ScratchEstimate scratch =
+  ScratchEstimate scratch =
       options_.model_scratch ? EstimateScratch(trace_, s) : ScratchEstimate{};
+  if (options_.model_scratch) scratch.with_outputs += MatmulOperandClones(s);
   if (scratch.before_outputs > 0) NotePeak(scratch.before_outputs);
 
   // Build the result object: one object per output pattern leaf.

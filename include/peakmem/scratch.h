@@ -12,7 +12,9 @@
 //   - Thunder's fallback gradients `{op}_vjp(...)` recompute the forward
 //     result (shaped like the cotangent) under autograd; it lives alongside
 //     the gradient until the op returns.
-// Rules are per op and device; an op without a rule has no scratch.
+// Rules are per op and device; an op without a rule has no scratch. One rule
+// needs strides and so lives in the runtime model: CPU mm/matmul clones
+// operands BLAS cannot take (RuntimeModel::MatmulOperandClones).
 #pragma once
 
 #include <cstdint>

@@ -46,3 +46,4 @@ def test_regression_case(case, thunder):
     assert outcomes, "nothing was traced"
     for o in outcomes:
         assert o.ok, f"{case.name} {o.kind}: measured {o.measured}, live {o.predicted_live}, text {o.predicted_text}"
+
