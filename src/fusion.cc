@@ -95,7 +95,7 @@ void Collect(const std::vector<SubSymbol>& nodes, std::vector<SubCall>* calls) {
 
 std::int64_t FusionOutputBytes(const Trace& trace, const Statement& s, ValueId out) {
   const Value& v = trace.value(out);
-  const auto dense = static_cast<std::int64_t>(v.type.bytes);
+  const auto dense = static_cast<std::int64_t>(v.type->bytes);
   if (s.symbol.rfind("nvFusion", 0) != 0 || s.subsymbols.empty()) return dense;
   std::vector<SubCall> calls;
   Collect(s.subsymbols, &calls);
@@ -138,12 +138,12 @@ std::int64_t FusionOutputBytes(const Trace& trace, const Statement& s, ValueId o
     masks[c.out] = std::move(mask);
   }
   auto m = masks.find(v.name);
-  if (m == masks.end() || m->second.size() != v.type.shape.size()) return dense;
+  if (m == masks.end() || m->second.size() != v.type->shape.size()) return dense;
   std::int64_t elements = 1;
-  for (std::size_t d = 0; d < v.type.shape.size(); ++d) {
-    if (!m->second[d]) elements *= v.type.shape[d];
+  for (std::size_t d = 0; d < v.type->shape.size(); ++d) {
+    if (!m->second[d]) elements *= v.type->shape[d];
   }
-  return elements * v.type.dtype->bits / 8;
+  return elements * v.type->dtype->bits / 8;
 }
 
 }  // namespace peakmem

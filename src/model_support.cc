@@ -9,19 +9,30 @@ void ModelErrors::Fail(SourceLocation at, const std::string& message) const {
   throw TraceError(parsed_.trace.source_name, at, message, "");
 }
 
-Step MakeStep(const ParsedTrace& parsed, std::size_t index, std::int64_t delta,
-              std::int64_t live) {
-  const Statement& s = parsed.trace.statements[index];
+StepMaker::StepMaker(const ParsedTrace& parsed, Report* report)
+    : parsed_(parsed), report_(report) {
+  if (parsed.source_is_printed_trace) report->backing = parsed.source;
+}
+
+std::string_view StepMaker::Op(const Statement& s) {
+  const std::string_view name = s.SymbolName();
+  auto [it, inserted] = ops_.try_emplace(name);
+  if (inserted) it->second = report_->strings->Save(name);
+  return it->second;
+}
+
+Step StepMaker::Make(std::size_t index, std::int64_t delta, std::int64_t live) {
+  const Statement& s = parsed_.trace.statements[index];
   Step step;
   step.index = static_cast<int>(index);
   step.line = s.source_line;
-  step.op = s.SymbolName();
-  if (!parsed.source_is_printed_trace) {
-    step.source = FormatStatement(parsed.trace, s);
-  } else if (parsed.source) {
-    std::string_view text = parsed.source->Line(s.source_line);
+  step.op = Op(s);
+  if (!parsed_.source_is_printed_trace) {
+    step.source = report_->strings->Save(FormatStatement(parsed_.trace, s));
+  } else if (parsed_.source) {
+    std::string_view text = parsed_.source->Line(s.source_line);
     while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-    step.source = std::string(text);
+    step.source = text;
   }
   step.delta_bytes = delta;
   step.live_bytes = live;
@@ -30,9 +41,9 @@ Step MakeStep(const ParsedTrace& parsed, std::size_t index, std::int64_t delta,
 }
 
 void UnknownOps::Note(const Statement& statement) {
-  const std::string name = statement.SymbolName();
+  const std::string_view name = statement.SymbolName();
   if (FindOp(name) != nullptr) return;
-  auto [it, inserted] = ops_.try_emplace(name, Seen{statement.source_line, 0});
+  auto [it, inserted] = ops_.try_emplace(std::string(name), Seen{statement.source_line, 0});
   ++it->second.calls;
 }
 

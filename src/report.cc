@@ -3,19 +3,71 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
 namespace peakmem {
 
-void OrderedBreakdown::Set(std::string key, std::int64_t bytes) {
-  auto [it, inserted] = index_.try_emplace(key, items_.size());
-  if (!inserted) {
+void OrderedBreakdown::Set(std::string_view key, std::int64_t bytes) {
+  auto it = index_.find(key);
+  if (it != index_.end()) {
     items_[it->second].second = bytes;
     return;
   }
-  items_.emplace_back(std::move(key), bytes);
+  const std::string_view kept = keys_->Save(key);
+  index_.emplace(kept, items_.size());
+  items_.emplace_back(kept, bytes);
 }
+
+namespace {
+
+// Appends `text` as a JSON string. Printable ASCII (every name and op in a
+// trace) is escaped here; anything else goes through nlohmann::json, which
+// replaces invalid UTF-8 with U+FFFD, so output is valid JSON either way.
+void AppendJsonString(std::string_view text, std::string* out) {
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f) {
+      *out += nlohmann::json(std::string(text))
+                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      return;
+    }
+  }
+  out->reserve(out->size() + text.size() + 2);
+  *out += '"';
+  for (const char c : text) {
+    if (c == '"' || c == '\\') *out += '\\';
+    *out += c;
+  }
+  *out += '"';
+}
+
+// Writes `items` as a JSON array or object in nlohmann::json's layout
+// (dump(indent)): one element per line at `level`+1, or compact when
+// indent < 0. `write(i, out)` appends element i.
+template <typename Write>
+void AppendJsonList(std::size_t count, int indent, int level, char open, char close,
+                    Write write, std::string* out) {
+  *out += open;
+  if (count == 0) {
+    *out += close;
+    return;
+  }
+  const std::string pad = indent >= 0 ? "\n" + std::string((level + 1) * indent, ' ') : "";
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i) *out += ',';
+    *out += pad;
+    write(i, out);
+  }
+  if (indent >= 0) {
+    *out += '\n';
+    out->append(level * indent, ' ');
+  }
+  *out += close;
+}
+
+}  // namespace
 
 std::string ReportToJson(const Report& report, int indent) {
   nlohmann::ordered_json j;
@@ -26,20 +78,11 @@ std::string ReportToJson(const Report& report, int indent) {
   j["peak_step"] = report.peak_step;
   if (report.tensor_peak_bytes >= 0) j["tensor_peak_bytes"] = report.tensor_peak_bytes;
   if (!report.convention.empty()) j["convention"] = report.convention;
-  // The breakdown is spliced in as text below: ordered_json finds keys by
-  // linear search, which is quadratic for a breakdown with a key per step.
+  // The breakdown and the steps (a key or a row per statement) are written
+  // as text below, spliced where these placeholders are: ordered_json finds
+  // keys by linear search and costs an allocation per value.
   j["breakdown"] = nullptr;
-  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
-  for (const Step& s : report.steps) {
-    steps.push_back({{"index", s.index},
-                     {"line", s.line},
-                     {"op", s.op},
-                     {"source", s.source},
-                     {"delta_bytes", s.delta_bytes},
-                     {"live_bytes", s.live_bytes},
-                     {"peak_bytes", s.peak_bytes}});
-  }
-  j["steps"] = std::move(steps);
+  j["steps"] = nullptr;
   nlohmann::ordered_json live = nlohmann::ordered_json::array();
   for (const LiveTensor& t : report.live_at_peak) {
     live.push_back({{"name", t.name},
@@ -50,24 +93,71 @@ std::string ReportToJson(const Report& report, int indent) {
   }
   j["live_at_peak"] = std::move(live);
   j["diagnostics"] = report.diagnostics;
-  std::string out = j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string breakdown = "{";
-  const std::string pad = indent >= 0 ? "\n" + std::string(2 * indent, ' ') : "";
-  bool first = true;
-  for (const auto& [key, bytes] : report.breakdown.items()) {
-    breakdown += first ? "" : ",";
-    first = false;
-    breakdown += pad;
-    breakdown += nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    breakdown += indent >= 0 ? ": " : ":";
-    breakdown += std::to_string(bytes);
-  }
-  if (!first && indent >= 0) breakdown += "\n" + std::string(indent, ' ');
-  breakdown += "}";
-  const std::string placeholder = indent >= 0 ? "\"breakdown\": null" : "\"breakdown\":null";
-  const std::size_t at = out.find(placeholder);
-  out.replace(at + placeholder.size() - 4, 4, breakdown);
-  return out + "\n";
+  const std::string head = j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+
+  const char* colon = indent >= 0 ? ": " : ":";
+  std::string breakdown;
+  const auto& items = report.breakdown.items();
+  AppendJsonList(
+      items.size(), indent, 1, '{', '}',
+      [&](std::size_t i, std::string* out) {
+        AppendJsonString(items[i].first, out);
+        *out += colon;
+        fmt::format_to(std::back_inserter(*out), "{}", items[i].second);
+      },
+      &breakdown);
+
+  std::string steps;
+  steps.reserve(report.steps.size() * (indent >= 0 ? 220 : 140));
+  const std::string field_pad = indent >= 0 ? "\n" + std::string(3 * indent, ' ') : "";
+  AppendJsonList(
+      report.steps.size(), indent, 1, '[', ']',
+      [&](std::size_t i, std::string* out) {
+        const Step& s = report.steps[i];
+        auto field = [&](const char* name, bool first) {
+          if (!first) *out += ',';
+          *out += field_pad;
+          *out += '"';
+          *out += name;
+          *out += '"';
+          *out += colon;
+        };
+        *out += '{';
+        field("index", true);
+        fmt::format_to(std::back_inserter(*out), "{}", s.index);
+        field("line", false);
+        fmt::format_to(std::back_inserter(*out), "{}", s.line);
+        field("op", false);
+        AppendJsonString(s.op, out);
+        field("source", false);
+        AppendJsonString(s.source, out);
+        field("delta_bytes", false);
+        fmt::format_to(std::back_inserter(*out), "{}", s.delta_bytes);
+        field("live_bytes", false);
+        fmt::format_to(std::back_inserter(*out), "{}", s.live_bytes);
+        field("peak_bytes", false);
+        fmt::format_to(std::back_inserter(*out), "{}", s.peak_bytes);
+        if (indent >= 0) {
+          *out += '\n';
+          out->append(2 * indent, ' ');
+        }
+        *out += '}';
+      },
+      &steps);
+
+  std::string out;
+  out.reserve(head.size() + breakdown.size() + steps.size() + 1);
+  const std::string breakdown_placeholder = std::string("\"breakdown\"") + colon + "null";
+  const std::string steps_placeholder = std::string("\"steps\"") + colon + "null";
+  const std::size_t b = head.find(breakdown_placeholder);
+  const std::size_t st = head.find(steps_placeholder, b);
+  out.append(head, 0, b + breakdown_placeholder.size() - 4);
+  out += breakdown;
+  out.append(head, b + breakdown_placeholder.size(), st + steps_placeholder.size() - 4 - (b + breakdown_placeholder.size()));
+  out += steps;
+  out.append(head, st + steps_placeholder.size());
+  out += '\n';
+  return out;
 }
 
 namespace {
@@ -118,16 +208,17 @@ std::string ReportToText(const Report& report) {
   }
   out += "\nbreakdown:\n";
   for (const auto& [key, bytes] : report.breakdown.items()) {
-    out += fmt::format("  {:>14}  {}\n", bytes, key);
+    fmt::format_to(std::back_inserter(out), "  {:>14}  {}\n", bytes, key);
   }
   out += fmt::format("\n{:>5} {:>5} {:>14} {:>14} {:>14}  {}\n", "step", "line", "delta", "live",
                      "peak in step", "statement");
+  out.reserve(out.size() + report.steps.size() * 150);
+  auto it = std::back_inserter(out);
   for (const Step& s : report.steps) {
-    std::string source = s.source;
-    if (source.size() > 80) source = source.substr(0, 77) + "...";
-    out += fmt::format("{:>5} {:>5} {:>14} {:>14} {:>14}  {}{}\n", s.index, s.line, s.delta_bytes,
-                       s.live_bytes, s.peak_bytes, source,
-                       s.index == report.peak_step ? "   <- peak" : "");
+    const bool cut = s.source.size() > 80;
+    fmt::format_to(it, "{:>5} {:>5} {:>14} {:>14} {:>14}  {}{}{}\n", s.index, s.line,
+                   s.delta_bytes, s.live_bytes, s.peak_bytes, cut ? s.source.substr(0, 77) : s.source,
+                   cut ? "..." : "", s.index == report.peak_step ? "   <- peak" : "");
   }
   return out;
 }

@@ -194,6 +194,7 @@ class RuntimeModel {
   // Storages allocated (+bytes) or freed (-bytes) in the current step.
   std::vector<std::pair<ValueId, std::int64_t>> step_names_;
   UnknownOps unknown_;
+  std::string key_;  // breakdown key being built (reused)
 };
 
 // ---------------------------------------------------------------- heap
@@ -222,7 +223,7 @@ ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
   const ObjectId id = NewObject(Object::Kind::kTensor);
   Object& o = objects_[id];
   o.storage = storage;
-  o.shape = ValueOf(value).type.shape;
+  o.shape = ValueOf(value).type->shape;
   o.strides = std::move(strides);
   o.layout_known = layout_known;
   ++storages_[storage].tensors;
@@ -234,9 +235,9 @@ ObjectId RuntimeModel::NewAllocatedTensor(ValueId value, Dims strides, Role role
   const Value& v = ValueOf(value);
   // A dense tensor occupies numel * itemsize; a strided one (nvFuser's
   // broadcast outputs) only the span its strides reach.
-  std::int64_t bytes = static_cast<std::int64_t>(v.type.bytes);
-  if (!IsNonOverlappingAndDense(v.type.shape, strides)) {
-    bytes = static_cast<std::int64_t>(StorageSpan(v.type.shape, strides) * v.type.dtype->bits / 8);
+  std::int64_t bytes = static_cast<std::int64_t>(v.type->bytes);
+  if (!IsNonOverlappingAndDense(v.type->shape, strides)) {
+    bytes = static_cast<std::int64_t>(StorageSpan(v.type->shape, strides) * v.type->dtype->bits / 8);
   }
   const StorageId storage = NewStorage(bytes, value, role);
   return NewTensor(value, storage, std::move(strides), layout_known);
@@ -312,11 +313,11 @@ void RuntimeModel::Snapshot() {
   for (const Storage& s : storages_) {
     if (!s.alive || s.bytes == 0) continue;
     LiveTensor t;
-    t.name = s.named == kNoValue ? "?" : ValueOf(s.named).name;
+    t.name = s.named == kNoValue ? "?" : std::string(ValueOf(s.named).name);
     t.bytes = s.bytes;
     if (s.made_at >= 0) {
       const Statement& st = trace_.statements[s.made_at];
-      t.made_by = st.SymbolName();
+      t.made_by = std::string(st.SymbolName());
       t.line = st.source_line;
     } else {
       t.made_by = "caller";
@@ -326,7 +327,8 @@ void RuntimeModel::Snapshot() {
   }
   if (snapshot_scratch_ > 0) {
     const Statement& st = trace_.statements[current_step_];
-    snapshot_.push_back({"(scratch)", snapshot_scratch_, st.SymbolName(), st.source_line, "scratch"});
+    snapshot_.push_back({"(scratch)", snapshot_scratch_, std::string(st.SymbolName()), st.source_line,
+                         "scratch"});
   }
   std::stable_sort(snapshot_.begin(), snapshot_.end(),
                    [](const LiveTensor& a, const LiveTensor& b) { return a.bytes > b.bytes; });
@@ -352,11 +354,11 @@ ObjectId RuntimeModel::MakeValueObject(ValueId value, Role role, bool allocate_t
                                        int depth) {
   const Value& v = ValueOf(value);
   if (depth > 1000) Fail(v.defined_at, "collections nested too deeply");
-  if (IsTensorKind(v.type.kind)) {
+  if (IsTensorKind(v.type->kind)) {
     if (!allocate_tensors) return NewObject(Object::Kind::kOther);
-    return NewAllocatedTensor(value, ContiguousStrides(v.type.shape), role);
+    return NewAllocatedTensor(value, ContiguousStrides(v.type->shape), role);
   }
-  if (v.type.kind == ValueKind::kCollection) {
+  if (v.type->kind == ValueKind::kCollection) {
     // Collections the caller passes: as the trace says (a live trace knows),
     // else tuples; the plain convention makes every one a tuple.
     const ObjectId id = NewObject(convention_ == CallingConvention::kPlain
@@ -391,7 +393,7 @@ ObjectId RuntimeModel::MakeValueObject(ValueId value, Role role, bool allocate_t
     }
     return id;
   }
-  if (v.type.kind == ValueKind::kUnknown && IsTensorKind(v.type.kind)) return kNone;
+  if (v.type->kind == ValueKind::kUnknown && IsTensorKind(v.type->kind)) return kNone;
   return NewObject(Object::Kind::kOther);
 }
 
@@ -401,13 +403,13 @@ void RuntimeModel::SetUpArguments() {
   for (std::size_t i = 0; i < trace_.params.size(); ++i) {
     const Parameter& p = trace_.params[i];
     const Value& v = ValueOf(p.value);
-    if (v.type.kind == ValueKind::kUnknown) {
+    if (v.type->kind == ValueKind::kUnknown) {
       bool used = false;
       for (const Statement& s : trace_.statements) {
         for (ValueId u : FlatArgs(s)) used = used || u == p.value;
       }
-      if (used) Fail(v.defined_at, "argument '" + v.name + "' has no type comment");
-      Diagnose("argument '" + v.name + "' has no type comment and is never used; modelled as an empty " +
+      if (used) Fail(v.defined_at, "argument '" + std::string(v.name) + "' has no type comment");
+      Diagnose("argument '" + std::string(v.name) + "' has no type comment and is never used; modelled as an empty " +
                (convention_ == CallingConvention::kBackward ? "list" : "object"));
     }
     const bool saved = convention_ == CallingConvention::kBackward && i == 0;
@@ -434,7 +436,9 @@ void RuntimeModel::SetUpArguments() {
     Bind(p.value, object);
   }
   for (const auto& [named, bytes] : step_names_) {
-    report_.breakdown.Set("argument " + ValueOf(named).name, bytes);
+    key_.assign("argument ");
+    key_ += ValueOf(named).name;
+    report_.breakdown.Set(key_, bytes);
   }
   step_names_.clear();
   NotePeak(0);
@@ -474,7 +478,7 @@ ObjectId RuntimeModel::ArgObject(const Statement& s, std::size_t index) const {
 
 ObjectId RuntimeModel::FirstTensorArg(const Statement& s, const Expr** expr_out) const {
   for (ValueId v : FlatArgs(s)) {
-    if (IsTensorKind(ValueOf(v).type.kind) && bound_[v] &&
+    if (IsTensorKind(ValueOf(v).type->kind) && bound_[v] &&
         objects_[object_of_[v]].kind == Object::Kind::kTensor) {
       (void)expr_out;
       return object_of_[v];
@@ -487,7 +491,7 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
                                const Value& out, std::size_t output_index, bool* known) {
   const Dims& in_shape = input.shape;
   const Dims& in_strides = input.strides;
-  const Dims& out_shape = out.type.shape;
+  const Dims& out_shape = out.type->shape;
   *known = input.layout_known;
   (void)output_index;
   switch (op.layout) {
@@ -613,7 +617,7 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
   if (out_shape == in_shape) return in_strides;
   if (IsContiguous(in_shape, in_strides)) return ContiguousStrides(out_shape);
   *known = false;
-  Diagnose("line " + std::to_string(s.source_line) + ": the strides of view op '" + s.symbol +
+  Diagnose("line " + std::to_string(s.source_line) + ": the strides of view op '" + std::string(s.symbol) +
            "' are not followed; its output is assumed contiguous");
   return ContiguousStrides(out_shape);
 }
@@ -641,20 +645,20 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     const bool col_major = (s0 == 1 || rows == 1) && s1 >= std::max<std::int64_t>(1, rows);
     if (!row_major && !col_major) {
       const Value& v = ValueOf(a.value);
-      bytes += static_cast<std::int64_t>(v.type.numel * v.type.dtype->bits / 8);
+      bytes += static_cast<std::int64_t>(v.type->numel * v.type->dtype->bits / 8);
     }
   }
   return operands == 2 ? bytes : 0;
 }
 
 Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out) {
-  const Dims& shape = out.type.shape;
+  const Dims& shape = out.type->shape;
   if (op == nullptr) return ContiguousStrides(shape);
   switch (op->layout) {
     case LayoutRule::kElementwise: {
       std::vector<Operand> operands;
       for (ValueId v : FlatArgs(s)) {
-        if (!IsTensorKind(ValueOf(v).type.kind) || !bound_[v]) continue;
+        if (!IsTensorKind(ValueOf(v).type->kind) || !bound_[v]) continue;
         const Object& o = objects_[object_of_[v]];
         if (o.kind != Object::Kind::kTensor || o.shape.size() > shape.size()) continue;
         operands.push_back({&o.shape, &o.strides});
@@ -706,11 +710,11 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
   // Build the result object: one object per output pattern leaf.
   auto result_for = [&](ValueId out, std::size_t index) -> ObjectId {
     const Value& v = ValueOf(out);
-    if (v.type.kind == ValueKind::kUnknown) {
-      Fail(v.defined_at, "cannot determine the size of '" + v.name +
+    if (v.type->kind == ValueKind::kUnknown) {
+      Fail(v.defined_at, "cannot determine the size of '" + std::string(v.name) +
                              "': no type comment and no subsymbol defines it");
     }
-    if (!IsTensorKind(v.type.kind)) {
+    if (!IsTensorKind(v.type->kind)) {
       return MakeValueObject(out, Role::kIntermediate, true, 0);
     }
     switch (effect) {
@@ -724,10 +728,10 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
           if (index < flat.size() && bound_[flat[index]]) in = object_of_[flat[index]];
         }
         if (in != kNone && objects_[in].kind == Object::Kind::kTensor) return in;
-        Diagnose("line " + std::to_string(s.source_line) + ": '" + s.symbol +
+        Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(s.symbol) +
                  "' should return an input tensor, but its argument is not a live tensor; "
                  "counted as allocating");
-        return NewAllocatedTensor(out, ContiguousStrides(v.type.shape), Role::kIntermediate);
+        return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
       }
       case OpEffect::kViewOfInput: {
         const ObjectId in = FirstTensorArg(s);
@@ -742,18 +746,18 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
         if (in == kNone) break;
         const Object& input = objects_[in];
         if (!input.layout_known) {
-          Diagnose("line " + std::to_string(s.source_line) + ": whether '" + s.symbol +
+          Diagnose("line " + std::to_string(s.source_line) + ": whether '" + std::string(s.symbol) +
                    "' copies depends on strides peakmem did not follow; assumed a view");
         }
         if (op->layout == LayoutRule::kReshape) {
-          if (auto strides = ComputeViewStrides(input.shape, input.strides, v.type.shape)) {
+          if (auto strides = ComputeViewStrides(input.shape, input.strides, v.type->shape)) {
             return NewTensor(out, input.storage, std::move(*strides), input.layout_known);
           }
-          return NewAllocatedTensor(out, ContiguousStrides(v.type.shape), Role::kIntermediate);
+          return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
         }
         if (s.symbol == "contiguous") {
           if (IsContiguous(input.shape, input.strides)) return in;  // returns self
-          return NewAllocatedTensor(out, ContiguousStrides(v.type.shape), Role::kIntermediate);
+          return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
         }
         // to / type_as: self when dtype and device do not change and no copy is asked.
         const Value& in_value = [&]() -> const Value& {
@@ -766,17 +770,17 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
         for (const auto& [name, e] : s.kwargs) {
           if (name == "copy" && e.kind == Expr::Kind::kConstant && e.text == "True") copy = true;
         }
-        if (!copy && in_value.type.dtype == v.type.dtype && in_value.type.device == v.type.device &&
-            input.shape == v.type.shape) {
+        if (!copy && in_value.type->dtype == v.type->dtype && in_value.type->device == v.type->device &&
+            input.shape == v.type->shape) {
           return in;
         }
-        return NewAllocatedTensor(out, PreserveFormatStrides(v.type.shape, input.strides),
+        return NewAllocatedTensor(out, PreserveFormatStrides(v.type->shape, input.strides),
                                   Role::kIntermediate);
       }
       case OpEffect::kFusion: {
         const std::int64_t bytes = FusionOutputBytes(trace_, s, out);
         const StorageId storage = NewStorage(bytes, out, Role::kIntermediate);
-        return NewTensor(out, storage, ContiguousStrides(v.type.shape), true);
+        return NewTensor(out, storage, ContiguousStrides(v.type->shape), true);
       }
       default:
         break;
@@ -794,7 +798,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
   if (scratch.with_outputs > 0) NotePeak(scratch.with_outputs);
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (objects_[results[i]].kind != Object::Kind::kTensor &&
-        ValueOf(outputs[i]).type.kind == ValueKind::kCollection) {
+        ValueOf(outputs[i]).type->kind == ValueKind::kCollection) {
       // Elements were created with the container; unpacking binds them.
     }
     Bind(outputs[i], results[i]);
@@ -806,7 +810,7 @@ ObjectId RuntimeModel::BuildReturned(const Expr& e, int depth) {
   if (depth > 1000) Fail(e.at, "returned value nested too deeply");
   switch (e.kind) {
     case Expr::Kind::kValue: {
-      if (!bound_[e.value]) Fail(e.at, "returned value '" + ValueOf(e.value).name + "' is not live");
+      if (!bound_[e.value]) Fail(e.at, "returned value '" + std::string(ValueOf(e.value).name) + "' is not live");
       const ObjectId o = object_of_[e.value];
       IncRef(o);
       return o;
@@ -844,17 +848,17 @@ void RuntimeModel::Execute(std::size_t index) {
       ExecuteCall(s);
       return;
     case StatementKind::kUnpack: {
-      if (!bound_[s.source]) Fail(s.at, "unpack of '" + ValueOf(s.source).name + "', which is not live");
+      if (!bound_[s.source]) Fail(s.at, "unpack of '" + std::string(ValueOf(s.source).name) + "', which is not live");
       const ObjectId source = object_of_[s.source];
       const Object& o = objects_[source];
       if (o.kind == Object::Kind::kTensor || o.kind == Object::Kind::kOther) {
-        Fail(s.at, "cannot unpack '" + ValueOf(s.source).name + "': not a collection");
+        Fail(s.at, "cannot unpack '" + std::string(ValueOf(s.source).name) + "': not a collection");
       }
       BindPattern(s.outputs, source, 0);
       return;
     }
     case StatementKind::kAssign:
-      if (!bound_[s.source]) Fail(s.at, "'" + ValueOf(s.source).name + "' is not live");
+      if (!bound_[s.source]) Fail(s.at, "'" + std::string(ValueOf(s.source).name) + "' is not live");
       BindPattern(s.outputs, object_of_[s.source], 0);
       return;
     case StatementKind::kDel:
@@ -884,28 +888,29 @@ Report RuntimeModel::Run(int snapshot_step, std::int64_t peak_target) {
   report_.trace_name = trace_.source_name;
   report_.convention = CallingConventionName(convention_);
   SetUpArguments();
+  StepMaker steps(parsed_, &report_);
+  if (report_options_.steps) report_.steps.reserve(trace_.statements.size());
   for (std::size_t i = 0; i < trace_.statements.size(); ++i) {
     current_step_ = static_cast<int>(i);
     const std::int64_t before = live_;
     step_peak_ = live_;
     Execute(i);
-    Step step;
-    if (report_options_.steps) {
-      step = MakeStep(parsed_, i, live_ - before, live_);
-      step.peak_bytes = step_peak_;
-    } else {
-      step.op = trace_.statements[i].SymbolName();
-    }
     // Breakdown, in Thunder's key style: "{symbol} {storages made or freed}".
     if (!step_names_.empty()) {
-      std::string key = step.op + " ";
+      key_.assign(trace_.statements[i].SymbolName());
+      key_ += ' ';
       for (std::size_t n = 0; n < step_names_.size(); ++n) {
-        key += (n ? ", " : "") + ValueOf(step_names_[n].first).name;
+        if (n) key_ += ", ";
+        key_ += ValueOf(step_names_[n].first).name;
       }
-      report_.breakdown.Set(key, live_ - before);
+      report_.breakdown.Set(key_, live_ - before);
       step_names_.clear();
     }
-    if (report_options_.steps) report_.steps.push_back(std::move(step));
+    if (report_options_.steps) {
+      Step step = steps.Make(i, live_ - before, live_);
+      step.peak_bytes = step_peak_;
+      report_.steps.push_back(step);
+    }
   }
   report_.peak_bytes = peak_;
   report_.final_bytes = live_;

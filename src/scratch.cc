@@ -9,7 +9,7 @@ enum class NumberKind { kNone, kBool, kInt, kFloat, kComplex };
 
 NumberKind ClassifyConstant(const Expr& e) {
   if (e.kind != Expr::Kind::kConstant || e.text.empty()) return NumberKind::kNone;
-  const std::string& t = e.text;
+  const std::string_view t = e.text;
   if (t == "True" || t == "False") return NumberKind::kBool;
   if (t == "inf" || t == "-inf" || t == "nan" || t == "float('inf')" || t == "float('-inf')" ||
       t == "float('nan')") {
@@ -61,7 +61,7 @@ ScratchEstimate VjpScratch(const Trace& trace, const Statement& s) {
   for (std::size_t i = 1; i < s.args.size(); ++i) FlattenValues(s.args[i], &cotangents);
   for (ValueId v : cotangents) {
     const Value& value = trace.value(v);
-    if (IsTensorKind(value.type.kind)) out.with_outputs += static_cast<std::int64_t>(value.type.bytes);
+    if (IsTensorKind(value.type->kind)) out.with_outputs += static_cast<std::int64_t>(value.type->bytes);
   }
   return out;
 }
@@ -77,19 +77,19 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s) {
   // The dtype the op computes in: that of its first tensor argument.
   const Value* tensor = nullptr;
   for (const Expr& a : s.args) {
-    if (a.kind == Expr::Kind::kValue && IsTensorKind(trace.value(a.value).type.kind)) {
+    if (a.kind == Expr::Kind::kValue && IsTensorKind(trace.value(a.value).type->kind)) {
       tensor = &trace.value(a.value);
       break;
     }
   }
-  if (tensor == nullptr || tensor->type.dtype == nullptr) return out;
+  if (tensor == nullptr || tensor->type->dtype == nullptr) return out;
   if (s.symbol == "where") {
     // where(cond, x, 2.0) takes the ScalarOther overload, which makes a 0-d
     // `scalar_tensor` of the result's dtype (measured: 4 bytes for f32), not
     // a wrapped double.
     const std::vector<ValueId> outs = FlatOutputs(s);
-    if (outs.empty() || !IsTensorKind(trace.value(outs[0]).type.kind)) return out;
-    const int itemsize = trace.value(outs[0]).type.dtype->bits / 8;
+    if (outs.empty() || !IsTensorKind(trace.value(outs[0]).type->kind)) return out;
+    const int itemsize = trace.value(outs[0]).type->dtype->bits / 8;
     for (const Expr& a : s.args) {
       if (ClassifyConstant(a) != NumberKind::kNone) out.with_outputs += itemsize;
     }
@@ -99,8 +99,8 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s) {
     const NumberKind kind = ClassifyConstant(a);
     if (kind == NumberKind::kNone) continue;
     out.with_outputs += WrappedBytes(kind);
-    if (!SameDType(kind, tensor->type.dtype->short_name)) {
-      out.with_outputs += tensor->type.dtype->bits / 8;
+    if (!SameDType(kind, tensor->type->dtype->short_name)) {
+      out.with_outputs += tensor->type->dtype->bits / 8;
     }
   }
   return out;

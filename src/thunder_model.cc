@@ -53,8 +53,10 @@ class ThunderModel {
     return sum;
   }
   bool IsUsed(ValueId id) const {
+    std::vector<ValueId> args;
     for (const Statement& s : trace_.statements) {
-      for (ValueId used : FlatArgs(s)) {
+      FlatArgs(s, &args);
+      for (ValueId used : args) {
         if (used == id) return true;
       }
     }
@@ -66,7 +68,7 @@ class ThunderModel {
   std::int64_t Alias(const Statement& s);
   std::int64_t Del(const Statement& s);
   std::int64_t Clear(const Statement& s);
-  std::int64_t DropReference(ValueId id, const Statement& s, const std::string& key_prefix);
+  std::int64_t DropReference(ValueId id, const Statement& s, std::string_view key_prefix);
   void ClearLeaves(const Pattern& pattern, const Statement& s, std::int64_t* freed);
 
   const ParsedTrace& parsed_;
@@ -77,37 +79,44 @@ class ThunderModel {
   std::vector<MemoryData> memory_data_;
   Report report_;
   ModelErrors errors_{parsed_};
+  std::string key_;            // breakdown key being built (reused: no allocation per step)
+  std::vector<ValueId> flat_;  // flattened arguments or outputs (reused)
 };
 
 void ThunderModel::CountArgument(ValueId id, std::int64_t* allocated, int depth) {
   const Value& v = trace_.value(id);
-  switch (v.type.kind) {
+  switch (v.type->kind) {
     case ValueKind::kTensor:
     case ValueKind::kFutureTensor: {
       data_of_[id] = static_cast<int>(memory_data_.size());
       memory_data_.push_back({2, id});
-      const auto bytes = static_cast<std::int64_t>(v.type.bytes);
+      const auto bytes = static_cast<std::int64_t>(v.type->bytes);
       *allocated = CheckedAdd(*allocated, bytes, v.defined_at);
-      report_.breakdown.Set("argument " + v.name, bytes);
+      key_.assign("argument ");
+      key_ += v.name;
+      report_.breakdown.Set(key_, bytes);
       return;
     }
     case ValueKind::kCollection:
       if (contents_[id] == nullptr) {
-        report_.diagnostics.push_back("the contents of collection argument '" + v.name +
+        report_.diagnostics.push_back("the contents of collection argument '" +
+                                      std::string(v.name) +
                                       "' are never unpacked; counted as empty");
         return;
       }
       CountArgumentLeaves(*contents_[id], allocated, depth + 1);
       return;
     case ValueKind::kUnknown:
-      if (IsUsed(id)) errors_.Fail(v.defined_at, "argument '" + v.name + "' has no type comment");
+      if (IsUsed(id)) {
+        errors_.Fail(v.defined_at, "argument '" + std::string(v.name) + "' has no type comment");
+      }
       // Thunder prints no type for an argument the trace never uses.
-      report_.diagnostics.push_back("argument '" + v.name +
+      report_.diagnostics.push_back("argument '" + std::string(v.name) +
                                     "' has no type comment and is never used; counted as 0 bytes");
       return;
     default:
-      report_.diagnostics.push_back("argument '" + v.name + "' is a " +
-                                    ValueKindName(v.type.kind) +
+      report_.diagnostics.push_back("argument '" + std::string(v.name) + "' is a " +
+                                    ValueKindName(v.type->kind) +
                                     ", not a tensor; Thunder's get_alloc_memory would raise on it, "
                                     "peakmem counts it as 0 bytes");
       return;
@@ -132,34 +141,39 @@ std::int64_t ThunderModel::CountArguments() {
 
 std::int64_t ThunderModel::Default(const Statement& s) {
   std::int64_t result = 0;
-  std::string names;
-  for (ValueId id : FlatOutputs(s)) {
+  // The key: "{symbol} {output names}".
+  key_.assign(s.SymbolName());
+  key_ += ' ';
+  const std::size_t names_at = key_.size();
+  FlatOutputs(s, &flat_);
+  for (ValueId id : flat_) {
     const Value& v = trace_.value(id);
-    if (v.type.kind == ValueKind::kUnknown) {
-      errors_.Fail(v.defined_at, "cannot determine the size of '" + v.name +
+    if (v.type->kind == ValueKind::kUnknown) {
+      errors_.Fail(v.defined_at, "cannot determine the size of '" + std::string(v.name) +
                                      "': no type comment and no subsymbol defines it");
     }
-    if (!IsTensorKind(v.type.kind)) continue;
-    result = CheckedAdd(result, static_cast<std::int64_t>(v.type.bytes), v.defined_at);
+    if (!IsTensorKind(v.type->kind)) continue;
+    result = CheckedAdd(result, static_cast<std::int64_t>(v.type->bytes), v.defined_at);
     if (data_of_[id] < 0) {
       data_of_[id] = static_cast<int>(memory_data_.size());
       memory_data_.push_back({1, id});
     }
-    if (!names.empty()) names += ", ";
-    names += v.name;
+    if (key_.size() > names_at) key_ += ", ";
+    key_ += v.name;
   }
-  report_.breakdown.Set(s.SymbolName() + " " + names, result);
+  report_.breakdown.Set(key_, result);
   return result;
 }
 
 std::int64_t ThunderModel::Alias(const Statement& s) {
-  const std::vector<ValueId> args = FlatArgs(s);
-  if (args.empty() || data_of_[args[0]] < 0) {
-    errors_.Fail(s.at, "alias op '" + s.SymbolName() +
+  FlatArgs(s, &flat_);
+  if (flat_.empty() || data_of_[flat_[0]] < 0) {
+    errors_.Fail(s.at, "alias op '" + std::string(s.SymbolName()) +
                            "' on a value Thunder never counted (its get_alloc_memory asserts here)");
   }
-  const int data = data_of_[args[0]];
-  for (ValueId out : FlatOutputs(s)) {
+  const int data = data_of_[flat_[0]];
+  FlatOutputs(s, &flat_);
+  for (ValueId out : flat_) {
     ++memory_data_[data].count;
     data_of_[out] = data;
   }
@@ -167,20 +181,22 @@ std::int64_t ThunderModel::Alias(const Statement& s) {
 }
 
 std::int64_t ThunderModel::DropReference(ValueId id, const Statement& s,
-                                         const std::string& key_prefix) {
+                                         std::string_view key_prefix) {
   const Value& v = trace_.value(id);
   if (data_of_[id] < 0) {
-    errors_.Fail(s.at, "Thunder's get_alloc_memory never counted tensor '" + v.name +
+    errors_.Fail(s.at, "Thunder's get_alloc_memory never counted tensor '" + std::string(v.name) +
                            "' (it asserts here); was it unpacked from a collection that is not "
                            "an argument?");
   }
   MemoryData& data = memory_data_[data_of_[id]];
   if (data.count == 0) {
-    errors_.Fail(s.at, "reference count of '" + v.name + "' would become negative");
+    errors_.Fail(s.at, "reference count of '" + std::string(v.name) + "' would become negative");
   }
   if (--data.count != 0) return 0;
-  const auto size = static_cast<std::int64_t>(trace_.value(data.proxy).type.bytes);
-  report_.breakdown.Set(key_prefix + v.name, -size);
+  const auto size = static_cast<std::int64_t>(trace_.value(data.proxy).type->bytes);
+  key_.assign(key_prefix);
+  key_ += v.name;
+  report_.breakdown.Set(key_, -size);
   return -size;
 }
 
@@ -190,11 +206,11 @@ std::int64_t ThunderModel::Del(const Statement& s) {
     const Value& v = trace_.value(id);
     // An untyped output of an alias op (a split printed without subsymbols)
     // is still a tensor: Thunder registered it when the alias op ran.
-    const bool registered_alias = v.type.kind == ValueKind::kUnknown && data_of_[id] >= 0;
-    if (v.type.kind == ValueKind::kUnknown && !registered_alias) {
-      errors_.Fail(s.at, "cannot determine the type of '" + v.name + "' deleted here");
+    const bool registered_alias = v.type->kind == ValueKind::kUnknown && data_of_[id] >= 0;
+    if (v.type->kind == ValueKind::kUnknown && !registered_alias) {
+      errors_.Fail(s.at, "cannot determine the type of '" + std::string(v.name) + "' deleted here");
     }
-    if (!IsTensorKind(v.type.kind) && !registered_alias) continue;
+    if (!IsTensorKind(v.type->kind) && !registered_alias) continue;
     freed += DropReference(id, s, "python_del ");
   }
   return freed;
@@ -202,7 +218,7 @@ std::int64_t ThunderModel::Del(const Statement& s) {
 
 void ThunderModel::ClearLeaves(const Pattern& pattern, const Statement& s, std::int64_t* freed) {
   if (pattern.kind == Pattern::Kind::kValue) {
-    if (IsTensorKind(trace_.value(pattern.value).type.kind)) {
+    if (IsTensorKind(trace_.value(pattern.value).type->kind)) {
       *freed += DropReference(pattern.value, s, "clear_mutable_collection ");
     }
     return;
@@ -218,7 +234,7 @@ std::int64_t ThunderModel::Clear(const Statement& s) {
                                        });
   if (!is_argument) return 0;
   if (c.container == ContainerKind::kTuple) return 0;
-  if (c.type.kind != ValueKind::kCollection) return 0;
+  if (c.type->kind != ValueKind::kCollection) return 0;
   std::int64_t freed = 0;
   if (contents_[s.source] != nullptr) {
     // Direct elements only: a nested collection is a CollectionProxy leaf.
@@ -237,6 +253,8 @@ Report ThunderModel::Run() {
   std::int64_t allocated = CountArguments();
   std::int64_t max_allocated = 0;
   UnknownOps unknown;
+  StepMaker steps(parsed_, &report_);
+  if (report_options_.steps) report_.steps.reserve(trace_.statements.size());
   for (std::size_t i = 0; i < trace_.statements.size(); ++i) {
     const Statement& s = trace_.statements[i];
     const std::int64_t before = allocated;
@@ -265,7 +283,7 @@ Report ThunderModel::Run() {
       report_.peak_step = static_cast<int>(i);
     }
     if (report_options_.steps) {
-      report_.steps.push_back(MakeStep(parsed_, i, allocated - before, allocated));
+      report_.steps.push_back(steps.Make(i, allocated - before, allocated));
     }
   }
   report_.peak_bytes = max_allocated;

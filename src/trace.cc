@@ -25,7 +25,7 @@ const char* StatementKindName(StatementKind kind) {
   return "?";
 }
 
-std::string Statement::SymbolName() const {
+std::string_view Statement::SymbolName() const {
   switch (kind) {
     case StatementKind::kDel: return "python_del";
     case StatementKind::kReturn: return "python_return";
@@ -56,6 +56,13 @@ void FlattenValues(const Pattern& pattern, std::vector<ValueId>* out) {
 
 std::vector<ValueId> FlatArgs(const Statement& statement) {
   std::vector<ValueId> out;
+  FlatArgs(statement, &out);
+  return out;
+}
+
+void FlatArgs(const Statement& statement, std::vector<ValueId>* out_ptr) {
+  std::vector<ValueId>& out = *out_ptr;
+  out.clear();
   switch (statement.kind) {
     case StatementKind::kCall:
       for (const Expr& e : statement.args) FlattenValues(e, &out);
@@ -73,16 +80,30 @@ std::vector<ValueId> FlatArgs(const Statement& statement) {
       FlattenValues(statement.returned, &out);
       break;
   }
-  return out;
 }
 
 std::vector<ValueId> FlatOutputs(const Statement& statement) {
   std::vector<ValueId> out;
+  FlatOutputs(statement, &out);
+  return out;
+}
+
+void FlatOutputs(const Statement& statement, std::vector<ValueId>* out) {
+  out->clear();
   if (statement.kind == StatementKind::kCall || statement.kind == StatementKind::kUnpack ||
       statement.kind == StatementKind::kAssign) {
-    FlattenValues(statement.outputs, &out);
+    FlattenValues(statement.outputs, out);
   }
-  return out;
+}
+
+const ValueType* Trace::InternType(ValueType type) {
+  if (!type.text.empty()) {
+    auto it = types_by_text_.find(type.text);
+    if (it != types_by_text_.end()) return it->second;
+  }
+  const ValueType* stored = &types_.emplace_back(std::move(type));
+  if (!stored->text.empty()) types_by_text_.emplace(stored->text, stored);
+  return stored;
 }
 
 namespace {
@@ -114,11 +135,15 @@ void FormatExpr(const Trace& trace, const Expr& e, std::string* out) {
       *out += "}";
       return;
     case Expr::Kind::kCall: {
-      *out += e.text + "(";
+      *out += e.text;
+      *out += "(";
       const std::size_t positional = e.items.size() - e.keywords.size();
       for (std::size_t i = 0; i < e.items.size(); ++i) {
         if (i) *out += ", ";
-        if (i >= positional) *out += e.keywords[i - positional] + "=";
+        if (i >= positional) {
+          *out += e.keywords[i - positional];
+          *out += "=";
+        }
         FormatExpr(trace, e.items[i], out);
       }
       *out += ")";
@@ -158,7 +183,8 @@ std::string FormatStatement(const Trace& trace, const Statement& s) {
   switch (s.kind) {
     case StatementKind::kCall: {
       targets();
-      out += s.callee + "(";
+      out += s.callee;
+      out += "(";
       bool first = true;
       for (const Expr& a : s.args) {
         if (!first) out += ", ";
@@ -168,7 +194,8 @@ std::string FormatStatement(const Trace& trace, const Statement& s) {
       for (const auto& [name, e] : s.kwargs) {
         if (!first) out += ", ";
         first = false;
-        out += name + "=";
+        out += name;
+        out += "=";
         FormatExpr(trace, e, &out);
       }
       out += ")";
@@ -176,7 +203,9 @@ std::string FormatStatement(const Trace& trace, const Statement& s) {
     }
     case StatementKind::kUnpack:
       if (s.outputs.items.empty()) {
-        out = "# " + trace.value(s.source).name + " (empty sequence)";
+        out = "# ";
+        out += trace.value(s.source).name;
+        out += " (empty sequence)";
         break;
       }
       targets();
@@ -194,7 +223,10 @@ std::string FormatStatement(const Trace& trace, const Statement& s) {
       }
       break;
     case StatementKind::kClear:
-      out = s.callee + "(" + trace.value(s.source).name + ")";
+      out = s.callee;
+      out += "(";
+      out += trace.value(s.source).name;
+      out += ")";
       break;
     case StatementKind::kReturn:
       out = "return ";

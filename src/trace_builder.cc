@@ -4,17 +4,40 @@ namespace peakmem {
 
 TraceBuilder::TraceBuilder(std::shared_ptr<const SourceFile> source) : source_(std::move(source)) {
   trace_.source_name = source_->name();
+  trace_.backing = source_;
+}
+
+std::string_view TraceBuilder::Keep(std::string_view text) {
+  const std::string& source = source_->text();
+  const std::less_equal<const char*> le;
+  if (le(source.data(), text.data()) && le(text.data() + text.size(), source.data() + source.size())) {
+    return text;
+  }
+  return trace_.Save(text);
+}
+
+std::string_view TraceBuilder::Intern(std::string_view text) {
+  auto it = interned_.find(text);
+  if (it != interned_.end()) return it->second;
+  const std::string_view kept = Keep(text);
+  interned_.emplace(kept, kept);
+  return kept;
 }
 
 ValueId TraceBuilder::Define(std::string_view name, SourceLocation at) {
   const auto id = static_cast<ValueId>(trace_.values.size());
-  auto [it, inserted] = live_.try_emplace(std::string(name), id);
+  auto [it, inserted] = live_.try_emplace(name, id);
   if (!inserted) {
     Fail(at, "'" + std::string(name) + "' is already defined at line " +
                  std::to_string(trace_.value(it->second).defined_at.line));
   }
   Value v;
-  v.name = it->first;
+  v.name = Keep(name);
+  // The key must outlive the caller's view too.
+  if (v.name.data() != name.data()) {
+    live_.erase(it);
+    live_.emplace(v.name, id);
+  }
   v.defined_at = at;
   trace_.values.push_back(std::move(v));
   if (!deleted_.empty()) {
@@ -44,7 +67,7 @@ ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_l
   auto it = live_.find(name);
   if (it == live_.end()) {
     const std::string key(name);
-    auto del = deleted_.find(key);
+    auto del = deleted_.find(name);
     if (del != deleted_.end()) {
       Fail(at, "'" + key + "' is deleted twice (first at line " + std::to_string(del->second) +
                    ")");
@@ -52,18 +75,25 @@ ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_l
     Fail(at, "'del' of unknown name '" + key + "'");
   }
   const ValueId id = it->second;
-  auto node = live_.extract(it);
-  deleted_.insert_or_assign(std::move(node.key()), del_line);
+  live_.erase(it);
+  deleted_.insert_or_assign(trace_.value(id).name, del_line);
   return id;
 }
 
 void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {
+  auto cached = types_.find(type_text);
+  if (cached != types_.end()) {
+    trace_.value(id).type = cached->second;
+    return;
+  }
   TypeStringError error;
   std::optional<ValueType> type = ParseTypeString(type_text, &error);
   if (!type) {
     Fail({type_at.line, type_at.column + static_cast<int>(error.offset)}, error.message);
   }
-  trace_.value(id).type = std::move(*type);
+  const ValueType* interned = trace_.InternType(std::move(*type));
+  types_.emplace(interned->text, interned);
+  trace_.value(id).type = interned;
 }
 
 }  // namespace peakmem

@@ -254,7 +254,7 @@ Expr JsonReader::ReadExpr(od::value v, int depth) {
           raw.remove_suffix(1);
         }
       }
-      e.text = std::string(raw);
+      e.text = builder_.Keep(raw);
     } else if (key == "tuple" || key == "list" || key == "set") {
       e.kind = key == "tuple" ? Expr::Kind::kTuple
                : key == "list" ? Expr::Kind::kList
@@ -275,7 +275,7 @@ Expr JsonReader::ReadExpr(od::value v, int depth) {
       }
     } else if (key == "call") {
       e.kind = Expr::Kind::kCall;
-      e.text = std::string(String(value, "'call'"));
+      e.text = builder_.Intern(String(value, "'call'"));
     } else if (key == "args") {
       e.items = ReadExprList(value, depth);
     } else {
@@ -304,7 +304,7 @@ std::vector<SubSymbol> JsonReader::ReadSubSymbols(od::value v, int depth) {
       std::string_view key = field.unescaped_key();
       od::value value = field.value();
       if (key == "text") {
-        sub.text = std::string(String(value, "'text'"));
+        sub.text = builder_.Keep(String(value, "'text'"));
       } else if (key == "children") {
         sub.children = ReadSubSymbols(value, depth + 1);
       } else {
@@ -348,12 +348,12 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
       continue;
     }
     if (key == "callee") {
-      s.callee = std::string(String(value, "'callee'"));
+      s.callee = builder_.Intern(String(value, "'callee'"));
     } else if (key == "symbol") {
-      s.symbol = std::string(String(value, "'symbol'"));
+      s.symbol = builder_.Intern(String(value, "'symbol'"));
     } else if (key == "id") {
       if (value.is_null()) continue;
-      s.symbol_id = std::string(String(value, "'id'"));
+      s.symbol_id = builder_.Intern(String(value, "'id'"));
     } else if (key == "legacy") {
       bool legacy = false;
       if (value.get_bool().get(legacy) != simdjson::SUCCESS) Fail(At(value), "'legacy' must be a bool");
@@ -373,11 +373,11 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
         if (pair_value.get_array().get(pair) != simdjson::SUCCESS) {
           Fail(pair_at, "a keyword argument must be [name, expression]");
         }
-        std::string name;
+        std::string_view name;
         int n = 0;
         for (auto part : pair) {
           od::value part_value = part.value();
-          if (n == 0) name = std::string(String(part_value, "a keyword name"));
+          if (n == 0) name = builder_.Intern(String(part_value, "a keyword name"));
           if (n == 1) s.kwargs.emplace_back(name, ReadExpr(part_value, 1));
           if (n >= 2) Fail(pair_at, "a keyword argument must be [name, expression]");
           ++n;

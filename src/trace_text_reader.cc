@@ -34,14 +34,16 @@ std::string_view Trim(std::string_view s) {
 
 // A statement may span several physical lines (backslash continuation or an
 // open bracket). LogicalLine joins them and remembers where each piece came
-// from so that offsets map back to line:column.
+// from so that offsets map back to line:column. `text` views the source for
+// a one-line statement (the common case: no copy) or the joined pieces saved
+// in the trace's arena, so views taken from it outlive the line.
 struct LogicalLine {
   struct Piece {
     std::size_t offset;  // in text
     int line;
     int column;  // 1-based column of text[offset] in its line
   };
-  std::string text;
+  std::string_view text;
   std::vector<Piece> pieces;
 
   SourceLocation At(std::size_t offset) const {
@@ -148,7 +150,7 @@ class TextReader {
     const std::size_t start = pos_;
     if (pos_ >= end_ || !IsIdentStart(text()[pos_])) return {};
     while (pos_ < end_ && IsIdentChar(text()[pos_])) ++pos_;
-    return std::string_view(text()).substr(start, pos_ - start);
+    return text().substr(start, pos_ - start);
   }
   std::string_view DottedName() {
     std::size_t start = pos_;
@@ -159,9 +161,9 @@ class TextReader {
       ++pos_;
       Identifier();
     }
-    return std::string_view(text()).substr(start, pos_ - start);
+    return text().substr(start, pos_ - start);
   }
-  const std::string& text() const { return line_->text; }
+  std::string_view text() const { return line_->text; }
 
   Expr ParseExpression(int depth);
   Expr ParsePrimary(int depth);
@@ -172,7 +174,7 @@ class TextReader {
   std::size_t FindAssignment() const;
   void ReadTrailingComment(std::size_t comment_start);
 
-  std::string SymbolOf(std::string_view callee) const;
+  std::string_view SymbolOf(std::string_view callee) const;
 
   std::shared_ptr<const SourceFile> source_;
   TraceBuilder builder_;
@@ -188,6 +190,7 @@ class TextReader {
 
   const LogicalLine* line_ = nullptr;
   LogicalLine current_;
+  std::string joined_;  // the pieces of a statement spanning several lines
   std::size_t pos_ = 0;
   std::size_t end_ = 0;
 };
@@ -196,7 +199,7 @@ class TextReader {
 // itself hold dots (`torch.torch.ops.aten.embedding_backward` is module
 // `torch`, symbol `torch.ops.aten.embedding_backward`). Strip the longest
 // imported prefix; without one, keep the last dotted component.
-std::string TextReader::SymbolOf(std::string_view callee) const {
+std::string_view TextReader::SymbolOf(std::string_view callee) const {
   std::size_t best = 0;
   for (const std::string& prefix : imported_) {
     if (prefix.size() > best && callee.size() > prefix.size() + 1 &&
@@ -204,9 +207,9 @@ std::string TextReader::SymbolOf(std::string_view callee) const {
       best = prefix.size();
     }
   }
-  if (best > 0) return std::string(callee.substr(best + 1));
+  if (best > 0) return callee.substr(best + 1);
   const std::size_t dot = callee.rfind('.');
-  return std::string(dot == std::string_view::npos ? callee : callee.substr(dot + 1));
+  return dot == std::string_view::npos ? callee : callee.substr(dot + 1);
 }
 
 // ---------------------------------------------------------------- lines
@@ -252,7 +255,8 @@ void TextReader::ReadPreambleLine(int line_no, std::string_view line) {
 }
 
 void TextReader::ReadSignature(int line_no, std::string_view line) {
-  current_ = LogicalLine{std::string(line), {{0, line_no, 1}}};
+  current_.text = line;
+  current_.pieces.assign(1, {0, line_no, 1});
   line_ = &current_;
   pos_ = 4;
   end_ = current_.text.size();
@@ -280,7 +284,7 @@ void TextReader::ReadSignature(int line_no, std::string_view line) {
     name_at = pos_;
     const std::string_view param = Identifier();
     if (param.empty()) FailAt(pos_, "expected a parameter name");
-    p.value = Define(std::string(param), current_.At(name_at));
+    p.value = Define(param, current_.At(name_at));
     if (Accept('=')) p.default_value = ParseExpression(0);
     trace_.params.push_back(std::move(p));
     if (!Accept(',')) {
@@ -342,7 +346,7 @@ void TextReader::ReadSubSymbol(int line_no, int indent, std::string_view line) {
   if (subsymbol_stack_.size() >= static_cast<std::size_t>(kMaxNesting)) {
     Fail({line_no, indent + 1}, "subsymbols nested too deeply");
   }
-  siblings.push_back(SubSymbol{std::string(body), line_no, {}});
+  siblings.push_back(SubSymbol{body, line_no, {}});
   subsymbol_stack_.emplace_back(indent, &siblings.back());
 }
 
@@ -350,12 +354,18 @@ void TextReader::ReadSubSymbol(int line_no, int indent, std::string_view line) {
 bool FindSubSymbolType(const std::vector<SubSymbol>& nodes, std::string_view name,
                        const SubSymbol** where, std::size_t* type_offset) {
   for (const SubSymbol& node : nodes) {
-    const std::string needle = "# " + std::string(name) + ": \"";
-    const std::size_t at = node.text.find(needle);
-    if (at != std::string::npos && node.text.back() == '"') {
-      *where = &node;
-      *type_offset = at + needle.size();
-      return true;
+    // Looks for `# {name}: "` without building the needle.
+    const std::string_view text = node.text;
+    if (!text.empty() && text.back() == '"') {
+      for (std::size_t at = text.find(name); at != std::string_view::npos;
+           at = text.find(name, at + 1)) {
+        const std::size_t after = at + name.size();
+        if (at >= 2 && text.compare(at - 2, 2, "# ") == 0 && text.compare(after, 3, ": \"") == 0) {
+          *where = &node;
+          *type_offset = after + 3;
+          return true;
+        }
+      }
     }
     if (FindSubSymbolType(node.children, name, where, type_offset)) return true;
   }
@@ -373,12 +383,12 @@ void InferAliasTypes(Trace* trace, const Statement& s) {
       !s.args.empty()) {
     std::vector<ValueId> inputs;
     FlattenValues(s.args[0], &inputs);
-    std::erase_if(inputs, [&](ValueId v) { return !IsTensorKind(trace->value(v).type.kind); });
+    std::erase_if(inputs, [&](ValueId v) { return !IsTensorKind(trace->value(v).type->kind); });
     const std::vector<ValueId> outputs = FlatOutputs(s);
     if (inputs.size() == outputs.size()) {
       for (std::size_t i = 0; i < outputs.size(); ++i) {
         Value& out = trace->value(outputs[i]);
-        if (out.type.kind == ValueKind::kUnknown) out.type = trace->value(inputs[i]).type;
+        if (out.type->kind == ValueKind::kUnknown) out.type = trace->value(inputs[i]).type;
       }
     }
     return;
@@ -396,7 +406,7 @@ void InferAliasTypes(Trace* trace, const Statement& s) {
   if (sources.size() != outputs.size()) return;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     Value& out = trace->value(outputs[i]);
-    if (out.type.kind == ValueKind::kUnknown) out.type = trace->value(sources[i]).type;
+    if (out.type->kind == ValueKind::kUnknown) out.type = trace->value(sources[i]).type;
   }
 }
 
@@ -405,12 +415,12 @@ void TextReader::FinishCall() {
     InferAliasTypes(&trace_, *open_call_);
     for (ValueId id : FlatOutputs(*open_call_)) {
       Value& v = trace_.value(id);
-      if (v.type.kind != ValueKind::kUnknown) continue;
+      if (v.type->kind != ValueKind::kUnknown) continue;
       const SubSymbol* where = nullptr;
       std::size_t offset = 0;
       if (FindSubSymbolType(open_call_->subsymbols, v.name, &where, &offset)) {
         const std::string_view type =
-            std::string_view(where->text).substr(offset, where->text.size() - offset - 1);
+            where->text.substr(offset, where->text.size() - offset - 1);
         // The subsymbol's text starts after "# " at its indentation.
         const std::string_view raw = source_->Line(where->line);
         const std::size_t text_at = raw.find(where->text);
@@ -423,7 +433,8 @@ void TextReader::FinishCall() {
 }
 
 int TextReader::GatherLogicalLine(int first_line) {
-  current_ = LogicalLine{};
+  current_.pieces.clear();
+  joined_.clear();
   int depth = 0;
   int line_no = first_line;
   for (;; ++line_no) {
@@ -442,25 +453,31 @@ int TextReader::GatherLogicalLine(int first_line) {
       backslash = true;
       piece.remove_suffix(1);
     }
-    if (!current_.text.empty()) current_.text += ' ';
-    current_.pieces.push_back({current_.text.size(), line_no, indent + 1});
-    current_.text += piece;
     depth += scan.depth_change;
     if (depth < 0) Fail({line_no, indent + 1}, "unbalanced closing bracket");
     if (depth > kMaxNesting) Fail({line_no, indent + 1}, "brackets nested too deeply");
+    if (line_no == first_line && !backslash && depth == 0) {
+      current_.text = piece;  // one physical line: view the source itself
+      current_.pieces.push_back({0, line_no, indent + 1});
+      return line_no;
+    }
+    if (!joined_.empty()) joined_ += ' ';
+    current_.pieces.push_back({joined_.size(), line_no, indent + 1});
+    joined_ += piece;
     if (!backslash && depth == 0) break;
     if (scan.comment != std::string_view::npos && depth > 0) {
       // A comment inside an open bracket ends the physical line; keep only the code.
-      current_.text.resize(current_.pieces.back().offset + scan.comment);
+      joined_.resize(current_.pieces.back().offset + scan.comment);
     }
   }
+  current_.text = trace_.Save(joined_);
   return line_no;
 }
 
 // Offset of the statement's top-level `=`, or npos.
 std::size_t TextReader::FindAssignment() const {
   int depth = 0;
-  const std::string& s = text();
+  const std::string_view s = text();
   for (std::size_t i = 0; i < end_; ++i) {
     const char c = s[i];
     if (c == '\'' || c == '"') {
@@ -588,7 +605,7 @@ Expr TextReader::ParsePrimary(int depth) {
       e.value = id;
     } else {
       e.kind = Expr::Kind::kConstant;
-      e.text = std::string(name);
+      e.text = name;
     }
   } else {
     FailAt(start, "unexpected character '" + EscapeForMessage(std::string_view(&c, 1)) + "'");
@@ -658,7 +675,7 @@ Pattern TextReader::ParsePatternItem(int depth) {
     p.kind = Pattern::Kind::kIgnore;
   } else {
     p.kind = Pattern::Kind::kValue;
-    p.value = Define(std::string(name), line_->At(at));
+    p.value = Define(name, line_->At(at));
   }
   return p;
 }
@@ -702,7 +719,7 @@ void TextReader::ReadTrailingComment(std::size_t comment_start) {
   if (id == kNoValue) return;
   const std::size_t type_start = pos_ + 1;
   const std::string_view type =
-      std::string_view(text()).substr(type_start, text().size() - 1 - type_start);
+      text().substr(type_start, text().size() - 1 - type_start);
   SetType(id, type, line_->At(type_start));
 }
 
@@ -729,7 +746,6 @@ void TextReader::ReadStatement() {
   if (keyword("del")) {
     s.kind = StatementKind::kDel;
     pos_ = 3;
-    std::vector<std::pair<std::string, std::size_t>> names;
     while (!AtEnd()) {
       const std::size_t at = pos_;
       const std::string_view name = Identifier();
@@ -781,15 +797,14 @@ void TextReader::ReadStatement() {
   if (!AtEnd()) FailAt(pos_, "unexpected text after the expression");
 
   if (rhs.kind == Expr::Kind::kCall && rhs.text != "<call>" && rhs.text != "<subscript>") {
-    const std::string& callee = rhs.text;
+    const std::string_view callee = rhs.text;
     const std::size_t dot = callee.rfind('.');
-    const std::string_view last =
-        dot == std::string::npos ? std::string_view(callee) : std::string_view(callee).substr(dot + 1);
+    const std::string_view last = dot == std::string::npos ? callee : callee.substr(dot + 1);
     if ((last == "clear_mutable_collection" || last == "clear_collection") &&
         assign == std::string::npos) {
       s.kind = StatementKind::kClear;
       s.callee = callee;
-      s.symbol = std::string(last);
+      s.symbol = last;
       s.symbol_id = s.symbol;
       s.legacy_clear = last == "clear_collection";
       if (rhs.items.size() != 1 || rhs.items[0].kind != Expr::Kind::kValue) {

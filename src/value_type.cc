@@ -59,6 +59,11 @@ std::optional<ValueType> FinishTensor(ValueType type, std::size_t error_offset,
 
 }  // namespace
 
+const ValueType& UnknownValueType() {
+  static const ValueType unknown;
+  return unknown;
+}
+
 const DType* FindDType(std::string_view short_name) {
   for (const DType& d : kDTypes) {
     if (d.short_name == short_name) return &d;
@@ -87,7 +92,7 @@ const char* ValueKindName(ValueKind kind) {
 }
 
 std::optional<ValueType> MakeTensorType(std::string device, std::string_view dtype,
-                                        std::vector<std::int64_t> shape, bool future,
+                                        Dims shape, bool future,
                                         TypeStringError* error) {
   ValueType type;
   type.kind = future ? ValueKind::kFutureTensor : ValueKind::kTensor;
@@ -95,6 +100,17 @@ std::optional<ValueType> MakeTensorType(std::string device, std::string_view dty
   type.dtype = FindDType(dtype);
   if (type.dtype == nullptr) return Fail(error, 0, "unknown dtype '" + EscapeForMessage(dtype) + "'");
   type.shape = std::move(shape);
+  // The string Thunder prints for it (also what equal types are shared by).
+  type.text = future ? "FUTURE " : "";
+  type.text += type.device;
+  type.text += ' ';
+  type.text += type.dtype->short_name;
+  type.text += '[';
+  for (std::size_t i = 0; i < type.shape.size(); ++i) {
+    if (i) type.text += ", ";
+    type.text += std::to_string(type.shape[i]);
+  }
+  type.text += ']';
   return FinishTensor(std::move(type), 0, error);
 }
 

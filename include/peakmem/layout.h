@@ -17,9 +17,9 @@
 #include <optional>
 #include <vector>
 
-namespace peakmem {
+#include "peakmem/value_type.h"  // Dims
 
-using Dims = std::vector<std::int64_t>;
+namespace peakmem {
 
 Dims ContiguousStrides(const Dims& shape);
 bool IsContiguous(const Dims& shape, const Dims& strides);

@@ -5,7 +5,10 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "peakmem/report.h"
 #include "peakmem/trace_text_reader.h"
@@ -22,9 +25,21 @@ class ModelErrors {
   const ParsedTrace& parsed_;
 };
 
-// A report row for statement `index`.
-Step MakeStep(const ParsedTrace& parsed, std::size_t index, std::int64_t delta,
-              std::int64_t live);
+// Makes the report rows for statements, their text viewing the source (a
+// printed trace) or re-printed once into the report's arena (JSON, live).
+class StepMaker {
+ public:
+  // Makes `report` keep what its steps' text views alive.
+  StepMaker(const ParsedTrace& parsed, Report* report);
+  Step Make(std::size_t index, std::int64_t delta, std::int64_t live);
+  // The op name as a view the report keeps alive.
+  std::string_view Op(const Statement& s);
+
+ private:
+  const ParsedTrace& parsed_;
+  Report* report_;
+  absl::flat_hash_map<std::string_view, std::string_view> ops_;  // trace's view -> report's
+};
 
 // Ops missing from the op registry, with where they first appear.
 class UnknownOps {

@@ -7,36 +7,40 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "peakmem/string_arena.h"
 
 namespace peakmem {
 
 // An insertion-ordered string -> int64 map with Python dict semantics:
 // assigning an existing key replaces its value and keeps its position.
+// Keys are copied once into an arena (a breakdown of a 10^6-statement trace
+// has about as many keys).
 class OrderedBreakdown {
  public:
-  void Set(std::string key, std::int64_t bytes);
-  const std::vector<std::pair<std::string, std::int64_t>>& items() const { return items_; }
+  void Set(std::string_view key, std::int64_t bytes);
+  const std::vector<std::pair<std::string_view, std::int64_t>>& items() const { return items_; }
   std::size_t size() const { return items_.size(); }
 
  private:
-  struct KeyHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::vector<std::pair<std::string, std::int64_t>> items_;
-  std::unordered_map<std::string, std::size_t, KeyHash, std::equal_to<>> index_;
+  std::shared_ptr<StringArena> keys_ = std::make_shared<StringArena>();
+  std::vector<std::pair<std::string_view, std::int64_t>> items_;
+  absl::flat_hash_map<std::string_view, std::size_t> index_;
 };
 
+// Text in a Step views memory its Report keeps alive (the trace's source, or
+// the report's own arena), so a step costs no allocation.
 struct Step {
   int index = 0;           // 0-based statement index
   int line = 0;            // 1-based source line (0 when unknown)
-  std::string op;          // symbol name ("mul", "python_del", ...)
-  std::string source;      // the statement's source line, trimmed
+  std::string_view op;     // symbol name ("mul", "python_del", ...)
+  std::string_view source; // the statement's source line, trimmed
   std::int64_t delta_bytes = 0;
   std::int64_t live_bytes = 0;  // after the statement
   // The most bytes live at any moment inside the statement (outputs and
@@ -68,6 +72,11 @@ struct Report {
   OrderedBreakdown breakdown;
   std::vector<Step> steps;
   std::vector<std::string> diagnostics;
+
+  // What the steps' text views: the source they quote and an arena for text
+  // rendered for them (statements re-printed from JSON, op names).
+  std::shared_ptr<const void> backing;
+  std::shared_ptr<StringArena> strings = std::make_shared<StringArena>();
 };
 
 // What a model records besides the totals and the breakdown.

@@ -9,16 +9,25 @@
 //     comment lines), kept as a tree of text.
 // Names are resolved to ValueIds by the reader, so models never look names up.
 // A name defined again after `del` is a new value with a new id.
+//
+// The IR is built for traces of millions of statements: text is held as
+// std::string_view (into the printed source, which the Trace keeps alive, or
+// into the Trace's StringArena), and each distinct type string is parsed
+// once and shared (Value::type points at it).
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "peakmem/source.h"
+#include "peakmem/string_arena.h"
 #include "peakmem/value_type.h"
 
 namespace peakmem {
@@ -33,8 +42,8 @@ enum class ContainerKind : std::uint8_t { kUnknown, kList, kTuple, kDict, kSet }
 const char* ContainerKindName(ContainerKind kind);
 
 struct Value {
-  std::string name;
-  ValueType type;
+  std::string_view name;
+  const ValueType* type = &UnknownValueType();  // never null; shared by equal types
   ContainerKind container = ContainerKind::kUnknown;  // collections only
   SourceLocation defined_at;
 };
@@ -46,11 +55,11 @@ struct Expr {
   enum class Kind : std::uint8_t { kValue, kConstant, kTuple, kList, kDict, kSet, kCall };
   Kind kind = Kind::kConstant;
   ValueId value = kNoValue;  // kValue
-  std::string text;          // kConstant: its source text; kCall: the callee
+  std::string_view text;     // kConstant: its source text; kCall: the callee
   // kTuple/kList/kSet: elements; kDict: key, value, key, value, ...;
   // kCall: positional arguments then keyword argument values.
   std::vector<Expr> items;
-  std::vector<std::string> keywords;  // kCall: names of the trailing keyword items
+  std::vector<std::string_view> keywords;  // kCall: names of the trailing keyword items
   SourceLocation at;
 };
 
@@ -66,7 +75,7 @@ struct Pattern {
 // A comment line printed under an op at deeper indentation: the op's
 // decomposition. Kept as text in a tree (by indentation).
 struct SubSymbol {
-  std::string text;  // without the leading "# "
+  std::string_view text;  // without the leading "# "
   int line = 0;
   std::vector<SubSymbol> children;
 };
@@ -85,10 +94,10 @@ struct Statement {
   StatementKind kind = StatementKind::kCall;
   SourceLocation at;
   int source_line = 0;    // 1-based line in the input where the statement starts
-  std::string callee;     // kCall, kClear: the printed callee, e.g. "torch.mul"
+  std::string_view callee;  // kCall, kClear: the printed callee, e.g. "torch.mul"
   Pattern outputs;        // kCall, kUnpack, kAssign
   std::vector<Expr> args; // kCall, kClear: positional arguments
-  std::vector<std::pair<std::string, Expr>> kwargs;  // kCall
+  std::vector<std::pair<std::string_view, Expr>> kwargs;  // kCall
   ValueId source = kNoValue;      // kUnpack, kAssign, kClear
   std::vector<ValueId> deleted;   // kDel
   Expr returned;                  // kReturn
@@ -98,12 +107,12 @@ struct Statement {
   // callee's last dotted component: `torch.nn.functional.linear` -> `linear`)
   // and `bsym.sym.id` where it is a string (empty for prims/ltorch symbols,
   // whose ids are enum values or qualified names).
-  std::string symbol;
-  std::string symbol_id;
+  std::string_view symbol;
+  std::string_view symbol_id;
 
   // `symbol` for calls and clears; Thunder's names for the other kinds
   // (python_del, python_return, unpack_sequence).
-  std::string SymbolName() const;
+  std::string_view SymbolName() const;
 };
 
 struct Parameter {
@@ -113,6 +122,7 @@ struct Parameter {
   std::optional<Expr> default_value;
 };
 
+// Move-only: its views point into its own arena and type table.
 struct Trace {
   std::string source_name;  // file name or "<string>", for messages
   std::string function_name;
@@ -123,6 +133,18 @@ struct Trace {
 
   const Value& value(ValueId id) const { return values[id]; }
   Value& value(ValueId id) { return values[id]; }
+
+  // What views into outside text (the printed source) keep alive.
+  std::shared_ptr<const void> backing;
+  // Copies `text` into the trace's arena and returns the stable view.
+  std::string_view Save(std::string_view text) { return strings_.Save(text); }
+  // The shared copy of `type`: equal type strings are stored once.
+  const ValueType* InternType(ValueType type);
+
+ private:
+  StringArena strings_;
+  std::deque<ValueType> types_;  // stable addresses
+  absl::flat_hash_map<std::string_view, const ValueType*> types_by_text_;
 };
 
 // Flattening helpers, in Thunder's order (depth first, left to right).
@@ -131,8 +153,11 @@ void FlattenValues(const Expr& expr, std::vector<ValueId>* out);
 void FlattenValues(const Pattern& pattern, std::vector<ValueId>* out);
 // A call's arguments, flattened: Thunder's `bsym.flat_proxy_args`.
 std::vector<ValueId> FlatArgs(const Statement& statement);
+// The same into `out` (cleared first), for loops that reuse one buffer.
+void FlatArgs(const Statement& statement, std::vector<ValueId>* out);
 // A statement's outputs, flattened: Thunder's `bsym.flat_proxy_outs`.
 std::vector<ValueId> FlatOutputs(const Statement& statement);
+void FlatOutputs(const Statement& statement, std::vector<ValueId>* out);
 
 // The statement as Python source, as Thunder would print it (without type
 // comments): `t0 = torch.mul(x, 2.0)`, `del a, b`, `return (t1, t2)`.

@@ -9,7 +9,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "peakmem/source.h"
 #include "peakmem/trace.h"
@@ -32,26 +33,31 @@ class TraceBuilder {
   ValueId LookupForUse(std::string_view name, SourceLocation at) const;
   // Unbinds a live name (for `del`). Fails for unknown or already deleted names.
   ValueId Delete(std::string_view name, SourceLocation at, int del_line);
-  // Parses `type_text` as a Thunder type string and gives it to `id`.
+  // Parses `type_text` as a Thunder type string and gives it to `id`
+  // (each distinct string is parsed once).
   void SetType(ValueId id, std::string_view type_text, SourceLocation type_at);
+  // A view of `text` that lives as long as the trace: `text` itself when it
+  // lies inside the source (which the trace keeps alive), else a copy in the
+  // trace's arena.
+  std::string_view Keep(std::string_view text);
+  // Like Keep, but equal strings share one copy: for callees, symbols and
+  // keyword names, which repeat on every statement.
+  std::string_view Intern(std::string_view text);
 
   Trace& trace() { return trace_; }
   const SourceFile& source() const { return *source_; }
 
  private:
-  // Hash and equality that accept std::string and std::string_view alike,
-  // so that looking a name up never allocates.
-  struct NameHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
+  // Keys are views kept by Keep(): no allocation per name.
   template <typename V>
-  using NameMap = std::unordered_map<std::string, V, NameHash, std::equal_to<>>;
+  using NameMap = absl::flat_hash_map<std::string_view, V>;
 
   std::shared_ptr<const SourceFile> source_;
   Trace trace_;
   NameMap<ValueId> live_;
   NameMap<int> deleted_;  // name -> line of its `del`
+  NameMap<const ValueType*> types_;  // type string -> parsed type
+  NameMap<std::string_view> interned_;
 };
 
 }  // namespace peakmem

@@ -16,7 +16,13 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+
 namespace peakmem {
+
+// A shape or strides: up to 6 dimensions held inline (no heap allocation for
+// the tensors of real models).
+using Dims = absl::InlinedVector<std::int64_t, 6>;
 
 // One of Thunder's dtypes, named by its printed short name (`f32`, `bf16`,
 // `f8_e4m3fn`, ...). Weak and strong variants print alike and have one size.
@@ -49,7 +55,7 @@ struct ValueType {
   // Tensors only.
   std::string device;
   const DType* dtype = nullptr;
-  std::vector<std::int64_t> shape;
+  Dims shape;
   std::uint64_t numel = 0;
   std::uint64_t bytes = 0;  // numel * bits / 8, checked for overflow
   // The printed type string, verbatim (for numbers: "int 4").
@@ -62,13 +68,16 @@ struct TypeStringError {
   std::string message;
 };
 
+// The type of a value nothing says anything about (kind kUnknown).
+const ValueType& UnknownValueType();
+
 // Parses a printed type string. On failure returns nullopt and fills `error`.
 std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error);
 
 // Builds a tensor type from parts (used by the JSON reader and tests); the
 // same checks as ParseTypeString apply.
 std::optional<ValueType> MakeTensorType(std::string device, std::string_view dtype,
-                                        std::vector<std::int64_t> shape, bool future,
+                                        Dims shape, bool future,
                                         TypeStringError* error);
 
 }  // namespace peakmem

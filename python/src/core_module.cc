@@ -32,8 +32,28 @@ peakmem::RuntimeOptions Options(const std::string& convention, bool scratch) {
 
 nb::dict Breakdown(const peakmem::Report& r) {
   nb::dict d;
-  for (const auto& [key, bytes] : r.breakdown.items()) d[nb::str(key.c_str())] = bytes;
+  for (const auto& [key, bytes] : r.breakdown.items()) d[nb::str(key.data(), key.size())] = bytes;
   return d;
+}
+
+// A report row as Python sees it: it owns its text, so it stays valid after
+// the Report it came from is gone (peakmem::Step views the report's memory).
+struct PyStep {
+  int index;
+  int line;
+  std::string op;
+  std::string source;
+  std::int64_t delta_bytes, live_bytes, peak_bytes;
+};
+
+std::vector<PyStep> Steps(const peakmem::Report& r) {
+  std::vector<PyStep> out;
+  out.reserve(r.steps.size());
+  for (const peakmem::Step& s : r.steps) {
+    out.push_back({s.index, s.line, std::string(s.op), std::string(s.source), s.delta_bytes,
+                   s.live_bytes, s.peak_bytes});
+  }
+  return out;
 }
 
 }  // namespace
@@ -49,15 +69,15 @@ NB_MODULE(_core, m) {
     }
   });
 
-  nb::class_<peakmem::Step>(m, "Step", "One statement of the trace and the live bytes after it.")
-      .def_ro("index", &peakmem::Step::index)
-      .def_ro("line", &peakmem::Step::line)
-      .def_ro("op", &peakmem::Step::op)
-      .def_ro("source", &peakmem::Step::source)
-      .def_ro("delta_bytes", &peakmem::Step::delta_bytes)
-      .def_ro("live_bytes", &peakmem::Step::live_bytes)
-      .def_ro("peak_bytes", &peakmem::Step::peak_bytes)
-      .def("__repr__", [](const peakmem::Step& s) {
+  nb::class_<PyStep>(m, "Step", "One statement of the trace and the live bytes after it.")
+      .def_ro("index", &PyStep::index)
+      .def_ro("line", &PyStep::line)
+      .def_ro("op", &PyStep::op)
+      .def_ro("source", &PyStep::source)
+      .def_ro("delta_bytes", &PyStep::delta_bytes)
+      .def_ro("live_bytes", &PyStep::live_bytes)
+      .def_ro("peak_bytes", &PyStep::peak_bytes)
+      .def("__repr__", [](const PyStep& s) {
         return "Step(index=" + std::to_string(s.index) + ", op='" + s.op +
                "', delta_bytes=" + std::to_string(s.delta_bytes) +
                ", live_bytes=" + std::to_string(s.live_bytes) + ")";
@@ -90,7 +110,7 @@ NB_MODULE(_core, m) {
       .def_ro("convention", &peakmem::Report::convention)
       .def_ro("live_at_peak", &peakmem::Report::live_at_peak)
       .def_prop_ro("breakdown", &Breakdown, "Ordered dict: key -> bytes (Thunder's keys)")
-      .def_ro("steps", &peakmem::Report::steps)
+      .def_prop_ro("steps", &Steps, "One Step per statement (empty when steps were not asked for)")
       .def_ro("diagnostics", &peakmem::Report::diagnostics)
       .def("to_json", [](const peakmem::Report& r, int indent) { return peakmem::ReportToJson(r, indent); },
            nb::arg("indent") = 2)

@@ -21,6 +21,14 @@ using peakmem::StatementKind;
 using peakmem::ValueId;
 using peakmem::ValueKind;
 
+// The UTF-8 text of a Python str, without a copy (valid while it lives).
+std::string_view Utf8(nb::handle str) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(str.ptr(), &size);
+  if (data == nullptr) throw nb::python_error();
+  return {data, static_cast<std::size_t>(size)};
+}
+
 enum class ProxyKind { kNotProxy, kTensor, kFutureTensor, kCollection, kNumber, kOther };
 
 // Thunder's classes and ids, looked up once per process.
@@ -76,6 +84,7 @@ class LiveReader {
   const std::string& DeviceOf(nb::handle device);
   const std::string& ModuleOf(nb::handle sym);
   void ReadParams(nb::handle trace);
+  static const peakmem::ValueType& Simple(ValueKind kind, const char* text);
 
   ThunderNames& names_;
   peakmem::TraceBuilder builder_;
@@ -161,10 +170,11 @@ void LiveReader::SetType(ValueId id, nb::handle proxy, ProxyKind kind) {
     case ProxyKind::kFutureTensor: {
       nb::object shape_owner = nb::steal(PyObject_GetAttr(proxy.ptr(), names_.shape_attr.ptr()));
       if (!shape_owner.is_valid()) throw nb::python_error();
-      std::vector<std::int64_t> shape;
+      peakmem::Dims shape;
       for (nb::handle d : shape_owner) {
         if (!PyLong_CheckExact(d.ptr())) {
-          Fail("symbolic dimension in the shape of '" + v.name + "': peakmem needs concrete shapes");
+          Fail("symbolic dimension in the shape of '" + std::string(v.name) +
+               "': peakmem needs concrete shapes");
         }
         shape.push_back(PyLong_AsLongLong(d.ptr()));
       }
@@ -175,13 +185,12 @@ void LiveReader::SetType(ValueId id, nb::handle proxy, ProxyKind kind) {
       peakmem::TypeStringError error;
       auto type = peakmem::MakeTensorType(DeviceOf(device), d->short_name, std::move(shape),
                                           kind == ProxyKind::kFutureTensor, &error);
-      if (!type) Fail("'" + v.name + "': " + error.message);
-      v.type = std::move(*type);
+      if (!type) Fail("'" + std::string(v.name) + "': " + error.message);
+      v.type = builder_.trace().InternType(std::move(*type));
       return;
     }
     case ProxyKind::kCollection: {
-      v.type.kind = ValueKind::kCollection;
-      v.type.text = "Collection";
+      v.type = &Simple(ValueKind::kCollection, "Collection");
       nb::object c = proxy.attr("collection")();
       if (PyList_Check(c.ptr())) v.container = ContainerKind::kList;
       else if (PyTuple_Check(c.ptr())) v.container = ContainerKind::kTuple;
@@ -190,12 +199,28 @@ void LiveReader::SetType(ValueId id, nb::handle proxy, ProxyKind kind) {
       return;
     }
     case ProxyKind::kNumber:
-      v.type.kind = ValueKind::kNumber;
+      v.type = &Simple(ValueKind::kNumber, "");
       return;
     default:
-      v.type.kind = ValueKind::kOpaque;
+      v.type = &Simple(ValueKind::kOpaque, "");
       return;
   }
+}
+
+// A shared type with only a kind (and a printed form).
+const peakmem::ValueType& LiveReader::Simple(ValueKind kind, const char* text) {
+  static const auto* types = [] {
+    auto* t = new std::vector<peakmem::ValueType>();
+    for (ValueKind k : {ValueKind::kCollection, ValueKind::kNumber, ValueKind::kOpaque}) {
+      peakmem::ValueType type;
+      type.kind = k;
+      type.text = k == ValueKind::kCollection ? "Collection" : "";
+      t->push_back(type);
+    }
+    return t;
+  }();
+  (void)text;
+  return (*types)[kind == ValueKind::kCollection ? 0 : kind == ValueKind::kNumber ? 1 : 2];
 }
 
 ValueId LiveReader::Define(nb::handle proxy) {
@@ -245,9 +270,9 @@ Expr LiveReader::ToExpr(nb::handle obj, int depth) {
   } else if (PyBool_Check(p)) {
     e.text = p == Py_True ? "True" : "False";
   } else if (PyLong_CheckExact(p) || PyFloat_CheckExact(p) || PyComplex_CheckExact(p)) {
-    e.text = nb::cast<std::string>(nb::repr(obj));
+    e.text = builder_.Keep(nb::cast<std::string>(nb::repr(obj)));
   } else {
-    e.text = std::string("<") + Py_TYPE(p)->tp_name + ">";
+    e.text = builder_.Intern(std::string("<") + Py_TYPE(p)->tp_name + ">");
   }
   return e;
 }
@@ -339,16 +364,16 @@ peakmem::Trace LiveReader::Read(nb::handle trace) {
       s.kind = StatementKind::kCall;
       nb::object name = nb::steal(PyObject_GetAttr(sym.ptr(), names_.sym_name_attr.ptr()));
       if (!name.is_valid()) throw nb::python_error();
-      s.symbol = nb::cast<std::string>(name);
-      s.callee = ModuleOf(sym) + s.symbol;
-      if (PyUnicode_Check(id.ptr())) s.symbol_id = nb::cast<std::string>(id);
+      s.symbol = builder_.Intern(Utf8(name));
+      s.callee = builder_.Intern(ModuleOf(sym) + std::string(s.symbol));
+      if (PyUnicode_Check(id.ptr())) s.symbol_id = builder_.Intern(Utf8(id));
       for (nb::handle a : args) s.args.push_back(ToExpr(a, 1));
       nb::object kwargs = nb::steal(PyObject_GetAttr(bsym.ptr(), names_.kwargs_attr.ptr()));
       if (!kwargs.is_valid()) throw nb::python_error();
       PyObject *key, *value;
       Py_ssize_t pos = 0;
       while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) {
-        s.kwargs.emplace_back(nb::cast<std::string>(nb::handle(key)), ToExpr(value, 1));
+        s.kwargs.emplace_back(builder_.Intern(Utf8(nb::handle(key))), ToExpr(value, 1));
       }
       s.outputs = ToPattern(output, 0);
       if (s.outputs.kind == Pattern::Kind::kIgnore) {

@@ -47,12 +47,16 @@ inline std::string ErrorOf(std::string text, const std::string& model = "thunder
   return "";
 }
 
-inline Breakdown Items(const Report& report) { return report.breakdown.items(); }
+inline Breakdown Items(const Report& report) {
+  Breakdown items;
+  for (const auto& [key, bytes] : report.breakdown.items()) items.emplace_back(key, bytes);
+  return items;
+}
 
 // The statement's outputs as names, flattened.
 inline std::vector<std::string> OutputNames(const Trace& trace, const Statement& s) {
   std::vector<std::string> names;
-  for (ValueId id : FlatOutputs(s)) names.push_back(trace.value(id).name);
+  for (ValueId id : FlatOutputs(s)) names.emplace_back(trace.value(id).name);
   return names;
 }
 

@@ -18,7 +18,7 @@ using testing_util::Parse;
 
 std::vector<std::string> Names(const Trace& trace, const std::vector<ValueId>& ids) {
   std::vector<std::string> names;
-  for (ValueId id : ids) names.push_back(trace.value(id).name);
+  for (ValueId id : ids) names.emplace_back(trace.value(id).name);
   return names;
 }
 
@@ -32,8 +32,8 @@ std::vector<StatementKind> Kinds(const Trace& trace) {
 // tensor or does not exist.
 std::int64_t BytesOf(const Trace& trace, const std::string& name) {
   const Value* v = FindValue(trace, name);
-  if (v == nullptr || !IsTensorKind(v->type.kind)) return -1;
-  return static_cast<std::int64_t>(v->type.bytes);
+  if (v == nullptr || !IsTensorKind(v->type->kind)) return -1;
+  return static_cast<std::int64_t>(v->type->bytes);
 }
 
 std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
@@ -98,12 +98,12 @@ TEST(TraceTextReader, ReadsArgumentTypeComments) {
   const Value* b = FindValue(parsed.trace, "b");
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(a->type.kind, ValueKind::kTensor);
-  EXPECT_EQ(a->type.device, "cpu");
-  EXPECT_EQ(a->type.bytes, 16u);
-  EXPECT_EQ(b->type.device, "cuda:0");
-  EXPECT_EQ(b->type.shape, (std::vector<std::int64_t>{2, 3}));
-  EXPECT_EQ(b->type.bytes, 12u);
+  EXPECT_EQ(a->type->kind, ValueKind::kTensor);
+  EXPECT_EQ(a->type->device, "cpu");
+  EXPECT_EQ(a->type->bytes, 16u);
+  EXPECT_EQ(b->type->device, "cuda:0");
+  EXPECT_EQ(b->type->shape, (Dims{2, 3}));
+  EXPECT_EQ(b->type->bytes, 12u);
   EXPECT_EQ(a->defined_at.line, 1);
   EXPECT_EQ(a->defined_at.column, 7);
 }
@@ -128,7 +128,7 @@ TEST(TraceTextReader, IgnoresUnusedMarkers) {
   EXPECT_EQ(BytesOf(parsed.trace, "a"), 16);
   const Value* b = FindValue(parsed.trace, "b");
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(b->type.kind, ValueKind::kUnknown);
+  EXPECT_EQ(b->type->kind, ValueKind::kUnknown);
   EXPECT_EQ(FindValue(parsed.trace, "_"), nullptr);
   EXPECT_EQ(parsed.trace.statements.size(), 1u);
 }
@@ -151,8 +151,8 @@ TEST(TraceTextReader, ReadsAnUnpack) {
   EXPECT_EQ(trace.value(unpack.source).name, "saved_for_backward");
   EXPECT_EQ(unpack.outputs.kind, Pattern::Kind::kTuple);
   EXPECT_EQ(OutputNames(trace, unpack), (std::vector<std::string>{"C0", "C1"}));
-  EXPECT_EQ(FindValue(trace, "C0")->type.kind, ValueKind::kCollection);
-  EXPECT_EQ(FindValue(trace, "C1")->type.kind, ValueKind::kCollection);
+  EXPECT_EQ(FindValue(trace, "C0")->type->kind, ValueKind::kCollection);
+  EXPECT_EQ(FindValue(trace, "C1")->type->kind, ValueKind::kCollection);
   EXPECT_EQ(unpack.SymbolName(), "unpack_sequence");
 }
 
@@ -336,7 +336,7 @@ TEST(TraceTextReader, LeavesAnUntypedOutputUnknown) {
   t0 = torch.neg(a)
   return t0
 )");
-  EXPECT_EQ(FindValue(parsed.trace, "t0")->type.kind, ValueKind::kUnknown);
+  EXPECT_EQ(FindValue(parsed.trace, "t0")->type->kind, ValueKind::kUnknown);
 }
 
 TEST(TraceTextReader, ReadsACallWithoutOutputs) {
@@ -553,10 +553,10 @@ TEST(TraceTextReader, TypesAnOutputFromANestedSubSymbol) {
   const Value* t101 = FindValue(trace, "t101");
   ASSERT_NE(t100, nullptr);
   ASSERT_NE(t101, nullptr);
-  EXPECT_EQ(t100->type.kind, ValueKind::kTensor);
-  EXPECT_EQ(t100->type.shape, (std::vector<std::int64_t>{2, 3}));
-  EXPECT_EQ(t100->type.bytes, 24u);
-  EXPECT_EQ(t101->type.bytes, 24u);
+  EXPECT_EQ(t100->type->kind, ValueKind::kTensor);
+  EXPECT_EQ(t100->type->shape, (Dims{2, 3}));
+  EXPECT_EQ(t100->type->bytes, 24u);
+  EXPECT_EQ(t101->type->bytes, 24u);
 }
 
 TEST(TraceTextReader, TypesFusionOutputsFromSubSymbols) {
@@ -643,8 +643,8 @@ TEST(TraceTextReader, ANameDefinedAgainAfterDelIsANewValue) {
   const ValueId first = FlatOutputs(trace.statements[0])[0];
   const ValueId second = FlatOutputs(trace.statements[2])[0];
   EXPECT_NE(first, second);
-  EXPECT_EQ(trace.value(first).type.bytes, 16u);
-  EXPECT_EQ(trace.value(second).type.bytes, 32u);
+  EXPECT_EQ(trace.value(first).type->bytes, 16u);
+  EXPECT_EQ(trace.value(second).type->bytes, 32u);
   EXPECT_EQ(trace.statements[1].deleted, (std::vector<ValueId>{first}));
   EXPECT_EQ(FlatArgs(trace.statements[3]), (std::vector<ValueId>{second}));
 }
@@ -789,7 +789,7 @@ TEST(TraceTextReader, ReadsDefaults) {
   ASSERT_TRUE(trace.params[1].default_value.has_value());
   EXPECT_EQ(trace.params[1].default_value->kind, Expr::Kind::kConstant);
   EXPECT_EQ(trace.params[1].default_value->text, "2");
-  EXPECT_EQ(FindValue(trace, "b")->type.kind, ValueKind::kNumber);
+  EXPECT_EQ(FindValue(trace, "b")->type->kind, ValueKind::kNumber);
 }
 
 TEST(TraceTextReader, ReadsVarArgsAndVarKwargs) {

@@ -91,7 +91,7 @@ TEST(ValueType, PackedFp4OfOddLengthIsNotAWholeNumberOfBytes) {
 TEST(ValueType, CpuDevice) {
   const ValueType type = MustParse("cpu f32[4]");
   EXPECT_EQ(type.device, "cpu");
-  EXPECT_EQ(type.shape, (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(type.shape, (Dims{4}));
   EXPECT_EQ(type.bytes, 16u);
   EXPECT_EQ(type.text, "cpu f32[4]");
 }
@@ -107,7 +107,7 @@ TEST(ValueType, CudaDeviceWithIndex) {
   EXPECT_EQ(MustParse("cuda:0 f32[2, 2]").device, "cuda:0");
   const ValueType type = MustParse("cuda:7 f16[3, 5]");
   EXPECT_EQ(type.device, "cuda:7");
-  EXPECT_EQ(type.shape, (std::vector<std::int64_t>{3, 5}));
+  EXPECT_EQ(type.shape, (Dims{3, 5}));
   EXPECT_EQ(type.bytes, 30u);
 }
 
