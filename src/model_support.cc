@@ -15,6 +15,12 @@ StepMaker::StepMaker(const ParsedTrace& parsed, Report* report)
 }
 
 std::string_view StepMaker::Op(const Statement& s) {
+  if (s.call_symbol != kNoCallSymbol) {
+    if (by_call_symbol_.size() <= s.call_symbol) by_call_symbol_.resize(s.call_symbol + 1);
+    std::string_view& kept = by_call_symbol_[s.call_symbol];
+    if (kept.data() == nullptr) kept = report_->strings->Save(s.symbol);
+    if (kept.data() != nullptr) return kept;
+  }
   const std::string_view name = s.SymbolName();
   auto [it, inserted] = ops_.try_emplace(name);
   if (inserted) it->second = report_->strings->Save(name);
@@ -40,9 +46,14 @@ Step StepMaker::Make(std::size_t index, std::int64_t delta, std::int64_t live) {
   return step;
 }
 
-void UnknownOps::Note(const Statement& statement) {
+OpLookup::OpLookup(const Trace& trace) {
+  ops_.reserve(trace.call_symbols.size());
+  for (const CallSymbol& c : trace.call_symbols) ops_.push_back(FindOp(c.symbol));
+}
+
+void UnknownOps::Note(const Statement& statement, const OpInfo* op) {
+  if (op != nullptr) return;
   const std::string_view name = statement.SymbolName();
-  if (FindOp(name) != nullptr) return;
   auto [it, inserted] = ops_.try_emplace(std::string(name), Seen{statement.source_line, 0});
   ++it->second.calls;
 }

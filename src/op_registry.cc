@@ -1,5 +1,7 @@
 #include "peakmem/op_registry.h"
 
+#include "absl/container/flat_hash_map.h"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -149,9 +151,10 @@ bool IsFusionName(std::string_view name) {
   return false;
 }
 
-const std::unordered_map<std::string_view, const OpInfo*>& Index() {
+// Abseil's flat map: FindOp runs once per statement per model.
+const absl::flat_hash_map<std::string_view, const OpInfo*>& Index() {
   static const auto* index = [] {
-    auto* m = new std::unordered_map<std::string_view, const OpInfo*>();
+    auto* m = new absl::flat_hash_map<std::string_view, const OpInfo*>();
     for (const OpInfo& op : Table()) m->emplace(op.name, &op);
     return m;
   }();

@@ -65,6 +65,7 @@ struct Storage {
   int made_at = -1;  // statement index; -1 for inputs
   Role role = Role::kIntermediate;
   bool alive = true;
+  std::uint64_t freed_seq = 0;  // which free this was (1-based); 0 while alive
 };
 
 struct Object {
@@ -72,7 +73,7 @@ struct Object {
   Kind kind = Kind::kOther;
   int refs = 0;
   StorageId storage = kNone;  // tensors
-  Dims shape;
+  const Dims* shape = nullptr;  // tensors: the shape of the value's type (shared)
   Dims strides;
   bool layout_known = true;
   std::vector<ObjectId> elements;  // containers
@@ -118,13 +119,15 @@ class RuntimeModel {
         contents_(CollectionContents(trace_)),
         object_of_(trace_.values.size(), kNone),
         bound_(trace_.values.size(), false) {
+    // About one object and one storage per value; growing would copy them all.
+    objects_.reserve(trace_.values.size() + 16);
+    storages_.reserve(trace_.values.size() + 16);
     convention_ = options.convention == CallingConvention::kAuto ? InferCallingConvention(trace_)
                                                                 : options.convention;
   }
 
-  // Runs the whole trace; when `snapshot_step` >= 0, stops inside that step
-  // at its peak and records the live storages.
-  Report Run(int snapshot_step, std::int64_t peak_target);
+  // Runs the whole trace and lists the storages alive at the peak.
+  Report Run();
 
  private:
   // ---- heap
@@ -153,7 +156,7 @@ class RuntimeModel {
   void ExecuteReturn(const Statement& s);
 
   // ---- op semantics
-  ObjectId FirstTensorArg(const Statement& s, const Expr** expr_out = nullptr) const;
+  ObjectId FirstTensorArg(const Statement& s, const Expr** expr_out = nullptr);
   ObjectId ArgObject(const Statement& s, std::size_t index) const;
   Dims ViewStrides(const Statement& s, const OpInfo& op, const Object& input, const Value& out,
                    std::size_t output_index, bool* known);
@@ -184,17 +187,23 @@ class RuntimeModel {
   std::int64_t tensor_peak_ = 0;
   std::int64_t step_peak_ = 0;
   int current_step_ = -1;
-  int snapshot_step_ = -2;  // -2: no snapshot; -1: during argument set-up
-  std::int64_t peak_target_ = -1;
-  bool snapshot_taken_ = false;
-  std::int64_t snapshot_scratch_ = 0;
+  std::uint64_t frees_ = 0;            // storages freed so far
+  std::size_t peak_storages_ = 0;      // storages allocated when the peak was reached
+  std::uint64_t peak_frees_ = 0;       // frees done by then
+  std::int64_t snapshot_scratch_ = 0;  // op scratch live at the peak
   std::vector<LiveTensor> snapshot_;
   Report report_;
   std::set<std::string> diagnosed_;
   // Storages allocated (+bytes) or freed (-bytes) in the current step.
   std::vector<std::pair<ValueId, std::int64_t>> step_names_;
   UnknownOps unknown_;
+  OpLookup ops_{trace_};
   std::string key_;  // breakdown key being built (reused)
+  // Buffers reused by every statement (no allocation per op).
+  std::vector<ValueId> flat_args_;
+  std::vector<ValueId> flat_outs_;
+  std::vector<ObjectId> results_;
+  std::vector<Operand> operands_;
 };
 
 // ---------------------------------------------------------------- heap
@@ -223,7 +232,7 @@ ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
   const ObjectId id = NewObject(Object::Kind::kTensor);
   Object& o = objects_[id];
   o.storage = storage;
-  o.shape = ValueOf(value).type->shape;
+  o.shape = &ValueOf(value).type->shape;
   o.strides = std::move(strides);
   o.layout_known = layout_known;
   ++storages_[storage].tensors;
@@ -252,6 +261,7 @@ void RuntimeModel::DecRef(ObjectId id) {
     if (--s.tensors == 0) {
       if (!s.alive) throw std::logic_error("peakmem runtime model: storage freed twice");
       s.alive = false;
+      s.freed_seq = ++frees_;
       Free(s.bytes);
       if (s.named != kNoValue && s.bytes > 0) step_names_.emplace_back(s.named, -s.bytes);
     }
@@ -299,39 +309,59 @@ void RuntimeModel::NotePeak(std::int64_t extra) {
   step_peak_ = std::max(step_peak_, now);
   tensor_peak_ = std::max(tensor_peak_, live_);
   if (now > peak_) {
+    // Remember the moment, not the storages: what was alive then is
+    // recovered at the end from allocation order and free order.
     peak_ = now;
     report_.peak_step = current_step_;
-  }
-  if (current_step_ == snapshot_step_ && !snapshot_taken_ && now == peak_target_) {
+    peak_storages_ = storages_.size();
+    peak_frees_ = frees_;
     snapshot_scratch_ = extra;
-    Snapshot();
   }
 }
 
+// The storages alive at the peak: allocated before it (storages are numbered
+// in allocation order) and not freed by then (freed_seq counts frees).
 void RuntimeModel::Snapshot() {
-  snapshot_taken_ = true;
-  for (const Storage& s : storages_) {
-    if (!s.alive || s.bytes == 0) continue;
+  // Sort small records (largest first, ties in allocation order; the op
+  // scratch last among equals), then build the LiveTensors.
+  struct Entry {
+    std::int64_t bytes;
+    std::size_t storage;  // storages_.size() for the op scratch
+  };
+  std::vector<Entry> entries;
+  for (std::size_t i = 0; i < peak_storages_; ++i) {
+    const Storage& s = storages_[i];
+    if ((!s.alive && s.freed_seq <= peak_frees_) || s.bytes == 0) continue;
+    entries.push_back({s.bytes, i});
+  }
+  const bool scratch = snapshot_scratch_ > 0 && report_.peak_step >= 0;
+  if (scratch) entries.push_back({snapshot_scratch_, storages_.size()});
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.bytes > b.bytes; });
+  snapshot_.reserve(entries.size());
+  for (const Entry& e : entries) {
     LiveTensor t;
-    t.name = s.named == kNoValue ? "?" : std::string(ValueOf(s.named).name);
-    t.bytes = s.bytes;
-    if (s.made_at >= 0) {
-      const Statement& st = trace_.statements[s.made_at];
+    t.bytes = e.bytes;
+    if (e.storage == storages_.size()) {
+      const Statement& st = trace_.statements[report_.peak_step];
+      t.name = "(scratch)";
       t.made_by = std::string(st.SymbolName());
       t.line = st.source_line;
+      t.role = "scratch";
     } else {
-      t.made_by = "caller";
+      const Storage& s = storages_[e.storage];
+      t.name = s.named == kNoValue ? "?" : std::string(ValueOf(s.named).name);
+      if (s.made_at >= 0) {
+        const Statement& st = trace_.statements[s.made_at];
+        t.made_by = std::string(st.SymbolName());
+        t.line = st.source_line;
+      } else {
+        t.made_by = "caller";
+      }
+      t.role = RoleName(s.role);
     }
-    t.role = RoleName(s.role);
     snapshot_.push_back(std::move(t));
   }
-  if (snapshot_scratch_ > 0) {
-    const Statement& st = trace_.statements[current_step_];
-    snapshot_.push_back({"(scratch)", snapshot_scratch_, std::string(st.SymbolName()), st.source_line,
-                         "scratch"});
-  }
-  std::stable_sort(snapshot_.begin(), snapshot_.end(),
-                   [](const LiveTensor& a, const LiveTensor& b) { return a.bytes > b.bytes; });
 }
 
 // ---------------------------------------------------------------- values
@@ -476,20 +506,26 @@ ObjectId RuntimeModel::ArgObject(const Statement& s, std::size_t index) const {
   return bound_[v] ? object_of_[v] : kNone;
 }
 
-ObjectId RuntimeModel::FirstTensorArg(const Statement& s, const Expr** expr_out) const {
-  for (ValueId v : FlatArgs(s)) {
-    if (IsTensorKind(ValueOf(v).type->kind) && bound_[v] &&
-        objects_[object_of_[v]].kind == Object::Kind::kTensor) {
-      (void)expr_out;
-      return object_of_[v];
-    }
+ObjectId RuntimeModel::FirstTensorArg(const Statement& s, const Expr** expr_out) {
+  (void)expr_out;
+  auto tensor = [&](ValueId v) {
+    return bound_[v] && IsTensorKind(ValueOf(v).type->kind) &&
+           objects_[object_of_[v]].kind == Object::Kind::kTensor;
+  };
+  // Usually the first positional argument: no flattening needed.
+  if (!s.args.empty() && s.args[0].kind == Expr::Kind::kValue && tensor(s.args[0].value)) {
+    return object_of_[s.args[0].value];
+  }
+  FlatArgs(s, &flat_args_);
+  for (ValueId v : flat_args_) {
+    if (tensor(v)) return object_of_[v];
   }
   return kNone;
 }
 
 Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Object& input,
                                const Value& out, std::size_t output_index, bool* known) {
-  const Dims& in_shape = input.shape;
+  const Dims& in_shape = *input.shape;
   const Dims& in_strides = input.strides;
   const Dims& out_shape = out.type->shape;
   *known = input.layout_known;
@@ -638,8 +674,8 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     const Object& o = objects_[object_of_[a.value]];
     if (o.kind != Object::Kind::kTensor) continue;
     ++operands;
-    if (o.shape.size() != 2) return 0;  // only plain 2-D products are modelled
-    const std::int64_t rows = o.shape[0], cols = o.shape[1];
+    if (o.shape->size() != 2) return 0;  // only plain 2-D products are modelled
+    const std::int64_t rows = (*o.shape)[0], cols = (*o.shape)[1];
     const std::int64_t s0 = o.strides[0], s1 = o.strides[1];
     const bool row_major = (s1 == 1 || cols == 1) && s0 >= std::max<std::int64_t>(1, cols);
     const bool col_major = (s0 == 1 || rows == 1) && s1 >= std::max<std::int64_t>(1, rows);
@@ -656,12 +692,14 @@ Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const 
   if (op == nullptr) return ContiguousStrides(shape);
   switch (op->layout) {
     case LayoutRule::kElementwise: {
-      std::vector<Operand> operands;
-      for (ValueId v : FlatArgs(s)) {
+      std::vector<Operand>& operands = operands_;
+      operands.clear();
+      FlatArgs(s, &flat_args_);
+      for (ValueId v : flat_args_) {
         if (!IsTensorKind(ValueOf(v).type->kind) || !bound_[v]) continue;
         const Object& o = objects_[object_of_[v]];
-        if (o.kind != Object::Kind::kTensor || o.shape.size() > shape.size()) continue;
-        operands.push_back({&o.shape, &o.strides});
+        if (o.kind != Object::Kind::kTensor || o.shape->size() > shape.size()) continue;
+        operands.push_back({o.shape, &o.strides});
       }
       if (operands.empty()) return ContiguousStrides(shape);
       return ElementwiseOutputStrides(shape, operands);
@@ -684,7 +722,7 @@ Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const 
     }
     case LayoutRule::kPreserve: {
       const ObjectId in = FirstTensorArg(s);
-      if (in != kNone && objects_[in].shape == shape) {
+      if (in != kNone && *objects_[in].shape == shape) {
         return PreserveFormatStrides(shape, objects_[in].strides);
       }
       return ContiguousStrides(shape);
@@ -695,15 +733,16 @@ Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const 
 }
 
 void RuntimeModel::ExecuteCall(const Statement& s) {
-  unknown_.Note(s);
-  const OpInfo* op = FindOp(s.symbol);
+  const OpInfo* op = ops_.Find(s);
+  unknown_.Note(s, op);
   const OpEffect effect = op == nullptr ? OpEffect::kAllocates : op->effect;
-  const std::vector<ValueId> outputs = FlatOutputs(s);
+  std::vector<ValueId>& outputs = flat_outs_;
+  FlatOutputs(s, &outputs);
 
   // Scratch the op allocates and frees before it returns, on top of its
   // inputs (and, per the rule, its outputs).
   ScratchEstimate scratch =
-      options_.model_scratch ? EstimateScratch(trace_, s) : ScratchEstimate{};
+      options_.model_scratch ? EstimateScratch(trace_, s, op) : ScratchEstimate{};
   if (options_.model_scratch) scratch.with_outputs += MatmulOperandClones(s);
   if (scratch.before_outputs > 0) NotePeak(scratch.before_outputs);
 
@@ -724,8 +763,10 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
         if (op->returned_arg >= 0) {
           in = ArgObject(s, static_cast<std::size_t>(op->returned_arg));
         } else {
-          const std::vector<ValueId> flat = FlatArgs(s);
-          if (index < flat.size() && bound_[flat[index]]) in = object_of_[flat[index]];
+          FlatArgs(s, &flat_args_);
+          if (index < flat_args_.size() && bound_[flat_args_[index]]) {
+            in = object_of_[flat_args_[index]];
+          }
         }
         if (in != kNone && objects_[in].kind == Object::Kind::kTensor) return in;
         Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(s.symbol) +
@@ -750,18 +791,19 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
                    "' copies depends on strides peakmem did not follow; assumed a view");
         }
         if (op->layout == LayoutRule::kReshape) {
-          if (auto strides = ComputeViewStrides(input.shape, input.strides, v.type->shape)) {
+          if (auto strides = ComputeViewStrides(*input.shape, input.strides, v.type->shape)) {
             return NewTensor(out, input.storage, std::move(*strides), input.layout_known);
           }
           return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
         }
         if (s.symbol == "contiguous") {
-          if (IsContiguous(input.shape, input.strides)) return in;  // returns self
+          if (IsContiguous(*input.shape, input.strides)) return in;  // returns self
           return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
         }
         // to / type_as: self when dtype and device do not change and no copy is asked.
         const Value& in_value = [&]() -> const Value& {
-          for (ValueId a : FlatArgs(s)) {
+          FlatArgs(s, &flat_args_);
+          for (ValueId a : flat_args_) {
             if (bound_[a] && object_of_[a] == in) return ValueOf(a);
           }
           return v;
@@ -771,7 +813,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
           if (name == "copy" && e.kind == Expr::Kind::kConstant && e.text == "True") copy = true;
         }
         if (!copy && in_value.type->dtype == v.type->dtype && in_value.type->device == v.type->device &&
-            input.shape == v.type->shape) {
+            *input.shape == v.type->shape) {
           return in;
         }
         return NewAllocatedTensor(out, PreserveFormatStrides(v.type->shape, input.strides),
@@ -789,7 +831,8 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
   };
 
   // Outputs are created in order, then bound (Python binds after the call).
-  std::vector<ObjectId> results;
+  std::vector<ObjectId>& results = results_;
+  results.clear();
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const ObjectId o = result_for(outputs[i], i);
     IncRef(o);  // held by the call's result until bound
@@ -881,15 +924,14 @@ void RuntimeModel::Execute(std::size_t index) {
   }
 }
 
-Report RuntimeModel::Run(int snapshot_step, std::int64_t peak_target) {
-  snapshot_step_ = snapshot_step;
-  peak_target_ = peak_target;
+Report RuntimeModel::Run() {
   report_.model = "runtime";
   report_.trace_name = trace_.source_name;
   report_.convention = CallingConventionName(convention_);
   SetUpArguments();
   StepMaker steps(parsed_, &report_);
   if (report_options_.steps) report_.steps.reserve(trace_.statements.size());
+  report_.breakdown.Reserve(trace_.statements.size());
   for (std::size_t i = 0; i < trace_.statements.size(); ++i) {
     current_step_ = static_cast<int>(i);
     const std::int64_t before = live_;
@@ -915,6 +957,7 @@ Report RuntimeModel::Run(int snapshot_step, std::int64_t peak_target) {
   report_.peak_bytes = peak_;
   report_.final_bytes = live_;
   report_.tensor_peak_bytes = tensor_peak_;
+  Snapshot();
   report_.live_at_peak = std::move(snapshot_);
   unknown_.AppendDiagnostics(&report_.diagnostics, "counted as allocating its outputs");
   return std::move(report_);
@@ -924,12 +967,7 @@ Report RuntimeModel::Run(int snapshot_step, std::int64_t peak_target) {
 
 Report RunRuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options,
                        const ReportOptions& report_options) {
-  // Two passes: the first finds the peak, the second stops there to list
-  // what is alive (cheaper than snapshotting at every new maximum).
-  ReportOptions first_pass;
-  first_pass.steps = false;
-  const Report first = RuntimeModel(parsed, options, first_pass).Run(-2, -1);
-  return RuntimeModel(parsed, options, report_options).Run(first.peak_step, first.peak_bytes);
+  return RuntimeModel(parsed, options, report_options).Run();
 }
 
 }  // namespace peakmem

@@ -67,12 +67,15 @@ ScratchEstimate VjpScratch(const Trace& trace, const Statement& s) {
 }
 
 ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s) {
+  return EstimateScratch(trace, s, FindOp(s.symbol));
+}
+
+ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const OpInfo* op) {
   ScratchEstimate out;
   if (s.kind != StatementKind::kCall) return out;
   if (s.symbol.size() > 4 && s.symbol.compare(s.symbol.size() - 4, 4, "_vjp") == 0) {
     return VjpScratch(trace, s);
   }
-  const OpInfo* op = FindOp(s.symbol);
   if (op == nullptr || op->layout != LayoutRule::kElementwise) return out;
   // The dtype the op computes in: that of its first tensor argument.
   const Value* tensor = nullptr;

@@ -1,6 +1,7 @@
 #include "peakmem/source.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace peakmem {
 namespace {
@@ -44,15 +45,22 @@ std::string Render(const std::string& file, SourceLocation loc, const std::strin
 SourceFile::SourceFile(std::string name, std::string text)
     : name_(std::move(name)), text_(std::move(text)) {
   line_starts_.push_back(0);
-  for (std::size_t i = 0; i < text_.size(); ++i) {
-    if (text_[i] == '\n' && i + 1 < text_.size()) line_starts_.push_back(i + 1);
+  const char* const begin = text_.data();
+  const char* const end = begin + text_.size();
+  for (const char* p = begin; p < end;) {
+    const auto* nl = static_cast<const char*>(std::memchr(p, '\n', end - p));
+    if (nl == nullptr || nl + 1 >= end) break;
+    line_starts_.push_back(static_cast<std::size_t>(nl + 1 - begin));
+    p = nl + 1;
   }
 }
 
 std::string_view SourceFile::Line(int line) const {
   if (line < 1 || line > line_count()) return {};
   const std::size_t begin = line_starts_[line - 1];
-  std::size_t end = text_.find('\n', begin);
+  // The line ends where the next one starts (minus its '\n'); the last
+  // line ends at the first '\n' or the end of the text.
+  std::size_t end = line < line_count() ? line_starts_[line] - 1 : text_.find('\n', begin);
   if (end == std::string::npos) end = text_.size();
   if (end > begin && text_[end - 1] == '\r') --end;
   return std::string_view(text_).substr(begin, end - begin);

@@ -81,6 +81,7 @@ class ThunderModel {
   ModelErrors errors_{parsed_};
   std::string key_;            // breakdown key being built (reused: no allocation per step)
   std::vector<ValueId> flat_;  // flattened arguments or outputs (reused)
+  std::vector<char> alias_;    // call_symbol -> Thunder alias op
 };
 
 void ThunderModel::CountArgument(ValueId id, std::int64_t* allocated, int depth) {
@@ -253,8 +254,12 @@ Report ThunderModel::Run() {
   std::int64_t allocated = CountArguments();
   std::int64_t max_allocated = 0;
   UnknownOps unknown;
+  const OpLookup ops(trace_);
+  // Whether each distinct call is one of Thunder's alias ops (by its id).
+  for (const CallSymbol& c : trace_.call_symbols) alias_.push_back(IsThunderAlias(c.symbol_id));
   StepMaker steps(parsed_, &report_);
   if (report_options_.steps) report_.steps.reserve(trace_.statements.size());
+  report_.breakdown.Reserve(trace_.statements.size());
   for (std::size_t i = 0; i < trace_.statements.size(); ++i) {
     const Statement& s = trace_.statements[i];
     const std::int64_t before = allocated;
@@ -273,10 +278,13 @@ Report ThunderModel::Run() {
         // the older `clear_collection` falls through to the default rule.
         allocated = CheckedAdd(allocated, s.legacy_clear ? Default(s) : Clear(s), s.at);
         break;
-      case StatementKind::kCall:
-        unknown.Note(s);
-        allocated = CheckedAdd(allocated, IsThunderAlias(s.symbol_id) ? Alias(s) : Default(s), s.at);
+      case StatementKind::kCall: {
+        unknown.Note(s, ops.Find(s));
+        const bool alias = s.call_symbol < alias_.size() ? alias_[s.call_symbol] != 0
+                                                         : IsThunderAlias(s.symbol_id);
+        allocated = CheckedAdd(allocated, alias ? Alias(s) : Default(s), s.at);
         break;
+      }
     }
     if (!skipped && allocated > max_allocated) {
       max_allocated = allocated;

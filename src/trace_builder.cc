@@ -24,6 +24,23 @@ std::string_view TraceBuilder::Intern(std::string_view text) {
   return kept;
 }
 
+void TraceBuilder::SetCallSymbol(Statement* s, std::string_view callee, std::string_view symbol,
+                                 std::string_view symbol_id) {
+  auto it = call_symbols_.find(std::make_tuple(callee, symbol, symbol_id));
+  if (it == call_symbols_.end()) {
+    const CallSymbol kept{Intern(callee), Intern(symbol), Intern(symbol_id)};
+    const auto index = static_cast<std::uint32_t>(trace_.call_symbols.size());
+    trace_.call_symbols.push_back(kept);
+    it = call_symbols_.emplace(std::make_tuple(kept.callee, kept.symbol, kept.symbol_id), index)
+             .first;
+  }
+  const CallSymbol& kept = trace_.call_symbols[it->second];
+  s->callee = kept.callee;
+  s->symbol = kept.symbol;
+  s->symbol_id = kept.symbol_id;
+  s->call_symbol = it->second;
+}
+
 ValueId TraceBuilder::Define(std::string_view name, SourceLocation at) {
   const auto id = static_cast<ValueId>(trace_.values.size());
   auto [it, inserted] = live_.try_emplace(name, id);

@@ -424,12 +424,14 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
         s.symbol = dot == std::string::npos ? s.callee : s.callee.substr(dot + 1);
       }
       if (!have_outputs) s.outputs.kind = Pattern::Kind::kTuple;
+      builder_.SetCallSymbol(&s, s.callee, s.symbol, s.symbol_id);
       break;
     case StatementKind::kClear:
       if (s.source == kNoValue) Fail(at, "a clear needs a 'source'");
       if (s.callee.empty()) s.callee = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
       if (s.symbol.empty()) s.symbol = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
       if (s.symbol_id.empty()) s.symbol_id = s.symbol;
+      builder_.SetCallSymbol(&s, s.callee, s.symbol, s.symbol_id);
       break;
     case StatementKind::kUnpack:
     case StatementKind::kAssign:

@@ -191,6 +191,7 @@ class TextReader {
   const LogicalLine* line_ = nullptr;
   LogicalLine current_;
   std::string joined_;  // the pieces of a statement spanning several lines
+  absl::flat_hash_map<std::string_view, std::uint32_t> callees_;  // callee -> call_symbol
   std::size_t pos_ = 0;
   std::size_t end_ = 0;
 };
@@ -803,9 +804,7 @@ void TextReader::ReadStatement() {
     if ((last == "clear_mutable_collection" || last == "clear_collection") &&
         assign == std::string::npos) {
       s.kind = StatementKind::kClear;
-      s.callee = callee;
-      s.symbol = last;
-      s.symbol_id = s.symbol;
+      builder_.SetCallSymbol(&s, callee, last, last);
       s.legacy_clear = last == "clear_collection";
       if (rhs.items.size() != 1 || rhs.items[0].kind != Expr::Kind::kValue) {
         Fail(rhs.at, std::string(last) + " expects one collection name");
@@ -815,12 +814,24 @@ void TextReader::ReadStatement() {
       return;
     }
     s.kind = StatementKind::kCall;
-    s.callee = callee;
-    s.symbol = SymbolOf(callee);
-    // Executor ops' ids are their names; prims' ids are enum values and
-    // ltorch's are qualified ("torch.reshape"): neither is a plain name.
-    const bool qualified_id = callee.rfind("prims.", 0) == 0 || callee.rfind("ltorch.", 0) == 0;
-    if (!qualified_id) s.symbol_id = s.symbol;
+    // The symbol and id follow from the callee alone: work them out once
+    // per distinct callee.
+    auto known = callees_.find(callee);
+    if (known != callees_.end()) {
+      const CallSymbol& c = trace_.call_symbols[known->second];
+      s.callee = c.callee;
+      s.symbol = c.symbol;
+      s.symbol_id = c.symbol_id;
+      s.call_symbol = known->second;
+    } else {
+      const std::string_view symbol = SymbolOf(callee);
+      // Executor ops' ids are their names; prims' ids are enum values and
+      // ltorch's are qualified ("torch.reshape"): neither is a plain name.
+      const bool qualified_id =
+          callee.rfind("prims.", 0) == 0 || callee.rfind("ltorch.", 0) == 0;
+      builder_.SetCallSymbol(&s, callee, symbol, qualified_id ? std::string_view() : symbol);
+      callees_.emplace(s.callee, s.call_symbol);
+    }
     const std::size_t positional = rhs.items.size() - rhs.keywords.size();
     for (std::size_t i = 0; i < rhs.items.size(); ++i) {
       if (i < positional) {

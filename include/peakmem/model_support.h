@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 
+#include "peakmem/op_registry.h"
 #include "peakmem/report.h"
 #include "peakmem/trace_text_reader.h"
 
@@ -39,12 +40,27 @@ class StepMaker {
   const ParsedTrace& parsed_;
   Report* report_;
   absl::flat_hash_map<std::string_view, std::string_view> ops_;  // trace's view -> report's
+  std::vector<std::string_view> by_call_symbol_;  // call_symbol -> report's view (empty: not yet)
+};
+
+// The op registry entry of each call, found once per distinct call symbol
+// (Trace::call_symbols) rather than by hashing the name on every statement.
+class OpLookup {
+ public:
+  explicit OpLookup(const Trace& trace);
+  const OpInfo* Find(const Statement& s) const {
+    return s.call_symbol < ops_.size() ? ops_[s.call_symbol] : FindOp(s.symbol);
+  }
+
+ private:
+  std::vector<const OpInfo*> ops_;
 };
 
 // Ops missing from the op registry, with where they first appear.
 class UnknownOps {
  public:
-  void Note(const Statement& statement);
+  // `op` is the statement's registry entry (nullptr: unknown).
+  void Note(const Statement& statement, const OpInfo* op);
   // One line per unknown op: "op 'foo' (line 12, 3 calls) is not in ...; <consequence>".
   void AppendDiagnostics(std::vector<std::string>* out, const std::string& consequence) const;
 

@@ -25,6 +25,11 @@ namespace peakmem {
 class OrderedBreakdown {
  public:
   void Set(std::string_view key, std::int64_t bytes);
+  // Makes room for `keys` keys (saves rehashing on big traces).
+  void Reserve(std::size_t keys) {
+    items_.reserve(keys);
+    index_.reserve(keys);
+  }
   const std::vector<std::pair<std::string_view, std::int64_t>>& items() const { return items_; }
   std::size_t size() const { return items_.size(); }
 

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "peakmem/op_registry.h"
 #include "peakmem/trace.h"
 
 namespace peakmem {
@@ -29,5 +30,8 @@ struct ScratchEstimate {
 };
 
 ScratchEstimate EstimateScratch(const Trace& trace, const Statement& statement);
+// The same, given the op's registry entry (FindOp(statement.symbol)), which
+// the caller has already looked up.
+ScratchEstimate EstimateScratch(const Trace& trace, const Statement& statement, const OpInfo* op);
 
 }  // namespace peakmem

@@ -80,6 +80,17 @@ struct SubSymbol {
   std::vector<SubSymbol> children;
 };
 
+// What an op call names: the printed callee, Thunder's symbol name and id.
+// Equal triples are stored once per trace (Trace::call_symbols), so models
+// can keep per-op facts (the registry entry, ...) in a vector indexed by
+// Statement::call_symbol instead of hashing names on every statement.
+struct CallSymbol {
+  std::string_view callee;
+  std::string_view symbol;
+  std::string_view symbol_id;
+};
+inline constexpr std::uint32_t kNoCallSymbol = 0xFFFFFFFFu;
+
 enum class StatementKind : std::uint8_t {
   kCall,    // outputs = callee(args, kwargs)   (outputs may be empty)
   kUnpack,  // a, b, = source   (also `# C1 (empty sequence)`)
@@ -109,6 +120,10 @@ struct Statement {
   // whose ids are enum values or qualified names).
   std::string_view symbol;
   std::string_view symbol_id;
+  // Index of (callee, symbol, symbol_id) in Trace::call_symbols, or
+  // kNoCallSymbol when the reader did not intern it (models then look the
+  // names up directly).
+  std::uint32_t call_symbol = kNoCallSymbol;
 
   // `symbol` for calls and clears; Thunder's names for the other kinds
   // (python_del, python_return, unpack_sequence).
@@ -130,6 +145,7 @@ struct Trace {
   std::vector<Parameter> params;
   std::vector<Value> values;
   std::vector<Statement> statements;
+  std::vector<CallSymbol> call_symbols;  // distinct op names (see CallSymbol)
 
   const Value& value(ValueId id) const { return values[id]; }
   Value& value(ValueId id) { return values[id]; }

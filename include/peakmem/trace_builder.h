@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 
@@ -43,6 +44,10 @@ class TraceBuilder {
   // Like Keep, but equal strings share one copy: for callees, symbols and
   // keyword names, which repeat on every statement.
   std::string_view Intern(std::string_view text);
+  // Sets the statement's callee, symbol and id (interned) and its
+  // call_symbol index (equal triples share one).
+  void SetCallSymbol(Statement* s, std::string_view callee, std::string_view symbol,
+                     std::string_view symbol_id);
 
   Trace& trace() { return trace_; }
   const SourceFile& source() const { return *source_; }
@@ -58,6 +63,9 @@ class TraceBuilder {
   NameMap<int> deleted_;  // name -> line of its `del`
   NameMap<const ValueType*> types_;  // type string -> parsed type
   NameMap<std::string_view> interned_;
+  absl::flat_hash_map<std::tuple<std::string_view, std::string_view, std::string_view>,
+                      std::uint32_t>
+      call_symbols_;
 };
 
 }  // namespace peakmem
