@@ -79,15 +79,13 @@ std::string_view LastComponent(std::string_view s) {
   return dot == std::string_view::npos ? s : s.substr(dot + 1);
 }
 
-void Collect(const std::vector<SubSymbol>& nodes, std::vector<SubCall>* calls) {
-  for (const SubSymbol& node : nodes) {
+void Collect(std::span<const SubSymbol> nodes, std::vector<SubCall>* calls) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    // Only the leaves (prims) say what the region computes; a node is a
+    // leaf when the next one is not deeper.
+    const bool leaf = i + 1 == nodes.size() || nodes[i + 1].depth <= nodes[i].depth;
     SubCall call;
-    // Only the leaves (prims) say what the region computes.
-    if (node.children.empty()) {
-      if (ParseSubCall(node.text, &call)) calls->push_back(call);
-    } else {
-      Collect(node.children, calls);
-    }
+    if (leaf && ParseSubCall(nodes[i].text, &call)) calls->push_back(call);
   }
 }
 
@@ -98,7 +96,7 @@ std::int64_t FusionOutputBytes(const Trace& trace, const Statement& s, ValueId o
   const auto dense = static_cast<std::int64_t>(v.type->bytes);
   if (s.symbol.rfind("nvFusion", 0) != 0 || s.subsymbols.empty()) return dense;
   std::vector<SubCall> calls;
-  Collect(s.subsymbols, &calls);
+  Collect(trace.SubSymbolsOf(s), &calls);
   std::map<std::string_view, Mask> masks;
   std::map<std::string_view, std::vector<std::int64_t>> shapes;
   for (const SubCall& c : calls) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <iterator>
 
 #include <nlohmann/json.hpp>
@@ -46,9 +47,13 @@ void AppendJsonString(std::string_view text, std::string* out) {
 // Writes `items` as a JSON array or object in nlohmann::json's layout
 // (dump(indent)): one element per line at `level`+1, or compact when
 // indent < 0. `write(i, out)` appends element i.
+// Output is built in a buffer handed to the sink whenever it passes this
+// size, so a report of 10^6 steps never sits in memory whole.
+constexpr std::size_t kFlushBytes = 1 << 20;
+
 template <typename Write>
 void AppendJsonList(std::size_t count, int indent, int level, char open, char close,
-                    Write write, std::string* out) {
+                    Write write, std::string* out, const ReportSink& sink) {
   *out += open;
   if (count == 0) {
     *out += close;
@@ -59,6 +64,10 @@ void AppendJsonList(std::size_t count, int indent, int level, char open, char cl
     if (i) *out += ',';
     *out += pad;
     write(i, out);
+    if (out->size() >= kFlushBytes) {
+      sink(*out);
+      out->clear();
+    }
   }
   if (indent >= 0) {
     *out += '\n';
@@ -69,7 +78,7 @@ void AppendJsonList(std::size_t count, int indent, int level, char open, char cl
 
 }  // namespace
 
-std::string ReportToJson(const Report& report, int indent) {
+void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
   nlohmann::ordered_json j;
   j["model"] = report.model;
   j["trace"] = report.trace_name;
@@ -94,9 +103,17 @@ std::string ReportToJson(const Report& report, int indent) {
   j["live_at_peak"] = std::move(live);
   j["diagnostics"] = report.diagnostics;
   const std::string head = j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-
   const char* colon = indent >= 0 ? ": " : ":";
-  std::string breakdown;
+  const std::string breakdown_placeholder = std::string("\"breakdown\"") + colon + "null";
+  const std::string steps_placeholder = std::string("\"steps\"") + colon + "null";
+  const std::size_t b = head.find(breakdown_placeholder);
+  const std::size_t st = head.find(steps_placeholder, b);
+  const std::size_t b_end = b + breakdown_placeholder.size();
+  const std::size_t st_end = st + steps_placeholder.size();
+
+  std::string out;
+  out.reserve(kFlushBytes + 4096);
+  out.append(head, 0, b_end - 4);
   const auto& items = report.breakdown.items();
   AppendJsonList(
       items.size(), indent, 1, '{', '}',
@@ -105,10 +122,8 @@ std::string ReportToJson(const Report& report, int indent) {
         *out += colon;
         fmt::format_to(std::back_inserter(*out), "{}", items[i].second);
       },
-      &breakdown);
-
-  std::string steps;
-  steps.reserve(report.steps.size() * (indent >= 0 ? 220 : 140));
+      &out, sink);
+  out.append(head, b_end, st_end - 4 - b_end);
   const std::string field_pad = indent >= 0 ? "\n" + std::string(3 * indent, ' ') : "";
   AppendJsonList(
       report.steps.size(), indent, 1, '[', ']',
@@ -143,24 +158,29 @@ std::string ReportToJson(const Report& report, int indent) {
         }
         *out += '}';
       },
-      &steps);
-
-  std::string out;
-  out.reserve(head.size() + breakdown.size() + steps.size() + 1);
-  const std::string breakdown_placeholder = std::string("\"breakdown\"") + colon + "null";
-  const std::string steps_placeholder = std::string("\"steps\"") + colon + "null";
-  const std::size_t b = head.find(breakdown_placeholder);
-  const std::size_t st = head.find(steps_placeholder, b);
-  out.append(head, 0, b + breakdown_placeholder.size() - 4);
-  out += breakdown;
-  out.append(head, b + breakdown_placeholder.size(), st + steps_placeholder.size() - 4 - (b + breakdown_placeholder.size()));
-  out += steps;
-  out.append(head, st + steps_placeholder.size());
+      &out, sink);
+  out.append(head, st_end);
   out += '\n';
+  sink(out);
+}
+
+std::string ReportToJson(const Report& report, int indent) {
+  std::string out;
+  WriteReportJson(report, indent, [&](std::string_view chunk) { out += chunk; });
   return out;
 }
 
 namespace {
+
+// `value` right-aligned in `width` columns (wider values are not cut).
+void AppendRight(std::int64_t value, int width, std::string* out) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
+  (void)ec;
+  const auto n = static_cast<int>(end - digits);
+  if (n < width) out->append(static_cast<std::size_t>(width - n), ' ');
+  out->append(digits, end);
+}
 
 std::string HumanBytes(std::int64_t bytes) {
   const double b = static_cast<double>(bytes < 0 ? -bytes : bytes);
@@ -173,7 +193,7 @@ std::string HumanBytes(std::int64_t bytes) {
 
 }  // namespace
 
-std::string ReportToText(const Report& report) {
+void WriteReportText(const Report& report, const ReportSink& sink) {
   std::string out;
   out += fmt::format("trace: {}\nmodel: {}\n", report.trace_name, report.model);
   out += fmt::format("peak:  {} bytes ({})\n", report.peak_bytes, HumanBytes(report.peak_bytes));
@@ -212,14 +232,37 @@ std::string ReportToText(const Report& report) {
   }
   out += fmt::format("\n{:>5} {:>5} {:>14} {:>14} {:>14}  {}\n", "step", "line", "delta", "live",
                      "peak in step", "statement");
-  out.reserve(out.size() + report.steps.size() * 150);
-  auto it = std::back_inserter(out);
+  out.reserve(out.size() + kFlushBytes + 4096);
+  // One row per step, as "{:>5} {:>5} {:>14} {:>14} {:>14}  {source}": the
+  // numbers are written with to_chars (fmt's general path costs more than
+  // the rest of the row on a 10^6-step table).
   for (const Step& s : report.steps) {
     const bool cut = s.source.size() > 80;
-    fmt::format_to(it, "{:>5} {:>5} {:>14} {:>14} {:>14}  {}{}{}\n", s.index, s.line,
-                   s.delta_bytes, s.live_bytes, s.peak_bytes, cut ? s.source.substr(0, 77) : s.source,
-                   cut ? "..." : "", s.index == report.peak_step ? "   <- peak" : "");
+    AppendRight(s.index, 5, &out);
+    out += ' ';
+    AppendRight(s.line, 5, &out);
+    out += ' ';
+    AppendRight(s.delta_bytes, 14, &out);
+    out += ' ';
+    AppendRight(s.live_bytes, 14, &out);
+    out += ' ';
+    AppendRight(s.peak_bytes, 14, &out);
+    out += "  ";
+    out += cut ? s.source.substr(0, 77) : s.source;
+    if (cut) out += "...";
+    if (s.index == report.peak_step) out += "   <- peak";
+    out += '\n';
+    if (out.size() >= kFlushBytes) {
+      sink(out);
+      out.clear();
+    }
   }
+  sink(out);
+}
+
+std::string ReportToText(const Report& report) {
+  std::string out;
+  WriteReportText(report, [&](std::string_view chunk) { out += chunk; });
   return out;
 }
 

@@ -880,7 +880,7 @@ ObjectId RuntimeModel::BuildReturned(const Expr& e, int depth) {
 
 void RuntimeModel::ExecuteReturn(const Statement& s) {
   // The caller receives the returned object, then the frame's locals die.
-  BuildReturned(s.returned, 0);
+  BuildReturned(*s.returned, 0);
   for (ValueId v = 0; v < bound_.size(); ++v) Unbind(v);
 }
 

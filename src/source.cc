@@ -1,6 +1,13 @@
 #include "peakmem/source.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <cstring>
 
 namespace peakmem {
@@ -43,7 +50,50 @@ std::string Render(const std::string& file, SourceLocation loc, const std::strin
 }  // namespace
 
 SourceFile::SourceFile(std::string name, std::string text)
-    : name_(std::move(name)), text_(std::move(text)) {
+    : name_(std::move(name)), owned_(std::move(text)), text_(owned_) {
+  IndexLines();
+}
+
+SourceFile::SourceFile(std::string name, const char* mapped, std::size_t size)
+    : name_(std::move(name)),
+      mapping_(const_cast<char*>(mapped)),
+      mapping_size_(size),
+      text_(mapped, size) {
+  IndexLines();
+}
+
+SourceFile::~SourceFile() {
+  if (mapping_ != nullptr) munmap(mapping_, mapping_size_);
+}
+
+std::shared_ptr<const SourceFile> SourceFile::Map(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw TraceError(path, {0, 0}, "cannot open file", "");
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    // Not a regular file (a pipe, a directory): read it the plain way.
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw TraceError(path, {0, 0}, "cannot open file", "");
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) throw TraceError(path, {0, 0}, "cannot read file", "");
+    return std::make_shared<const SourceFile>(path, std::move(text).str());
+  }
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size == 0) {
+    close(fd);
+    return std::make_shared<const SourceFile>(path, std::string());
+  }
+  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (mapped == MAP_FAILED) throw TraceError(path, {0, 0}, "cannot read file", "");
+  madvise(mapped, size, MADV_SEQUENTIAL);
+  return std::shared_ptr<const SourceFile>(
+      new SourceFile(path, static_cast<const char*>(mapped), size));
+}
+
+void SourceFile::IndexLines() {
   line_starts_.push_back(0);
   const char* const begin = text_.data();
   const char* const end = begin + text_.size();
@@ -63,7 +113,7 @@ std::string_view SourceFile::Line(int line) const {
   std::size_t end = line < line_count() ? line_starts_[line] - 1 : text_.find('\n', begin);
   if (end == std::string::npos) end = text_.size();
   if (end > begin && text_[end - 1] == '\r') --end;
-  return std::string_view(text_).substr(begin, end - begin);
+  return text_.substr(begin, end - begin);
 }
 
 std::string EscapeForMessage(std::string_view text) {

@@ -77,7 +77,7 @@ void FlatArgs(const Statement& statement, std::vector<ValueId>* out_ptr) {
       out = statement.deleted;
       break;
     case StatementKind::kReturn:
-      FlattenValues(statement.returned, &out);
+      FlattenValues(*statement.returned, &out);
       break;
   }
 }
@@ -230,7 +230,7 @@ std::string FormatStatement(const Trace& trace, const Statement& s) {
       break;
     case StatementKind::kReturn:
       out = "return ";
-      FormatExpr(trace, s.returned, &out);
+      FormatExpr(trace, *s.returned, &out);
       break;
   }
   return out;

@@ -8,7 +8,7 @@ TraceBuilder::TraceBuilder(std::shared_ptr<const SourceFile> source) : source_(s
 }
 
 std::string_view TraceBuilder::Keep(std::string_view text) {
-  const std::string& source = source_->text();
+  const std::string_view source = source_->text();
   const std::less_equal<const char*> le;
   if (le(source.data(), text.data()) && le(text.data() + text.size(), source.data() + source.size())) {
     return text;

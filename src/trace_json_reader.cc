@@ -52,7 +52,8 @@ class JsonReader {
   std::vector<Expr> ReadExprList(od::value v, int depth);
   void ReadStatements(od::array statements);
   void ReadStatement(od::object object, SourceLocation at);
-  std::vector<SubSymbol> ReadSubSymbols(od::value v, int depth);
+  // Appends the nodes to the trace's flat subsymbol list, in print order.
+  void ReadSubSymbols(od::value v, int depth);
 
   std::shared_ptr<const SourceFile> source_;
   TraceBuilder builder_;
@@ -285,10 +286,10 @@ Expr JsonReader::ReadExpr(od::value v, int depth) {
   return e;
 }
 
-std::vector<SubSymbol> JsonReader::ReadSubSymbols(od::value v, int depth) {
+void JsonReader::ReadSubSymbols(od::value v, int depth) {
   const SourceLocation at = At(v);
   if (depth > kMaxDepth) Fail(at, "subsymbols nested too deeply");
-  std::vector<SubSymbol> out;
+  std::vector<SubSymbol>& out = builder_.trace().subsymbols;
   od::array items;
   if (v.get_array().get(items) != simdjson::SUCCESS) Fail(at, "'subsymbols' must be an array");
   for (auto item : items) {
@@ -298,22 +299,21 @@ std::vector<SubSymbol> JsonReader::ReadSubSymbols(od::value v, int depth) {
     if (node_value.get_object().get(node) != simdjson::SUCCESS) {
       Fail(node_at, "a subsymbol must be an object");
     }
-    SubSymbol sub;
-    sub.line = node_at.line;
+    // The node goes in before its children (print order).
+    const std::size_t index = out.size();
+    out.push_back(SubSymbol{{}, node_at.line, depth});
     for (auto field : node) {
       std::string_view key = field.unescaped_key();
       od::value value = field.value();
       if (key == "text") {
-        sub.text = builder_.Keep(String(value, "'text'"));
+        out[index].text = builder_.Keep(String(value, "'text'"));
       } else if (key == "children") {
-        sub.children = ReadSubSymbols(value, depth + 1);
+        ReadSubSymbols(value, depth + 1);
       } else {
         Fail(At(value), "unknown key '" + std::string(key) + "' in a subsymbol");
       }
     }
-    out.push_back(std::move(sub));
   }
-  return out;
 }
 
 StatementKind ParseStatementKind(std::string_view kind, bool* ok) {
@@ -406,7 +406,10 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
       have_outputs = true;
       s.outputs = ReadPattern(value, 0);
     } else if (key == "subsymbols") {
-      s.subsymbols = ReadSubSymbols(value, 0);
+      s.subsymbols.begin = static_cast<std::uint32_t>(builder_.trace().subsymbols.size());
+      ReadSubSymbols(value, 0);
+      s.subsymbols.count =
+          static_cast<std::uint32_t>(builder_.trace().subsymbols.size() - s.subsymbols.begin);
     } else if (key == "line") {
       std::int64_t line = 0;
       if (value.get_int64().get(line) != simdjson::SUCCESS) Fail(At(value), "'line' must be an integer");
@@ -460,7 +463,7 @@ void JsonReader::ReadStatements(od::array statements) {
 }
 
 SourceLocation JsonReader::PreflightErrorLocation(simdjson::error_code code) const {
-  const std::string& text = source_->text();
+  const std::string_view text = source_->text();
   if (code == simdjson::UTF8_ERROR) {
     // The first byte that does not start or continue a valid UTF-8 sequence.
     std::size_t i = 0;
@@ -495,7 +498,7 @@ SourceLocation JsonReader::PreflightErrorLocation(simdjson::error_code code) con
 
 SourceLocation JsonReader::EndOfInput() const {
   // Just past the last byte that is not white space: where the document stops.
-  const std::string& text = source_->text();
+  const std::string_view text = source_->text();
   std::size_t end = text.size();
   while (end > 0 && (text[end - 1] == ' ' || text[end - 1] == '\n' || text[end - 1] == '\r' ||
                      text[end - 1] == '\t')) {

@@ -186,7 +186,7 @@ class TextReader {
   bool returned_ = false;
   // The op call that subsymbol lines attach to, and the open subsymbol nodes.
   Statement* open_call_ = nullptr;
-  std::vector<std::pair<int, SubSymbol*>> subsymbol_stack_;
+  std::vector<int> subsymbol_stack_;  // indentation of the open subsymbol lines
 
   const LogicalLine* line_ = nullptr;
   LogicalLine current_;
@@ -338,21 +338,24 @@ void TextReader::ReadBodyComment(int line_no, int indent, std::string_view line)
 void TextReader::ReadSubSymbol(int line_no, int indent, std::string_view line) {
   if (open_call_ == nullptr) return;  // an indented comment with no op above it
   std::string_view body = Trim(line.substr(indent + 1));
-  while (!subsymbol_stack_.empty() && subsymbol_stack_.back().first >= indent) {
+  while (!subsymbol_stack_.empty() && subsymbol_stack_.back() >= indent) {
     subsymbol_stack_.pop_back();
   }
-  std::vector<SubSymbol>& siblings = subsymbol_stack_.empty()
-                                         ? open_call_->subsymbols
-                                         : subsymbol_stack_.back().second->children;
   if (subsymbol_stack_.size() >= static_cast<std::size_t>(kMaxNesting)) {
     Fail({line_no, indent + 1}, "subsymbols nested too deeply");
   }
-  siblings.push_back(SubSymbol{body, line_no, {}});
-  subsymbol_stack_.emplace_back(indent, &siblings.back());
+  if (open_call_->subsymbols.empty()) {
+    open_call_->subsymbols.begin = static_cast<std::uint32_t>(trace_.subsymbols.size());
+  }
+  trace_.subsymbols.push_back(
+      SubSymbol{body, line_no, static_cast<int>(subsymbol_stack_.size())});
+  ++open_call_->subsymbols.count;
+  subsymbol_stack_.push_back(indent);
 }
 
 // Finds `name: "type"` in a subsymbol's trailing comment.
-bool FindSubSymbolType(const std::vector<SubSymbol>& nodes, std::string_view name,
+// (In print order: a node, then its children, then its next sibling.)
+bool FindSubSymbolType(std::span<const SubSymbol> nodes, std::string_view name,
                        const SubSymbol** where, std::size_t* type_offset) {
   for (const SubSymbol& node : nodes) {
     // Looks for `# {name}: "` without building the needle.
@@ -368,7 +371,6 @@ bool FindSubSymbolType(const std::vector<SubSymbol>& nodes, std::string_view nam
         }
       }
     }
-    if (FindSubSymbolType(node.children, name, where, type_offset)) return true;
   }
   return false;
 }
@@ -419,7 +421,7 @@ void TextReader::FinishCall() {
       if (v.type->kind != ValueKind::kUnknown) continue;
       const SubSymbol* where = nullptr;
       std::size_t offset = 0;
-      if (FindSubSymbolType(open_call_->subsymbols, v.name, &where, &offset)) {
+      if (FindSubSymbolType(trace_.SubSymbolsOf(*open_call_), v.name, &where, &offset)) {
         const std::string_view type =
             where->text.substr(offset, where->text.size() - offset - 1);
         // The subsymbol's text starts after "# " at its indentation.
@@ -763,8 +765,10 @@ void TextReader::ReadStatement() {
     s.kind = StatementKind::kReturn;
     pos_ = 6;
     if (AtEnd()) {
-      s.returned.kind = Expr::Kind::kConstant;
-      s.returned.text = "None";
+      Expr none;
+      none.kind = Expr::Kind::kConstant;
+      none.text = "None";
+      s.returned = std::move(none);
     } else {
       Expr first = ParseExpression(0);
       if (Accept(',')) {
@@ -870,6 +874,12 @@ void TextReader::ReadStatement() {
 
 Trace TextReader::Read() {
   const int lines = source_->line_count();
+  // Room for every statement and value up front: a printed trace has at
+  // least two lines per statement in practice (the op and its comments), and
+  // growing these vectors would copy them and briefly hold both copies.
+  // Capacity that is never written costs address space, not memory.
+  trace_.statements.reserve(static_cast<std::size_t>(lines) / 2 + 16);
+  trace_.values.reserve(static_cast<std::size_t>(lines) / 2 + 16);
   int last_code_line = 0;
   for (int line_no = 1; line_no <= lines; ++line_no) {
     const std::string_view line = source_->Line(line_no);
@@ -936,17 +946,7 @@ ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source) {
 }
 
 std::shared_ptr<const SourceFile> LoadSourceFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw TraceError(path, {0, 0}, "cannot open file", "");
-  const std::streamoff size = in.tellg();
-  std::string text;
-  if (size > 0) {
-    text.resize(static_cast<std::size_t>(size));
-    in.seekg(0);
-    in.read(text.data(), size);
-    if (!in) throw TraceError(path, {0, 0}, "cannot read file", "");
-  }
-  return std::make_shared<const SourceFile>(path, std::move(text));
+  return SourceFile::Map(path);
 }
 
 }  // namespace peakmem

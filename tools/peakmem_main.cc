@@ -6,6 +6,7 @@
 //
 // Exit codes: 0 success, 1 bad input (trace error), 2 bad usage.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -31,17 +32,26 @@ int RunAnalyze(const AnalyzeArgs& args) {
     peakmem::ParseCallingConvention(args.convention, &options.convention);
     options.model_scratch = !args.no_scratch;
     const peakmem::Report report = peakmem::Analyze(parsed, args.model, options);
-    const std::string rendered =
-        args.format == "json" ? peakmem::ReportToJson(report) : peakmem::ReportToText(report);
-    if (args.output.empty()) {
-      std::cout << rendered;
+    // The report is streamed: a 10^6-step table is never held whole.
+    std::FILE* out = args.output.empty() ? stdout : std::fopen(args.output.c_str(), "wb");
+    if (out == nullptr) {
+      std::cerr << "peakmem: error: cannot write " << args.output << "\n";
+      return kExitBadInput;
+    }
+    const peakmem::ReportSink sink = [out](std::string_view chunk) {
+      std::fwrite(chunk.data(), 1, chunk.size(), out);
+    };
+    if (args.format == "json") {
+      peakmem::WriteReportJson(report, 2, sink);
     } else {
-      std::ofstream out(args.output, std::ios::binary);
-      out << rendered;
-      if (!out) {
-        std::cerr << "peakmem: error: cannot write " << args.output << "\n";
-        return kExitBadInput;
-      }
+      peakmem::WriteReportText(report, sink);
+    }
+    const bool failed = std::fflush(out) != 0 || std::ferror(out) != 0;
+    if (out != stdout) std::fclose(out);
+    if (failed) {
+      std::cerr << "peakmem: error: cannot write " << (args.output.empty() ? "stdout" : args.output)
+                << "\n";
+      return kExitBadInput;
     }
     return kExitOk;
   } catch (const peakmem::TraceError& e) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -89,10 +90,16 @@ struct ReportOptions {
   bool steps = true;  // default true: one Step per statement (costs time on huge traces)
 };
 
+// Receives a rendered report piece by piece (about 1 MB at a time).
+using ReportSink = std::function<void(std::string_view)>;
+
 // JSON: {"model", "trace", "peak_bytes", "final_bytes", "peak_step",
 // "breakdown" (ordered object), "steps" [...], "diagnostics" [...]}.
 std::string ReportToJson(const Report& report, int indent = 2);
 // Human-readable summary and per-step table.
 std::string ReportToText(const Report& report);
+// The same, streamed: what a big report writes to a file without holding it.
+void WriteReportJson(const Report& report, int indent, const ReportSink& sink);
+void WriteReportText(const Report& report, const ReportSink& sink);
 
 }  // namespace peakmem

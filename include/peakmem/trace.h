@@ -20,6 +20,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -63,6 +64,35 @@ struct Expr {
   SourceLocation at;
 };
 
+// A value kept on the heap, copied deeply: for a member that only a few
+// statements use (an Expr is 80 bytes; only `return` needs one), so that
+// the rest do not carry it. An empty Box reads as a default T.
+template <typename T>
+class Box {
+ public:
+  Box() = default;
+  Box(const Box& other) : p_(other.p_ ? std::make_unique<T>(*other.p_) : nullptr) {}
+  Box(Box&&) noexcept = default;
+  Box& operator=(const Box& other) {
+    p_ = other.p_ ? std::make_unique<T>(*other.p_) : nullptr;
+    return *this;
+  }
+  Box& operator=(Box&&) noexcept = default;
+  Box& operator=(T value) {
+    p_ = std::make_unique<T>(std::move(value));
+    return *this;
+  }
+  const T& operator*() const { return p_ ? *p_ : Empty(); }
+  const T* operator->() const { return &**this; }
+
+ private:
+  static const T& Empty() {
+    static const T empty;
+    return empty;
+  }
+  std::unique_ptr<T> p_;
+};
+
 // An assignment target: `t0`, `_`, `(a, b)`, `[a, b]`, nested.
 struct Pattern {
   enum class Kind : std::uint8_t { kValue, kIgnore, kTuple, kList };
@@ -73,11 +103,23 @@ struct Pattern {
 };
 
 // A comment line printed under an op at deeper indentation: the op's
-// decomposition. Kept as text in a tree (by indentation).
+// decomposition, kept as text. The lines form a tree by indentation; a trace
+// stores every statement's lines in one flat vector, in print order (a
+// pre-order walk of the tree), each with its depth in the tree: a node's
+// children are the nodes after it that are deeper, up to the next node that
+// is not. (A vector per node cost two allocations per op on big traces.)
 struct SubSymbol {
   std::string_view text;  // without the leading "# "
   int line = 0;
-  std::vector<SubSymbol> children;
+  int depth = 0;  // 0: printed directly under the op
+};
+
+// A statement's subsymbols: Trace::subsymbols[begin, begin + count).
+struct SubSymbolRange {
+  std::uint32_t begin = 0;
+  std::uint32_t count = 0;
+  bool empty() const { return count == 0; }
+  std::size_t size() const { return count; }
 };
 
 // What an op call names: the printed callee, Thunder's symbol name and id.
@@ -111,8 +153,8 @@ struct Statement {
   std::vector<std::pair<std::string_view, Expr>> kwargs;  // kCall
   ValueId source = kNoValue;      // kUnpack, kAssign, kClear
   std::vector<ValueId> deleted;   // kDel
-  Expr returned;                  // kReturn
-  std::vector<SubSymbol> subsymbols;  // kCall
+  Box<Expr> returned;             // kReturn
+  SubSymbolRange subsymbols;          // kCall: see Trace::SubSymbolsOf
   bool legacy_clear = false;      // kClear spelled `clear_collection` (older Thunder)
   // kCall, kClear: Thunder's `bsym.sym.name` (the printed text gives the
   // callee's last dotted component: `torch.nn.functional.linear` -> `linear`)
@@ -146,9 +188,13 @@ struct Trace {
   std::vector<Value> values;
   std::vector<Statement> statements;
   std::vector<CallSymbol> call_symbols;  // distinct op names (see CallSymbol)
+  std::vector<SubSymbol> subsymbols;     // every statement's, in order (see SubSymbol)
 
   const Value& value(ValueId id) const { return values[id]; }
   Value& value(ValueId id) { return values[id]; }
+  std::span<const SubSymbol> SubSymbolsOf(const Statement& s) const {
+    return std::span<const SubSymbol>(subsymbols).subspan(s.subsymbols.begin, s.subsymbols.count);
+  }
 
   // What views into outside text (the printed source) keep alive.
   std::shared_ptr<const void> backing;

@@ -244,8 +244,8 @@ TEST(TraceTextReader, IgnoresNoneComment) {
   return None
 )");
   ASSERT_EQ(parsed.trace.statements.size(), 1u);
-  EXPECT_EQ(parsed.trace.statements[0].returned.kind, Expr::Kind::kConstant);
-  EXPECT_EQ(parsed.trace.statements[0].returned.text, "None");
+  EXPECT_EQ(parsed.trace.statements[0].returned->kind, Expr::Kind::kConstant);
+  EXPECT_EQ(parsed.trace.statements[0].returned->text, "None");
 }
 
 TEST(TraceTextReader, CollectionContentsFollowsTheFirstUnpack) {
@@ -495,28 +495,34 @@ TEST(TraceTextReader, KeepsSubSymbolsAsATreeByIndentation) {
       # t11 = prims.back(a)
   return t0
 )");
+  // The tree, in print order with depths:
+  //   t0 = ltorch.mul        depth 0, line 5
+  //     t0 = prims.mul       depth 1, line 6
+  //   t9 = ltorch.other      depth 0, line 7
+  //     t10 = prims.deep     depth 1 (indented further, still a child), line 8
+  //     t11 = prims.back     depth 1, line 9
   const Statement& mul = parsed.trace.statements[0];
-  ASSERT_EQ(mul.subsymbols.size(), 2u);
-  const SubSymbol& first = mul.subsymbols[0];
-  EXPECT_EQ(first.text, "t0 = ltorch.mul(a, b)  # t0: \"cpu f32[4]\"");
-  EXPECT_EQ(first.line, 5);
-  ASSERT_EQ(first.children.size(), 1u);
-  EXPECT_EQ(first.children[0].text, "t0 = prims.mul(a, b)  # t0: \"cpu f32[4]\"");
-  EXPECT_EQ(first.children[0].line, 6);
-  EXPECT_TRUE(first.children[0].children.empty());
-
-  const SubSymbol& second = mul.subsymbols[1];
-  EXPECT_EQ(second.text, "t9 = ltorch.other(a)");
-  ASSERT_EQ(second.children.size(), 2u);
-  EXPECT_EQ(second.children[0].text, "t10 = prims.deep(a)");
-  EXPECT_EQ(second.children[1].text, "t11 = prims.back(a)");
-  EXPECT_EQ(second.children[1].line, 9);
+  const auto subs = parsed.trace.SubSymbolsOf(mul);
+  ASSERT_EQ(subs.size(), 5u);
+  EXPECT_EQ(subs[0].text, "t0 = ltorch.mul(a, b)  # t0: \"cpu f32[4]\"");
+  EXPECT_EQ(subs[0].line, 5);
+  EXPECT_EQ(subs[0].depth, 0);
+  EXPECT_EQ(subs[1].text, "t0 = prims.mul(a, b)  # t0: \"cpu f32[4]\"");
+  EXPECT_EQ(subs[1].line, 6);
+  EXPECT_EQ(subs[1].depth, 1);
+  EXPECT_EQ(subs[2].text, "t9 = ltorch.other(a)");
+  EXPECT_EQ(subs[2].depth, 0);
+  EXPECT_EQ(subs[3].text, "t10 = prims.deep(a)");
+  EXPECT_EQ(subs[3].depth, 1);
+  EXPECT_EQ(subs[4].text, "t11 = prims.back(a)");
+  EXPECT_EQ(subs[4].depth, 1);
+  EXPECT_EQ(subs[4].line, 9);
   // Names inside subsymbols are text, not trace values.
   EXPECT_EQ(FindValue(parsed.trace, "t9"), nullptr);
 }
 
 TEST(TraceTextReader, KeepsManySiblingSubSymbolsAndTheirChildren) {
-  // Enough siblings that their vector reallocates while children are added.
+  // Many siblings, each with a child.
   std::string text = "def f(a):\n  # a: \"cpu f32[4]\"\n  [t0] = nvFusion0(a)\n";
   for (int i = 0; i < 40; ++i) {
     text += "    # s" + std::to_string(i) + " = ltorch.op(a)\n";
@@ -524,13 +530,16 @@ TEST(TraceTextReader, KeepsManySiblingSubSymbolsAndTheirChildren) {
   }
   text += "    # t0 = prims.neg(a)  # t0: \"cpu f32[4]\"\n  return t0\n";
   const ParsedTrace parsed = Parse(text);
-  const Statement& fusion = parsed.trace.statements[0];
-  ASSERT_EQ(fusion.subsymbols.size(), 41u);
+  // 40 (sibling, child) pairs then the last sibling: 81 lines in print order.
+  const auto subs = parsed.trace.SubSymbolsOf(parsed.trace.statements[0]);
+  ASSERT_EQ(subs.size(), 81u);
   for (int i = 0; i < 40; ++i) {
-    EXPECT_EQ(fusion.subsymbols[i].text, "s" + std::to_string(i) + " = ltorch.op(a)");
-    ASSERT_EQ(fusion.subsymbols[i].children.size(), 1u);
-    EXPECT_EQ(fusion.subsymbols[i].children[0].text, "c" + std::to_string(i) + " = prims.op(a)");
+    EXPECT_EQ(subs[2 * i].text, "s" + std::to_string(i) + " = ltorch.op(a)");
+    EXPECT_EQ(subs[2 * i].depth, 0);
+    EXPECT_EQ(subs[2 * i + 1].text, "c" + std::to_string(i) + " = prims.op(a)");
+    EXPECT_EQ(subs[2 * i + 1].depth, 1);
   }
+  EXPECT_EQ(subs[80].depth, 0);
   EXPECT_EQ(BytesOf(parsed.trace, "t0"), 16);
 }
 
@@ -547,8 +556,12 @@ TEST(TraceTextReader, TypesAnOutputFromANestedSubSymbol) {
   const Statement& split = trace.statements[0];
   EXPECT_EQ(split.outputs.kind, Pattern::Kind::kList);
   EXPECT_EQ(OutputNames(trace, split), (std::vector<std::string>{"t100", "t101"}));
-  ASSERT_EQ(split.subsymbols.size(), 1u);
-  EXPECT_EQ(split.subsymbols[0].children.size(), 2u);
+  // One ltorch.split line with two prims children.
+  const auto subs = trace.SubSymbolsOf(split);
+  ASSERT_EQ(subs.size(), 3u);
+  EXPECT_EQ(subs[0].depth, 0);
+  EXPECT_EQ(subs[1].depth, 1);
+  EXPECT_EQ(subs[2].depth, 1);
   const Value* t100 = FindValue(trace, "t100");
   const Value* t101 = FindValue(trace, "t101");
   ASSERT_NE(t100, nullptr);
@@ -702,7 +715,7 @@ TEST(TraceTextReader, ReadsNestedDictReturn) {
   const Statement& ret = trace.statements.back();
   EXPECT_EQ(ret.kind, StatementKind::kReturn);
   EXPECT_EQ(ret.SymbolName(), "python_return");
-  const Expr& top = ret.returned;
+  const Expr& top = *ret.returned;
   ASSERT_EQ(top.kind, Expr::Kind::kTuple);
   ASSERT_EQ(top.items.size(), 2u);
   const Expr& dict = top.items[0];
@@ -726,7 +739,7 @@ TEST(TraceTextReader, ReadsTupleReturn) {
   # t2: "cpu f32[4]"
   return (t1, t2)
 )");
-  const Expr& returned = parsed.trace.statements[0].returned;
+  const Expr& returned = *parsed.trace.statements[0].returned;
   EXPECT_EQ(returned.kind, Expr::Kind::kTuple);
   EXPECT_EQ(Names(parsed.trace, FlatArgs(parsed.trace.statements[0])),
             (std::vector<std::string>{"t1", "t2"}));
@@ -737,7 +750,7 @@ TEST(TraceTextReader, ReadsSingleValueReturn) {
   # t1: "cpu f32[4]"
   return t1
 )");
-  const Expr& returned = parsed.trace.statements[0].returned;
+  const Expr& returned = *parsed.trace.statements[0].returned;
   EXPECT_EQ(returned.kind, Expr::Kind::kValue);
   EXPECT_EQ(parsed.trace.value(returned.value).name, "t1");
 }
@@ -748,14 +761,14 @@ TEST(TraceTextReader, ReadsBareTupleReturn) {
   # t2: "cpu f32[4]"
   return t1, t2
 )");
-  const Expr& returned = parsed.trace.statements[0].returned;
+  const Expr& returned = *parsed.trace.statements[0].returned;
   EXPECT_EQ(returned.kind, Expr::Kind::kTuple);
   EXPECT_EQ(returned.items.size(), 2u);
 }
 
 TEST(TraceTextReader, ReadsBareReturn) {
   const ParsedTrace parsed = Parse("def f():\n  return\n");
-  const Expr& returned = parsed.trace.statements[0].returned;
+  const Expr& returned = *parsed.trace.statements[0].returned;
   EXPECT_EQ(returned.kind, Expr::Kind::kConstant);
   EXPECT_EQ(returned.text, "None");
 }
@@ -851,11 +864,13 @@ TEST(TraceTextReader, ReadsWindowsLineEndings) {
   EXPECT_EQ(OutputNames(trace, trace.statements[0]),
             (std::vector<std::string>{"t0", "t1", "t2"}));
   const Statement& split = trace.statements[2];
-  ASSERT_EQ(split.subsymbols.size(), 1u);
-  EXPECT_EQ(split.subsymbols[0].text, "[t5, t6] = ltorch.split(t0, 2, 0)");
-  ASSERT_EQ(split.subsymbols[0].children.size(), 2u);
-  EXPECT_EQ(split.subsymbols[0].children[1].text,
-            "t6 = prims.slice_prim(t0, [2], [4], [1])  # t6: \"cpu f32[2]\"");
+  // ltorch.split (depth 0) with two prims.slice_prim children (depth 1).
+  const auto subs = trace.SubSymbolsOf(split);
+  ASSERT_EQ(subs.size(), 3u);
+  EXPECT_EQ(subs[0].text, "[t5, t6] = ltorch.split(t0, 2, 0)");
+  EXPECT_EQ(subs[0].depth, 0);
+  EXPECT_EQ(subs[2].depth, 1);
+  EXPECT_EQ(subs[2].text, "t6 = prims.slice_prim(t0, [2], [4], [1])  # t6: \"cpu f32[2]\"");
   for (std::size_t i = 0; i < trace.statements.size(); ++i) {
     EXPECT_EQ(trace.statements[i].source_line, unix_parsed.trace.statements[i].source_line);
   }
