@@ -1,6 +1,7 @@
 #include "peakmem/op_registry.h"
 
 #include "absl/container/flat_hash_map.h"
+#include "peakmem/string_hash.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -152,9 +153,9 @@ bool IsFusionName(std::string_view name) {
 }
 
 // Abseil's flat map: FindOp runs once per statement per model.
-const absl::flat_hash_map<std::string_view, const OpInfo*>& Index() {
+const absl::flat_hash_map<std::string_view, const OpInfo*, StringHash>& Index() {
   static const auto* index = [] {
-    auto* m = new absl::flat_hash_map<std::string_view, const OpInfo*>();
+    auto* m = new absl::flat_hash_map<std::string_view, const OpInfo*, StringHash>();
     for (const OpInfo& op : Table()) m->emplace(op.name, &op);
     return m;
   }();

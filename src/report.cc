@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <iterator>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,13 @@ void OrderedBreakdown::Set(std::string_view key, std::int64_t bytes) {
 }
 
 namespace {
+
+void AppendInt(std::int64_t value, std::string* out) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
+  (void)ec;
+  out->append(digits, end);
+}
 
 // Appends `text` as a JSON string. Printable ASCII (every name and op in a
 // trace) is escaped here; anything else goes through nlohmann::json, which
@@ -120,7 +128,7 @@ void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
       [&](std::size_t i, std::string* out) {
         AppendJsonString(items[i].first, out);
         *out += colon;
-        fmt::format_to(std::back_inserter(*out), "{}", items[i].second);
+        AppendInt(items[i].second, out);
       },
       &out, sink);
   out.append(head, b_end, st_end - 4 - b_end);
@@ -139,19 +147,19 @@ void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
         };
         *out += '{';
         field("index", true);
-        fmt::format_to(std::back_inserter(*out), "{}", s.index);
+        AppendInt(s.index, out);
         field("line", false);
-        fmt::format_to(std::back_inserter(*out), "{}", s.line);
+        AppendInt(s.line, out);
         field("op", false);
         AppendJsonString(s.op, out);
         field("source", false);
         AppendJsonString(s.source, out);
         field("delta_bytes", false);
-        fmt::format_to(std::back_inserter(*out), "{}", s.delta_bytes);
+        AppendInt(s.delta_bytes, out);
         field("live_bytes", false);
-        fmt::format_to(std::back_inserter(*out), "{}", s.live_bytes);
+        AppendInt(s.live_bytes, out);
         field("peak_bytes", false);
-        fmt::format_to(std::back_inserter(*out), "{}", s.peak_bytes);
+        AppendInt(s.peak_bytes, out);
         if (indent >= 0) {
           *out += '\n';
           out->append(2 * indent, ' ');
@@ -172,14 +180,16 @@ std::string ReportToJson(const Report& report, int indent) {
 
 namespace {
 
-// `value` right-aligned in `width` columns (wider values are not cut).
-void AppendRight(std::int64_t value, int width, std::string* out) {
+// Writes `value` right-aligned in `width` columns (wider values are not
+// cut) at `at`, which has room for max(width, 20) chars; returns the end.
+char* PutRight(std::int64_t value, int width, char* at) {
   char digits[24];
   const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
   (void)ec;
   const auto n = static_cast<int>(end - digits);
-  if (n < width) out->append(static_cast<std::size_t>(width - n), ' ');
-  out->append(digits, end);
+  for (int i = n; i < width; ++i) *at++ = ' ';
+  std::memcpy(at, digits, static_cast<std::size_t>(n));
+  return at + n;
 }
 
 std::string HumanBytes(std::int64_t bytes) {
@@ -228,7 +238,16 @@ void WriteReportText(const Report& report, const ReportSink& sink) {
   }
   out += "\nbreakdown:\n";
   for (const auto& [key, bytes] : report.breakdown.items()) {
-    fmt::format_to(std::back_inserter(out), "  {:>14}  {}\n", bytes, key);
+    char row[48];
+    char* at = row;
+    *at++ = ' ';
+    *at++ = ' ';
+    at = PutRight(bytes, 14, at);
+    *at++ = ' ';
+    *at++ = ' ';
+    out.append(row, at);
+    out += key;
+    out += '\n';
   }
   out += fmt::format("\n{:>5} {:>5} {:>14} {:>14} {:>14}  {}\n", "step", "line", "delta", "live",
                      "peak in step", "statement");
@@ -238,16 +257,20 @@ void WriteReportText(const Report& report, const ReportSink& sink) {
   // the rest of the row on a 10^6-step table).
   for (const Step& s : report.steps) {
     const bool cut = s.source.size() > 80;
-    AppendRight(s.index, 5, &out);
-    out += ' ';
-    AppendRight(s.line, 5, &out);
-    out += ' ';
-    AppendRight(s.delta_bytes, 14, &out);
-    out += ' ';
-    AppendRight(s.live_bytes, 14, &out);
-    out += ' ';
-    AppendRight(s.peak_bytes, 14, &out);
-    out += "  ";
+    char row[128];  // the numbers: 5 columns of at most 20 digits and a space each
+    char* at = row;
+    at = PutRight(s.index, 5, at);
+    *at++ = ' ';
+    at = PutRight(s.line, 5, at);
+    *at++ = ' ';
+    at = PutRight(s.delta_bytes, 14, at);
+    *at++ = ' ';
+    at = PutRight(s.live_bytes, 14, at);
+    *at++ = ' ';
+    at = PutRight(s.peak_bytes, 14, at);
+    *at++ = ' ';
+    *at++ = ' ';
+    out.append(row, at);
     out += cut ? s.source.substr(0, 77) : s.source;
     if (cut) out += "...";
     if (s.index == report.peak_step) out += "   <- peak";

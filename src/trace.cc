@@ -74,7 +74,7 @@ void FlatArgs(const Statement& statement, std::vector<ValueId>* out_ptr) {
       out.push_back(statement.source);
       break;
     case StatementKind::kDel:
-      out = statement.deleted;
+      out.assign(statement.deleted.begin(), statement.deleted.end());
       break;
     case StatementKind::kReturn:
       FlattenValues(*statement.returned, &out);

@@ -57,10 +57,9 @@ ValueId TraceBuilder::Define(std::string_view name, SourceLocation at) {
   }
   v.defined_at = at;
   trace_.values.push_back(std::move(v));
-  if (!deleted_.empty()) {
-    auto del = deleted_.find(name);
-    if (del != deleted_.end()) deleted_.erase(del);
-  }
+  // A name deleted before and defined again stays in deleted_: lookups try
+  // the live names first, so the old entry only matters once it is deleted
+  // again (which overwrites it).
   return id;
 }
 

@@ -4,6 +4,8 @@
 #include "peakmem/trace_builder.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -14,11 +16,32 @@ namespace {
 
 constexpr int kMaxNesting = 200;  // brackets or patterns; deeper input is rejected
 
-bool IsIdentStart(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+// Character classes, by table: the reader looks at every byte of traces of
+// hundreds of megabytes, and a table lookup beats a chain of comparisons.
+enum CharClass : std::uint8_t {
+  kIdentStart = 1,  // a-z A-Z _
+  kIdentChar = 2,   // identifier start or digit
+  kSpace = 4,       // ' ' '\t' '\r'
+  kScanStop = 8,    // what ScanLine acts on: # ' " ( ) [ ] { } =
+};
+constexpr std::array<std::uint8_t, 256> MakeCharClasses() {
+  std::array<std::uint8_t, 256> t{};
+  for (int c = 'a'; c <= 'z'; ++c) t[c] |= kIdentStart | kIdentChar;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] |= kIdentStart | kIdentChar;
+  for (int c = '0'; c <= '9'; ++c) t[c] |= kIdentChar;
+  t['_'] |= kIdentStart | kIdentChar;
+  for (char c : {' ', '\t', '\r'}) t[static_cast<unsigned char>(c)] |= kSpace;
+  for (char c : {'#', '\'', '"', '(', ')', '[', ']', '{', '}', '='}) {
+    t[static_cast<unsigned char>(c)] |= kScanStop;
+  }
+  return t;
 }
-bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+constexpr std::array<std::uint8_t, 256> kCharClasses = MakeCharClasses();
+inline bool Is(char c, CharClass cls) { return kCharClasses[static_cast<unsigned char>(c)] & cls; }
+
+bool IsIdentStart(char c) { return Is(c, kIdentStart); }
+bool IsIdentChar(char c) { return Is(c, kIdentChar); }
+bool IsSpace(char c) { return Is(c, kSpace); }
 
 int IndentOf(std::string_view line) {
   int n = 0;
@@ -47,6 +70,9 @@ struct LogicalLine {
   std::vector<Piece> pieces;
 
   SourceLocation At(std::size_t offset) const {
+    if (pieces.size() == 1) {
+      return {pieces[0].line, pieces[0].column + static_cast<int>(offset - pieces[0].offset)};
+    }
     // Pieces are in offset order: the last one starting at or before `offset`.
     auto it = std::upper_bound(pieces.begin(), pieces.end(), offset,
                                [](std::size_t o, const Piece& p) { return o < p.offset; });
@@ -61,11 +87,15 @@ struct LineScan {
   int depth_change = 0;
   std::size_t comment = std::string_view::npos;
   bool unterminated_string = false;
+  // The statement's assignment: the first `=` outside brackets that is not
+  // part of `==`, `!=`, `<=`, `>=` (npos: none).
+  std::size_t assign = std::string_view::npos;
 };
 
 LineScan ScanLine(std::string_view s) {
   LineScan scan;
   for (std::size_t i = 0; i < s.size(); ++i) {
+    if (!Is(s[i], kScanStop)) continue;
     const char c = s[i];
     if (c == '#') {
       scan.comment = i;
@@ -83,6 +113,11 @@ LineScan ScanLine(std::string_view s) {
       ++scan.depth_change;
     } else if (c == ')' || c == ']' || c == '}') {
       --scan.depth_change;
+    } else if (c == '=' && scan.depth_change == 0 && scan.assign == std::string_view::npos) {
+      const bool compare = (i + 1 < s.size() && s[i + 1] == '=') ||
+                           (i > 0 && (s[i - 1] == '=' || s[i - 1] == '!' || s[i - 1] == '<' ||
+                                      s[i - 1] == '>'));
+      if (!compare) scan.assign = i;
     }
   }
   return scan;
@@ -149,7 +184,10 @@ class TextReader {
     SkipSpaces();
     const std::size_t start = pos_;
     if (pos_ >= end_ || !IsIdentStart(text()[pos_])) return {};
-    while (pos_ < end_ && IsIdentChar(text()[pos_])) ++pos_;
+    const char* const data = text().data();
+    std::size_t pos = pos_ + 1;
+    while (pos < end_ && IsIdentChar(data[pos])) ++pos;
+    pos_ = pos;
     return text().substr(start, pos_ - start);
   }
   std::string_view DottedName() {
@@ -171,7 +209,6 @@ class TextReader {
   Expr ParseSequence(char close, Expr::Kind kind, int depth);
   Pattern ParsePatternList(bool* is_sequence);
   Pattern ParsePatternItem(int depth);
-  std::size_t FindAssignment() const;
   void ReadTrailingComment(std::size_t comment_start);
 
   std::string_view SymbolOf(std::string_view callee) const;
@@ -191,7 +228,9 @@ class TextReader {
   const LogicalLine* line_ = nullptr;
   LogicalLine current_;
   std::string joined_;  // the pieces of a statement spanning several lines
-  absl::flat_hash_map<std::string_view, std::uint32_t> callees_;  // callee -> call_symbol
+  LineScan scan_;       // the scan of current_ when GatherLogicalLine made one
+  bool have_scan_ = false;
+  absl::flat_hash_map<std::string_view, std::uint32_t, StringHash> callees_;  // callee -> call_symbol
   std::size_t pos_ = 0;
   std::size_t end_ = 0;
 };
@@ -462,6 +501,8 @@ int TextReader::GatherLogicalLine(int first_line) {
     if (line_no == first_line && !backslash && depth == 0) {
       current_.text = piece;  // one physical line: view the source itself
       current_.pieces.push_back({0, line_no, indent + 1});
+      scan_ = scan;  // ReadStatement need not scan it again
+      have_scan_ = true;
       return line_no;
     }
     if (!joined_.empty()) joined_ += ' ';
@@ -475,30 +516,6 @@ int TextReader::GatherLogicalLine(int first_line) {
   }
   current_.text = trace_.Save(joined_);
   return line_no;
-}
-
-// Offset of the statement's top-level `=`, or npos.
-std::size_t TextReader::FindAssignment() const {
-  int depth = 0;
-  const std::string_view s = text();
-  for (std::size_t i = 0; i < end_; ++i) {
-    const char c = s[i];
-    if (c == '\'' || c == '"') {
-      std::size_t j = i + 1;
-      while (j < end_ && s[j] != c) j += (s[j] == '\\') ? 2 : 1;
-      i = j;
-    } else if (c == '(' || c == '[' || c == '{') {
-      ++depth;
-    } else if (c == ')' || c == ']' || c == '}') {
-      --depth;
-    } else if (c == '=' && depth == 0) {
-      const bool compare = (i + 1 < end_ && s[i + 1] == '=') ||
-                           (i > 0 && (s[i - 1] == '=' || s[i - 1] == '!' || s[i - 1] == '<' ||
-                                      s[i - 1] == '>'));
-      if (!compare) return i;
-    }
-  }
-  return std::string::npos;
 }
 
 // ---------------------------------------------------------------- expressions
@@ -728,7 +745,8 @@ void TextReader::ReadTrailingComment(std::size_t comment_start) {
 
 void TextReader::ReadStatement() {
   line_ = &current_;
-  const LineScan scan = ScanLine(text());
+  const LineScan scan = have_scan_ ? scan_ : ScanLine(text());
+  have_scan_ = false;
   std::size_t code_end = scan.comment == std::string_view::npos ? text().size() : scan.comment;
   while (code_end > 0 && IsSpace(text()[code_end - 1])) --code_end;
   pos_ = 0;
@@ -792,7 +810,7 @@ void TextReader::ReadStatement() {
     return;
   }
 
-  const std::size_t assign = FindAssignment();
+  const std::size_t assign = scan.assign;
   // Right-hand side first: it can only use names defined before this line.
   pos_ = assign == std::string::npos ? 0 : assign + 1;
   SkipSpaces();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "peakmem/string_hash.h"
 
 #include "peakmem/op_registry.h"
 #include "peakmem/report.h"
@@ -39,7 +40,7 @@ class StepMaker {
  private:
   const ParsedTrace& parsed_;
   Report* report_;
-  absl::flat_hash_map<std::string_view, std::string_view> ops_;  // trace's view -> report's
+  absl::flat_hash_map<std::string_view, std::string_view, StringHash> ops_;  // trace's view -> report's
   std::vector<std::string_view> by_call_symbol_;  // call_symbol -> report's view (empty: not yet)
 };
 

@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "peakmem/string_arena.h"
+#include "peakmem/string_hash.h"
 
 namespace peakmem {
 
@@ -37,7 +38,7 @@ class OrderedBreakdown {
  private:
   std::shared_ptr<StringArena> keys_ = std::make_shared<StringArena>();
   std::vector<std::pair<std::string_view, std::int64_t>> items_;
-  absl::flat_hash_map<std::string_view, std::size_t> index_;
+  absl::flat_hash_map<std::string_view, std::size_t, StringHash> index_;
 };
 
 // Text in a Step views memory its Report keeps alive (the trace's source, or

@@ -27,8 +27,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "peakmem/source.h"
 #include "peakmem/string_arena.h"
+#include "peakmem/string_hash.h"
 #include "peakmem/value_type.h"
 
 namespace peakmem {
@@ -152,7 +154,7 @@ struct Statement {
   std::vector<Expr> args; // kCall, kClear: positional arguments
   std::vector<std::pair<std::string_view, Expr>> kwargs;  // kCall
   ValueId source = kNoValue;      // kUnpack, kAssign, kClear
-  std::vector<ValueId> deleted;   // kDel
+  absl::InlinedVector<ValueId, 4> deleted;  // kDel
   Box<Expr> returned;             // kReturn
   SubSymbolRange subsymbols;          // kCall: see Trace::SubSymbolsOf
   bool legacy_clear = false;      // kClear spelled `clear_collection` (older Thunder)
@@ -206,7 +208,7 @@ struct Trace {
  private:
   StringArena strings_;
   std::deque<ValueType> types_;  // stable addresses
-  absl::flat_hash_map<std::string_view, const ValueType*> types_by_text_;
+  absl::flat_hash_map<std::string_view, const ValueType*, StringHash> types_by_text_;
 };
 
 // Flattening helpers, in Thunder's order (depth first, left to right).

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "peakmem/string_hash.h"
 
 #include "peakmem/source.h"
 #include "peakmem/trace.h"
@@ -55,7 +56,7 @@ class TraceBuilder {
  private:
   // Keys are views kept by Keep(): no allocation per name.
   template <typename V>
-  using NameMap = absl::flat_hash_map<std::string_view, V>;
+  using NameMap = absl::flat_hash_map<std::string_view, V, StringHash>;
 
   std::shared_ptr<const SourceFile> source_;
   Trace trace_;

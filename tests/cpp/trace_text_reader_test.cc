@@ -639,7 +639,7 @@ TEST(TraceTextReader, ReadsDel) {
 )");
   const Statement& del = parsed.trace.statements[1];
   EXPECT_EQ(del.kind, StatementKind::kDel);
-  EXPECT_EQ(Names(parsed.trace, del.deleted), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(Names(parsed.trace, std::vector<ValueId>(del.deleted.begin(), del.deleted.end())), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(del.SymbolName(), "python_del");
   EXPECT_EQ(Names(parsed.trace, FlatArgs(del)), (std::vector<std::string>{"a", "b"}));
 }
@@ -658,7 +658,7 @@ TEST(TraceTextReader, ANameDefinedAgainAfterDelIsANewValue) {
   EXPECT_NE(first, second);
   EXPECT_EQ(trace.value(first).type->bytes, 16u);
   EXPECT_EQ(trace.value(second).type->bytes, 32u);
-  EXPECT_EQ(trace.statements[1].deleted, (std::vector<ValueId>{first}));
+  EXPECT_EQ(std::vector<ValueId>(trace.statements[1].deleted.begin(), trace.statements[1].deleted.end()), (std::vector<ValueId>{first}));
   EXPECT_EQ(FlatArgs(trace.statements[3]), (std::vector<ValueId>{second}));
 }
 
