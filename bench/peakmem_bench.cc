@@ -228,11 +228,16 @@ void BM_Touch(benchmark::State& state, TraceFile f) {
 
 // A model alone on a trace parsed once; the Report is built and destroyed
 // inside the timed region (the CLI pays for both).
-void BM_Analyze(benchmark::State& state, TraceFile f, std::string model) {
+// `full`: the whole report (steps, breakdown, live tensors at the peak), as
+// the CLI makes it; otherwise the peak only (ReportOptions all off), what an
+// optimization pass comparing schedules asks for: the simulation itself.
+void BM_Analyze(benchmark::State& state, TraceFile f, std::string model, bool full) {
   const peakmem::ParsedTrace& parsed = cache().Parsed(f);
+  peakmem::ReportOptions options;
+  if (!full) options.steps = options.breakdown = options.live_at_peak = false;
   for (auto _ : state) {
     try {
-      peakmem::Report report = peakmem::Analyze(parsed, model);
+      peakmem::Report report = peakmem::Analyze(parsed, model, {}, options);
       benchmark::DoNotOptimize(report.peak_bytes);
     } catch (const std::exception& e) {
       state.SkipWithError(e.what());
@@ -314,8 +319,10 @@ int main(int argc, char** argv) {
     reg("source_index", [f](benchmark::State& s) { BM_SourceIndex(s, f); });
     reg("read", [f](benchmark::State& s) { BM_Read(s, f); });
     reg("touch", [f](benchmark::State& s) { BM_Touch(s, f); });
-    reg("analyze_thunder", [f](benchmark::State& s) { BM_Analyze(s, f, "thunder"); });
-    reg("analyze_runtime", [f](benchmark::State& s) { BM_Analyze(s, f, "runtime"); });
+    reg("analyze_thunder", [f](benchmark::State& s) { BM_Analyze(s, f, "thunder", true); });
+    reg("analyze_runtime", [f](benchmark::State& s) { BM_Analyze(s, f, "runtime", true); });
+    reg("simulate_thunder", [f](benchmark::State& s) { BM_Analyze(s, f, "thunder", false); });
+    reg("simulate_runtime", [f](benchmark::State& s) { BM_Analyze(s, f, "runtime", false); });
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

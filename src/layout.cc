@@ -31,7 +31,9 @@ bool IsNonOverlappingAndDense(const Dims& shape, const Dims& strides) {
   // TensorImpl::compute_non_overlapping_and_dense.
   const std::size_t n = shape.size();
   if (n == 1) return shape[0] < 2 || strides[0] == 1;
-  std::vector<std::size_t> perm(n);
+  // Contiguous implies it (and is what almost every tensor is): no sort.
+  if (IsContiguous(shape, strides)) return true;
+  absl::InlinedVector<std::size_t, 8> perm(n);
   std::iota(perm.begin(), perm.end(), 0);
   std::sort(perm.begin(), perm.end(), [&](std::size_t a, std::size_t b) {
     if (shape[a] < 2) return false;
@@ -102,7 +104,9 @@ Dims ElementwiseOutputStrides(const Dims& out_shape, const std::vector<Operand>&
   for (const Operand& op : inputs) same_shape = same_shape && *op.shape == out_shape;
   if (same_shape) {
     bool all_contiguous = true;
-    for (const Operand& op : inputs) all_contiguous = all_contiguous && IsContiguous(out_shape, *op.strides);
+    for (const Operand& op : inputs) {
+      all_contiguous = all_contiguous && (op.contiguous || IsContiguous(out_shape, *op.strides));
+    }
     if (all_contiguous) return ContiguousStrides(out_shape);
     const Dims& first = *inputs.front().strides;
     bool all_same_dense = IsNonOverlappingAndDense(out_shape, first);
@@ -111,7 +115,7 @@ Dims ElementwiseOutputStrides(const Dims& out_shape, const std::vector<Operand>&
   }
   // General path: broadcast strides (0 where an input is broadcast), then
   // TensorIterator::reorder_dimensions' insertion sort.
-  std::vector<Dims> strides;
+  absl::InlinedVector<Dims, 4> strides;
   for (const Operand& op : inputs) {
     Dims s(ndim, 0);
     const std::size_t offset = ndim - op.shape->size();
@@ -122,7 +126,7 @@ Dims ElementwiseOutputStrides(const Dims& out_shape, const std::vector<Operand>&
     strides.push_back(std::move(s));
   }
   // perm[0] is the fastest-moving dimension.
-  std::vector<std::size_t> perm(ndim);
+  absl::InlinedVector<std::size_t, 8> perm(ndim);
   for (std::size_t i = 0; i < ndim; ++i) perm[i] = ndim - 1 - i;
   auto should_swap = [&](std::size_t dim0, std::size_t dim1) -> int {
     for (const Dims& s : strides) {

@@ -74,6 +74,7 @@ struct Object {
   int refs = 0;
   StorageId storage = kNone;  // tensors
   const Dims* shape = nullptr;  // tensors: the shape of the value's type (shared)
+  bool contiguous = false;      // tensors: IsContiguous(shape, strides), computed once
   Dims strides;
   bool layout_known = true;
   std::vector<ObjectId> elements;  // containers
@@ -133,7 +134,8 @@ class RuntimeModel {
   // ---- heap
   ObjectId NewObject(Object::Kind kind);
   StorageId NewStorage(std::int64_t bytes, ValueId named, Role role);
-  ObjectId NewTensor(ValueId value, StorageId storage, Dims strides, bool layout_known);
+  ObjectId NewTensor(ValueId value, StorageId storage, Dims strides, bool layout_known,
+                     int contiguous = -1);  // -1: work it out
   ObjectId NewAllocatedTensor(ValueId value, Dims strides, Role role, bool layout_known = true);
   void IncRef(ObjectId id) { ++objects_[id].refs; }
   void DecRef(ObjectId id);
@@ -223,17 +225,18 @@ StorageId RuntimeModel::NewStorage(std::int64_t bytes, ValueId named, Role role)
   s.role = role;
   storages_.push_back(s);
   Alloc(bytes);
-  if (named != kNoValue) step_names_.emplace_back(named, bytes);
+  if (named != kNoValue && report_options_.breakdown) step_names_.emplace_back(named, bytes);
   return static_cast<StorageId>(storages_.size() - 1);
 }
 
 ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
-                                 bool layout_known) {
+                                 bool layout_known, int contiguous) {
   const ObjectId id = NewObject(Object::Kind::kTensor);
   Object& o = objects_[id];
   o.storage = storage;
   o.shape = &ValueOf(value).type->shape;
   o.strides = std::move(strides);
+  o.contiguous = contiguous >= 0 ? contiguous != 0 : IsContiguous(*o.shape, o.strides);
   o.layout_known = layout_known;
   ++storages_[storage].tensors;
   return id;
@@ -245,11 +248,12 @@ ObjectId RuntimeModel::NewAllocatedTensor(ValueId value, Dims strides, Role role
   // A dense tensor occupies numel * itemsize; a strided one (nvFuser's
   // broadcast outputs) only the span its strides reach.
   std::int64_t bytes = static_cast<std::int64_t>(v.type->bytes);
-  if (!IsNonOverlappingAndDense(v.type->shape, strides)) {
+  const bool contiguous = IsContiguous(v.type->shape, strides);
+  if (!contiguous && !IsNonOverlappingAndDense(v.type->shape, strides)) {
     bytes = static_cast<std::int64_t>(StorageSpan(v.type->shape, strides) * v.type->dtype->bits / 8);
   }
   const StorageId storage = NewStorage(bytes, value, role);
-  return NewTensor(value, storage, std::move(strides), layout_known);
+  return NewTensor(value, storage, std::move(strides), layout_known, contiguous);
 }
 
 void RuntimeModel::DecRef(ObjectId id) {
@@ -263,7 +267,9 @@ void RuntimeModel::DecRef(ObjectId id) {
       s.alive = false;
       s.freed_seq = ++frees_;
       Free(s.bytes);
-      if (s.named != kNoValue && s.bytes > 0) step_names_.emplace_back(s.named, -s.bytes);
+      if (s.named != kNoValue && s.bytes > 0 && report_options_.breakdown) {
+        step_names_.emplace_back(s.named, -s.bytes);
+      }
     }
     return;
   }
@@ -699,7 +705,7 @@ Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const 
         if (!IsTensorKind(ValueOf(v).type->kind) || !bound_[v]) continue;
         const Object& o = objects_[object_of_[v]];
         if (o.kind != Object::Kind::kTensor || o.shape->size() > shape.size()) continue;
-        operands.push_back({o.shape, &o.strides});
+        operands.push_back({o.shape, &o.strides, o.contiguous});
       }
       if (operands.empty()) return ContiguousStrides(shape);
       return ElementwiseOutputStrides(shape, operands);
@@ -797,7 +803,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
           return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
         }
         if (s.symbol == "contiguous") {
-          if (IsContiguous(*input.shape, input.strides)) return in;  // returns self
+          if (input.contiguous) return in;  // returns self
           return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
         }
         // to / type_as: self when dtype and device do not change and no copy is asked.
@@ -931,7 +937,7 @@ Report RuntimeModel::Run() {
   SetUpArguments();
   StepMaker steps(parsed_, &report_);
   if (report_options_.steps) report_.steps.reserve(trace_.statements.size());
-  report_.breakdown.Reserve(trace_.statements.size());
+  if (report_options_.breakdown) report_.breakdown.Reserve(trace_.statements.size());
   for (std::size_t i = 0; i < trace_.statements.size(); ++i) {
     current_step_ = static_cast<int>(i);
     const std::int64_t before = live_;
@@ -957,7 +963,7 @@ Report RuntimeModel::Run() {
   report_.peak_bytes = peak_;
   report_.final_bytes = live_;
   report_.tensor_peak_bytes = tensor_peak_;
-  Snapshot();
+  if (report_options_.live_at_peak) Snapshot();
   report_.live_at_peak = std::move(snapshot_);
   unknown_.AppendDiagnostics(&report_.diagnostics, "counted as allocating its outputs");
   return std::move(report_);

@@ -95,7 +95,7 @@ void ThunderModel::CountArgument(ValueId id, std::int64_t* allocated, int depth)
       *allocated = CheckedAdd(*allocated, bytes, v.defined_at);
       key_.assign("argument ");
       key_ += v.name;
-      report_.breakdown.Set(key_, bytes);
+      if (report_options_.breakdown) report_.breakdown.Set(key_, bytes);
       return;
     }
     case ValueKind::kCollection:
@@ -143,8 +143,11 @@ std::int64_t ThunderModel::CountArguments() {
 std::int64_t ThunderModel::Default(const Statement& s) {
   std::int64_t result = 0;
   // The key: "{symbol} {output names}".
-  key_.assign(s.SymbolName());
-  key_ += ' ';
+  const bool keyed = report_options_.breakdown;
+  if (keyed) {
+    key_.assign(s.SymbolName());
+    key_ += ' ';
+  }
   const std::size_t names_at = key_.size();
   FlatOutputs(s, &flat_);
   for (ValueId id : flat_) {
@@ -159,10 +162,12 @@ std::int64_t ThunderModel::Default(const Statement& s) {
       data_of_[id] = static_cast<int>(memory_data_.size());
       memory_data_.push_back({1, id});
     }
-    if (key_.size() > names_at) key_ += ", ";
-    key_ += v.name;
+    if (keyed) {
+      if (key_.size() > names_at) key_ += ", ";
+      key_ += v.name;
+    }
   }
-  report_.breakdown.Set(key_, result);
+  if (report_options_.breakdown) report_.breakdown.Set(key_, result);
   return result;
 }
 
@@ -197,7 +202,7 @@ std::int64_t ThunderModel::DropReference(ValueId id, const Statement& s,
   const auto size = static_cast<std::int64_t>(trace_.value(data.proxy).type->bytes);
   key_.assign(key_prefix);
   key_ += v.name;
-  report_.breakdown.Set(key_, -size);
+  if (report_options_.breakdown) report_.breakdown.Set(key_, -size);
   return -size;
 }
 
@@ -259,7 +264,7 @@ Report ThunderModel::Run() {
   for (const CallSymbol& c : trace_.call_symbols) alias_.push_back(IsThunderAlias(c.symbol_id));
   StepMaker steps(parsed_, &report_);
   if (report_options_.steps) report_.steps.reserve(trace_.statements.size());
-  report_.breakdown.Reserve(trace_.statements.size());
+  if (report_options_.breakdown) report_.breakdown.Reserve(trace_.statements.size());
   for (std::size_t i = 0; i < trace_.statements.size(); ++i) {
     const Statement& s = trace_.statements[i];
     const std::int64_t before = allocated;

@@ -33,6 +33,7 @@ std::optional<Dims> ComputeViewStrides(const Dims& old_shape, const Dims& old_st
 struct Operand {
   const Dims* shape;
   const Dims* strides;
+  bool contiguous = false;  // a hint: true when the caller knows IsContiguous(shape, strides)
 };
 // The strides TensorIterator gives a freshly allocated output of `out_shape`
 // computed elementwise from `inputs` (broadcast against out_shape).

@@ -87,8 +87,11 @@ struct Report {
 };
 
 // What a model records besides the totals and the breakdown.
+// (An optimization pass that only compares peaks turns all three off.)
 struct ReportOptions {
-  bool steps = true;  // default true: one Step per statement (costs time on huge traces)
+  bool steps = true;         // default true: one Step per statement
+  bool breakdown = true;     // default true: the ordered breakdown (a key per allocating op)
+  bool live_at_peak = true;  // default true (runtime model): the storages alive at the peak
 };
 
 // Receives a rendered report piece by piece (about 1 MB at a time).
