@@ -68,16 +68,18 @@ struct Storage {
   std::uint64_t freed_seq = 0;  // which free this was (1-based); 0 while alive
 };
 
+// Fields ordered largest first: one Object per value, so its size is the
+// model's memory per statement.
 struct Object {
   enum class Kind : std::uint8_t { kTensor, kList, kTuple, kDict, kSet, kOther };
-  Kind kind = Kind::kOther;
+  const Dims* shape = nullptr;     // tensors: the shape of the value's type (shared)
+  Dims strides;                    // tensors
+  std::vector<ObjectId> elements;  // containers
   int refs = 0;
   StorageId storage = kNone;  // tensors
-  const Dims* shape = nullptr;  // tensors: the shape of the value's type (shared)
-  bool contiguous = false;      // tensors: IsContiguous(shape, strides), computed once
-  Dims strides;
+  Kind kind = Kind::kOther;
+  bool contiguous = false;    // tensors: IsContiguous(shape, strides), computed once
   bool layout_known = true;
-  std::vector<ObjectId> elements;  // containers
 };
 
 std::optional<std::int64_t> IntConstant(const Expr& e) {

@@ -137,11 +137,11 @@ void FormatExpr(const Trace& trace, const Expr& e, std::string* out) {
     case Expr::Kind::kCall: {
       *out += e.text;
       *out += "(";
-      const std::size_t positional = e.items.size() - e.keywords.size();
+      const std::size_t positional = e.items.size() - e.keywords->size();
       for (std::size_t i = 0; i < e.items.size(); ++i) {
         if (i) *out += ", ";
         if (i >= positional) {
-          *out += e.keywords[i - positional];
+          *out += (*e.keywords)[i - positional];
           *out += "=";
         }
         FormatExpr(trace, e.items[i], out);

@@ -556,7 +556,7 @@ void TextReader::ParseCallArguments(Expr* call, int depth) {
     const std::string_view key = Identifier();
     if (!key.empty() && Peek() == '=' && !(pos_ + 1 < end_ && text()[pos_ + 1] == '=')) {
       ++pos_;
-      call->keywords.emplace_back(key);
+      call->keywords.Mutable().emplace_back(key);
       call->items.push_back(ParseExpression(depth + 1));
       keywords_started = true;
     } else {
@@ -854,12 +854,12 @@ void TextReader::ReadStatement() {
       builder_.SetCallSymbol(&s, callee, symbol, qualified_id ? std::string_view() : symbol);
       callees_.emplace(s.callee, s.call_symbol);
     }
-    const std::size_t positional = rhs.items.size() - rhs.keywords.size();
+    const std::size_t positional = rhs.items.size() - rhs.keywords->size();
     for (std::size_t i = 0; i < rhs.items.size(); ++i) {
       if (i < positional) {
         s.args.push_back(std::move(rhs.items[i]));
       } else {
-        s.kwargs.emplace_back(rhs.keywords[i - positional], std::move(rhs.items[i]));
+        s.kwargs.emplace_back((*rhs.keywords)[i - positional], std::move(rhs.items[i]));
       }
     }
   } else if (rhs.kind == Expr::Kind::kValue && assign != std::string::npos) {

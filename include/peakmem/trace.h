@@ -51,24 +51,9 @@ struct Value {
   SourceLocation defined_at;
 };
 
-// An expression in an argument list or a return: a reference to a trace value,
-// a constant (number, string, None, a dotted global such as `dtypes.float32`),
-// a container literal, or a nested call.
-struct Expr {
-  enum class Kind : std::uint8_t { kValue, kConstant, kTuple, kList, kDict, kSet, kCall };
-  Kind kind = Kind::kConstant;
-  ValueId value = kNoValue;  // kValue
-  std::string_view text;     // kConstant: its source text; kCall: the callee
-  // kTuple/kList/kSet: elements; kDict: key, value, key, value, ...;
-  // kCall: positional arguments then keyword argument values.
-  std::vector<Expr> items;
-  std::vector<std::string_view> keywords;  // kCall: names of the trailing keyword items
-  SourceLocation at;
-};
-
 // A value kept on the heap, copied deeply: for a member that only a few
-// statements use (an Expr is 80 bytes; only `return` needs one), so that
-// the rest do not carry it. An empty Box reads as a default T.
+// statements or expressions use (only `return` needs an Expr; only nested
+// calls have keywords), so that the rest do not carry it. An empty Box reads as a default T.
 template <typename T>
 class Box {
  public:
@@ -86,6 +71,10 @@ class Box {
   }
   const T& operator*() const { return p_ ? *p_ : Empty(); }
   const T* operator->() const { return &**this; }
+  T& Mutable() {
+    if (!p_) p_ = std::make_unique<T>();
+    return *p_;
+  }
 
  private:
   static const T& Empty() {
@@ -93,6 +82,21 @@ class Box {
     return empty;
   }
   std::unique_ptr<T> p_;
+};
+
+// An expression in an argument list or a return: a reference to a trace value,
+// a constant (number, string, None, a dotted global such as `dtypes.float32`),
+// a container literal, or a nested call.
+struct Expr {
+  enum class Kind : std::uint8_t { kValue, kConstant, kTuple, kList, kDict, kSet, kCall };
+  Kind kind = Kind::kConstant;
+  ValueId value = kNoValue;  // kValue
+  std::string_view text;     // kConstant: its source text; kCall: the callee
+  // kTuple/kList/kSet: elements; kDict: key, value, key, value, ...;
+  // kCall: positional arguments then keyword argument values.
+  std::vector<Expr> items;
+  Box<std::vector<std::string_view>> keywords;  // kCall: names of the trailing keyword items
+  SourceLocation at;
 };
 
 // An assignment target: `t0`, `_`, `(a, b)`, `[a, b]`, nested.

@@ -20,9 +20,9 @@
 
 namespace peakmem {
 
-// A shape or strides: up to 6 dimensions held inline (no heap allocation for
-// the tensors of real models).
-using Dims = absl::InlinedVector<std::int64_t, 6>;
+// A shape or strides: up to 4 dimensions held inline (no heap allocation for
+// almost every tensor of real models; more dimensions go to the heap).
+using Dims = absl::InlinedVector<std::int64_t, 4>;
 
 // One of Thunder's dtypes, named by its printed short name (`f32`, `bf16`,
 // `f8_e4m3fn`, ...). Weak and strong variants print alike and have one size.
