@@ -207,6 +207,7 @@ class TextReader {
   Expr ParsePrimary(int depth);
   void ParseCallArguments(Expr* call, int depth);
   Expr ParseSequence(char close, Expr::Kind kind, int depth);
+  void TakeItems(std::size_t base, std::vector<Expr>* out);
   Pattern ParsePatternList(bool* is_sequence);
   Pattern ParsePatternItem(int depth);
   void ReadTrailingComment(std::size_t comment_start);
@@ -228,6 +229,7 @@ class TextReader {
   const LogicalLine* line_ = nullptr;
   LogicalLine current_;
   std::string joined_;  // the pieces of a statement spanning several lines
+  std::vector<Expr> expr_stack_;  // items of the lists being parsed (see TakeItems)
   LineScan scan_;       // the scan of current_ when GatherLogicalLine made one
   bool have_scan_ = false;
   absl::flat_hash_map<std::string_view, std::uint32_t, StringHash> callees_;  // callee -> call_symbol
@@ -520,18 +522,28 @@ int TextReader::GatherLogicalLine(int first_line) {
 
 // ---------------------------------------------------------------- expressions
 
+// Items are parsed onto expr_stack_ and moved into an exactly sized vector
+// at the end: one allocation per list instead of a vector growing item by
+// item (nested lists push above and pop before the outer one ends).
+void TextReader::TakeItems(std::size_t base, std::vector<Expr>* out) {
+  out->reserve(out->size() + (expr_stack_.size() - base));
+  for (std::size_t i = base; i < expr_stack_.size(); ++i) out->push_back(std::move(expr_stack_[i]));
+  expr_stack_.erase(expr_stack_.begin() + static_cast<std::ptrdiff_t>(base), expr_stack_.end());
+}
+
 Expr TextReader::ParseSequence(char close, Expr::Kind kind, int depth) {
   Expr e;
   e.kind = kind;
   e.at = line_->At(pos_ - 1);
   bool saw_comma = false;
+  const std::size_t base = expr_stack_.size();
   while (!Accept(close)) {
     if (AtEnd()) FailAt(pos_, std::string("expected '") + close + "', got end of line");
-    e.items.push_back(ParseExpression(depth + 1));
+    expr_stack_.push_back(ParseExpression(depth + 1));
     if (kind == Expr::Kind::kDict || (kind == Expr::Kind::kSet && Peek() == ':')) {
-      if (e.items.size() == 1 && kind == Expr::Kind::kSet) e.kind = Expr::Kind::kDict;
+      if (expr_stack_.size() - base == 1 && kind == Expr::Kind::kSet) e.kind = Expr::Kind::kDict;
       Expect(':', "':' in a dict literal");
-      e.items.push_back(ParseExpression(depth + 1));
+      expr_stack_.push_back(ParseExpression(depth + 1));
     }
     if (Accept(',')) {
       saw_comma = true;
@@ -541,13 +553,19 @@ Expr TextReader::ParseSequence(char close, Expr::Kind kind, int depth) {
     break;
   }
   // `(x)` is a parenthesised expression, not a tuple.
-  if (kind == Expr::Kind::kTuple && e.items.size() == 1 && !saw_comma) return std::move(e.items[0]);
+  if (kind == Expr::Kind::kTuple && expr_stack_.size() - base == 1 && !saw_comma) {
+    Expr inner = std::move(expr_stack_.back());
+    expr_stack_.pop_back();
+    return inner;
+  }
+  TakeItems(base, &e.items);
   if (e.kind == Expr::Kind::kSet && e.items.empty()) e.kind = Expr::Kind::kDict;  // `{}`
   return e;
 }
 
 void TextReader::ParseCallArguments(Expr* call, int depth) {
   bool keywords_started = false;
+  const std::size_t base = expr_stack_.size();
   while (!Accept(')')) {
     if (AtEnd()) FailAt(pos_, "expected ')', got end of line");
     SkipSpaces();
@@ -557,19 +575,20 @@ void TextReader::ParseCallArguments(Expr* call, int depth) {
     if (!key.empty() && Peek() == '=' && !(pos_ + 1 < end_ && text()[pos_ + 1] == '=')) {
       ++pos_;
       call->keywords.Mutable().emplace_back(key);
-      call->items.push_back(ParseExpression(depth + 1));
+      expr_stack_.push_back(ParseExpression(depth + 1));
       keywords_started = true;
     } else {
       pos_ = save;
       if (Accept('*')) Accept('*');  // *args / **kwargs splats: the values still count
       if (keywords_started) FailAt(pos_, "positional argument after keyword argument");
-      call->items.push_back(ParseExpression(depth + 1));
+      expr_stack_.push_back(ParseExpression(depth + 1));
     }
     if (!Accept(',')) {
       Expect(')', "',' or ')'");
       break;
     }
   }
+  TakeItems(base, &call->items);
 }
 
 Expr TextReader::ParsePrimary(int depth) {
@@ -752,7 +771,10 @@ void TextReader::ReadStatement() {
   pos_ = 0;
   end_ = code_end;
 
-  Statement s;
+  // Built in place (a Statement is a couple of hundred bytes). If the line
+  // is malformed the read fails as a whole, so a half-built one never
+  // escapes.
+  Statement& s = trace_.statements.emplace_back();
   s.at = line_->At(0);
   s.source_line = s.at.line;
   const SourceLocation start = s.at;
@@ -775,7 +797,6 @@ void TextReader::ReadStatement() {
       if (!Accept(',') && !AtEnd()) FailAt(pos_, "expected ',' between names in 'del'");
     }
     if (s.deleted.empty()) FailAt(pos_, "expected a name after 'del'");
-    trace_.statements.push_back(std::move(s));
     return;
   }
 
@@ -806,7 +827,6 @@ void TextReader::ReadStatement() {
     }
     if (!AtEnd()) FailAt(pos_, "unexpected text after the returned value");
     returned_ = true;
-    trace_.statements.push_back(std::move(s));
     return;
   }
 
@@ -832,8 +852,7 @@ void TextReader::ReadStatement() {
         Fail(rhs.at, std::string(last) + " expects one collection name");
       }
       s.source = rhs.items[0].value;
-      trace_.statements.push_back(std::move(s));
-      return;
+        return;
     }
     s.kind = StatementKind::kCall;
     // The symbol and id follow from the callee alone: work them out once
@@ -855,6 +874,12 @@ void TextReader::ReadStatement() {
       callees_.emplace(s.callee, s.call_symbol);
     }
     const std::size_t positional = rhs.items.size() - rhs.keywords->size();
+    if (positional == rhs.items.size()) {
+      s.args = std::move(rhs.items);
+      rhs.items.clear();
+    } else {
+      s.args.reserve(positional);
+    }
     for (std::size_t i = 0; i < rhs.items.size(); ++i) {
       if (i < positional) {
         s.args.push_back(std::move(rhs.items[i]));
@@ -883,7 +908,6 @@ void TextReader::ReadStatement() {
     s.outputs.at = start;
   }
 
-  trace_.statements.push_back(std::move(s));
   if (scan.comment != std::string_view::npos) ReadTrailingComment(scan.comment);
   if (trace_.statements.back().kind == StatementKind::kCall) {
     open_call_ = &trace_.statements.back();
