@@ -113,6 +113,16 @@ Dims ElementwiseOutputStrides(const Dims& out_shape, const std::vector<Operand>&
     for (const Operand& op : inputs) all_same_dense = all_same_dense && *op.strides == first;
     if (all_same_dense) return first;
   }
+  // Also decided at once: when the first input has the output's shape, is
+  // contiguous, and no dimension has size < 2, its strides are non-zero and
+  // strictly decreasing, so in reorder_dimensions it decides every
+  // comparison (the first input with non-zero strides does) and the order
+  // stays as it is: the output is contiguous. (The common `x * w.expand(..)`.)
+  if (!inputs.empty() && *inputs.front().shape == out_shape &&
+      (inputs.front().contiguous || IsContiguous(out_shape, *inputs.front().strides)) &&
+      std::all_of(out_shape.begin(), out_shape.end(), [](std::int64_t d) { return d >= 2; })) {
+    return ContiguousStrides(out_shape);
+  }
   // General path: broadcast strides (0 where an input is broadcast), then
   // TensorIterator::reorder_dimensions' insertion sort.
   absl::InlinedVector<Dims, 4> strides;

@@ -187,7 +187,10 @@ char* PutRight(std::int64_t value, int width, char* at) {
   const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
   (void)ec;
   const auto n = static_cast<int>(end - digits);
-  for (int i = n; i < width; ++i) *at++ = ' ';
+  if (n < width) {
+    std::memset(at, ' ', static_cast<std::size_t>(width - n));
+    at += width - n;
+  }
   std::memcpy(at, digits, static_cast<std::size_t>(n));
   return at + n;
 }
