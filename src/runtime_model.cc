@@ -238,6 +238,21 @@ ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
   o.storage = storage;
   o.shape = &ValueOf(value).type->shape;
   o.strides = std::move(strides);
+  if (o.strides.size() != o.shape->size()) {
+    // The op's layout rule gave strides of another rank than the output's
+    // printed shape (a malformed trace: `t` of a 0-d tensor typed [14]):
+    // the layout cannot be followed, so it is taken as contiguous.
+    if (current_step_ >= 0) {
+      const Statement& s = trace_.statements[current_step_];
+      Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(s.symbol) +
+               "' output '" + std::string(ValueOf(value).name) + "' has " +
+               std::to_string(o.shape->size()) + " dimensions, but the op's layout gives " +
+               std::to_string(o.strides.size()) + "; assumed contiguous");
+    }
+    o.strides = ContiguousStrides(*o.shape);
+    layout_known = false;
+    contiguous = 1;
+  }
   o.contiguous = contiguous >= 0 ? contiguous != 0 : IsContiguous(*o.shape, o.strides);
   o.layout_known = layout_known;
   ++storages_[storage].tensors;
