@@ -35,11 +35,16 @@ bool IsNonOverlappingAndDense(const Dims& shape, const Dims& strides) {
   if (IsContiguous(shape, strides)) return true;
   absl::InlinedVector<std::size_t, 8> perm(n);
   std::iota(perm.begin(), perm.end(), 0);
-  std::sort(perm.begin(), perm.end(), [&](std::size_t a, std::size_t b) {
+  // Dimensions of size < 2 last, the others by increasing stride (the order
+  // of equal keys does not change the answer). An insertion sort: n is small.
+  auto before = [&](std::size_t a, std::size_t b) {
     if (shape[a] < 2) return false;
     if (shape[b] < 2) return true;
     return strides[a] < strides[b];
-  });
+  };
+  for (std::size_t i = 1; i < n; ++i) {
+    for (std::size_t j = i; j > 0 && before(perm[j], perm[j - 1]); --j) std::swap(perm[j], perm[j - 1]);
+  }
   std::int64_t require = 1;
   for (std::size_t i : perm) {
     if (shape[i] < 2) return true;
@@ -109,9 +114,9 @@ Dims ElementwiseOutputStrides(const Dims& out_shape, const std::vector<Operand>&
     }
     if (all_contiguous) return ContiguousStrides(out_shape);
     const Dims& first = *inputs.front().strides;
-    bool all_same_dense = IsNonOverlappingAndDense(out_shape, first);
-    for (const Operand& op : inputs) all_same_dense = all_same_dense && *op.strides == first;
-    if (all_same_dense) return first;
+    bool all_same = true;
+    for (const Operand& op : inputs) all_same = all_same && *op.strides == first;
+    if (all_same && IsNonOverlappingAndDense(out_shape, first)) return first;
   }
   // Also decided at once: when the first input has the output's shape, is
   // contiguous, and no dimension has size < 2, its strides are non-zero and
