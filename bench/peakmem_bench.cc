@@ -12,8 +12,10 @@
 //   read/F            ParseTrace: text or JSON reader, the whole trace
 //   touch/F           baseline: a loop that reads each statement's kind,
 //                     outputs and argument count (parsed once, outside timing)
-//   analyze_thunder/F Analyze(parsed, "thunder"), the model only
-//   analyze_runtime/F Analyze(parsed, "runtime"), the model only
+//   analyze_thunder/F Analyze(parsed, "thunder"), the model only, full report
+//   analyze_runtime/F Analyze(parsed, "runtime"), the model only, full report
+//   simulate_thunder/F  the same, peak only (no steps, breakdown, live set)
+//   simulate_runtime/F  the same, peak only: the simulation itself
 // Byte rates come from SetBytesProcessed (file bytes), statement rates from
 // SetItemsProcessed (statements in the parsed trace). Counters:
 //   statements        statements in the trace
