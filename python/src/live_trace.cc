@@ -4,7 +4,9 @@
 
 #include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "peakmem/trace_builder.h"
 
 namespace nb = nanobind;
@@ -22,12 +24,22 @@ using peakmem::ValueId;
 using peakmem::ValueKind;
 
 // The UTF-8 text of a Python str, without a copy (valid while it lives).
-std::string_view Utf8(nb::handle str) {
+std::string_view Utf8(PyObject* str) {
   Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(str.ptr(), &size);
+  const char* data = PyUnicode_AsUTF8AndSize(str, &size);
   if (data == nullptr) throw nb::python_error();
   return {data, static_cast<std::size_t>(size)};
 }
+
+// getattr(obj, name) as a new reference; raises the Python error if it fails.
+nb::object Attr(PyObject* obj, PyObject* name) {
+  PyObject* result = PyObject_GetAttr(obj, name);
+  if (result == nullptr) throw nb::python_error();
+  return nb::steal(result);
+}
+
+// An interned attribute name: attribute lookups compare interned keys by address.
+nb::object Name(const char* text) { return nb::steal(PyUnicode_InternFromString(text)); }
 
 enum class ProxyKind { kNotProxy, kTensor, kFutureTensor, kCollection, kNumber, kOther };
 
@@ -35,10 +47,12 @@ enum class ProxyKind { kNotProxy, kTensor, kFutureTensor, kCollection, kNumber, 
 struct ThunderNames {
   nb::object proxy, tensor, future_tensor, collection, number;
   nb::object unpack_trivial, unpack_sequence, del, ret;
-  nb::str clear_mutable_collection{"clear_mutable_collection"};
-  nb::str name_attr{"_name"}, shape_attr{"_shape"}, dtype_attr{"_dtype"}, device_attr{"_device"};
-  nb::str sym_attr{"sym"}, id_attr{"id"}, sym_name_attr{"name"}, module_attr{"module"};
-  nb::str args_attr{"args"}, kwargs_attr{"kwargs"}, output_attr{"output"};
+  nb::object clear_mutable_collection = Name("clear_mutable_collection");
+  nb::object name_attr = Name("_name"), shape_attr = Name("_shape"), dtype_attr = Name("_dtype"),
+             device_attr = Name("_device");
+  nb::object sym_attr = Name("sym"), id_attr = Name("id"), sym_name_attr = Name("name"),
+             module_attr = Name("module");
+  nb::object args_attr = Name("args"), kwargs_attr = Name("kwargs"), output_attr = Name("output");
 
   static ThunderNames& Get() {
     static ThunderNames* names = [] {
@@ -60,60 +74,118 @@ struct ThunderNames {
   }
 };
 
+// A tensor type by what it is made of: equal keys make equal types.
+struct TypeKey {
+  PyObject* dtype = nullptr;
+  PyObject* device = nullptr;
+  bool future = false;
+  peakmem::Dims dims;
+
+  bool operator==(const TypeKey& o) const {
+    return dtype == o.dtype && device == o.device && future == o.future && dims == o.dims;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const TypeKey& k) {
+    return H::combine(std::move(h), k.dtype, k.device, k.future, k.dims);
+  }
+};
+
+// The items of a tuple or list without copying (borrowed; valid while `seq` lives).
+struct Items {
+  PyObject** data;
+  Py_ssize_t size;
+  PyObject** begin() const { return data; }
+  PyObject** end() const { return data + size; }
+};
+Items ItemsOf(PyObject* seq) {
+  if (PyTuple_Check(seq)) return {&PyTuple_GET_ITEM(seq, 0), PyTuple_GET_SIZE(seq)};
+  return {&PyList_GET_ITEM(seq, 0), PyList_GET_SIZE(seq)};
+}
+
 class LiveReader {
  public:
-  LiveReader(std::shared_ptr<const peakmem::SourceFile> source)
-      : names_(ThunderNames::Get()), builder_(std::move(source)) {}
+  LiveReader(std::shared_ptr<const peakmem::SourceFile> source, bool lean)
+      : names_(ThunderNames::Get()), builder_(std::move(source)), lean_(lean) {}
 
   peakmem::Trace Read(nb::handle trace);
 
  private:
+  // What a symbol is, read once per trace (a trace uses a few dozen symbols).
+  enum class Special { kNone, kUnpackTrivial, kUnpackSequence, kDel, kReturn, kClear };
+  struct SymInfo {
+    Special special = Special::kNone;
+    std::string_view symbol, callee, symbol_id;
+  };
+
   [[noreturn]] void Fail(const std::string& message) const {
     builder_.Fail(At(), "bound symbol " + std::to_string(index_) + ": " + message);
   }
   SourceLocation At() const { return {static_cast<int>(index_) + 1, 1}; }
 
-  ProxyKind KindOf(nb::handle obj);
-  std::string_view NameOf(nb::handle proxy);
-  ValueId Define(nb::handle proxy);
-  void SetType(ValueId id, nb::handle proxy, ProxyKind kind);
-  ValueId Use(nb::handle proxy);
-  Expr ToExpr(nb::handle obj, int depth);
-  Pattern ToPattern(nb::handle obj, int depth);
+  ProxyKind KindOf(PyObject* obj);
+  std::string_view NameOf(PyObject* proxy);
+  // The live value a proxy object was last bound to, or kNoValue.
+  ValueId Cached(PyObject* proxy) const {
+    auto it = proxies_.find(proxy);
+    if (it == proxies_.end() || dead_[it->second]) return peakmem::kNoValue;
+    return it->second;
+  }
+  void Remember(PyObject* proxy, ValueId id) {
+    proxies_.insert_or_assign(proxy, id);
+    if (dead_.size() <= id) dead_.resize(builder_.trace().values.size() + 1, 0);
+  }
+  ValueId Define(PyObject* proxy);
+  void SetType(ValueId id, PyObject* proxy, ProxyKind kind);
+  ValueId Use(PyObject* proxy);
+  ValueId Delete(PyObject* proxy);
+  Expr ToExpr(PyObject* obj, int depth);
+  void FlattenArgs(PyObject* obj, int depth, std::vector<Expr>* out);
+  Pattern ToPattern(PyObject* obj, int depth);
+  const SymInfo& SymOf(PyObject* sym);
   const peakmem::DType* DTypeOf(nb::handle dtype);
   const std::string& DeviceOf(nb::handle device);
   const std::string& ModuleOf(nb::handle sym);
   void ReadParams(nb::handle trace);
-  static const peakmem::ValueType& Simple(ValueKind kind, const char* text);
+  PyObject* FirstArg(PyObject* args);
+  static const peakmem::ValueType& Simple(ValueKind kind);
 
   ThunderNames& names_;
   peakmem::TraceBuilder builder_;
+  const bool lean_;
   std::size_t index_ = 0;
+  bool returned_ = false;
+  // Per trace, keyed by object address: the trace keeps these objects alive
+  // while it is read.
+  absl::flat_hash_map<PyObject*, ValueId> proxies_;
+  std::vector<std::uint8_t> dead_;  // ValueId -> deleted
+  absl::flat_hash_map<PyObject*, SymInfo> syms_;
+  absl::flat_hash_map<TypeKey, const peakmem::ValueType*> types_;
+  TypeKey key_;  // reused
   // Process-wide caches keyed by object address; the objects are kept alive
   // (there are few: proxy classes, dtypes, devices, symbols) so that an
   // address is never reused for another object. Guarded by the GIL.
-  static inline std::unordered_map<PyTypeObject*, ProxyKind> kinds_;
+  static inline absl::flat_hash_map<PyTypeObject*, ProxyKind> kinds_;
   static inline std::unordered_map<PyObject*, const peakmem::DType*> dtypes_;
   static inline std::unordered_map<PyObject*, std::string> devices_;
   static inline std::unordered_map<PyObject*, std::string> modules_;
   static inline std::vector<nb::object>* keep_alive_ = new std::vector<nb::object>();
-  bool returned_ = false;
 };
 
-ProxyKind LiveReader::KindOf(nb::handle obj) {
-  PyTypeObject* type = Py_TYPE(obj.ptr());
+ProxyKind LiveReader::KindOf(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
   auto it = kinds_.find(type);
   if (it != kinds_.end()) return it->second;
+  nb::handle h(obj);
   ProxyKind kind = ProxyKind::kNotProxy;
-  if (nb::isinstance(obj, names_.tensor)) {
+  if (nb::isinstance(h, names_.tensor)) {
     kind = ProxyKind::kTensor;
-  } else if (nb::isinstance(obj, names_.future_tensor)) {
+  } else if (nb::isinstance(h, names_.future_tensor)) {
     kind = ProxyKind::kFutureTensor;
-  } else if (nb::isinstance(obj, names_.collection)) {
+  } else if (nb::isinstance(h, names_.collection)) {
     kind = ProxyKind::kCollection;
-  } else if (nb::isinstance(obj, names_.number)) {
+  } else if (nb::isinstance(h, names_.number)) {
     kind = ProxyKind::kNumber;
-  } else if (nb::isinstance(obj, names_.proxy)) {
+  } else if (nb::isinstance(h, names_.proxy)) {
     kind = ProxyKind::kOther;
   }
   keep_alive_->push_back(nb::borrow(reinterpret_cast<PyObject*>(type)));
@@ -121,14 +193,10 @@ ProxyKind LiveReader::KindOf(nb::handle obj) {
   return kind;
 }
 
-std::string_view LiveReader::NameOf(nb::handle proxy) {
-  nb::object name = nb::steal(PyObject_GetAttr(proxy.ptr(), names_.name_attr.ptr()));
-  if (!name.is_valid()) throw nb::python_error();
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(name.ptr(), &size);
-  if (data == nullptr) throw nb::python_error();
+std::string_view LiveReader::NameOf(PyObject* proxy) {
+  nb::object name = Attr(proxy, names_.name_attr.ptr());
   // The string lives as long as the proxy, which the trace keeps alive.
-  return std::string_view(data, static_cast<std::size_t>(size));
+  return Utf8(name.ptr());
 }
 
 const peakmem::DType* LiveReader::DTypeOf(nb::handle dtype) {
@@ -163,35 +231,76 @@ const std::string& LiveReader::ModuleOf(nb::handle sym) {
   return modules_.emplace(sym.ptr(), std::move(prefix)).first->second;
 }
 
-void LiveReader::SetType(ValueId id, nb::handle proxy, ProxyKind kind) {
-  peakmem::Value& v = builder_.trace().value(id);
+const LiveReader::SymInfo& LiveReader::SymOf(PyObject* sym) {
+  auto it = syms_.find(sym);
+  if (it != syms_.end()) return it->second;
+  SymInfo info;
+  nb::object id = Attr(sym, names_.id_attr.ptr());
+  if (id.is(names_.unpack_trivial)) {
+    info.special = Special::kUnpackTrivial;
+  } else if (id.is(names_.unpack_sequence)) {
+    info.special = Special::kUnpackSequence;
+  } else if (id.is(names_.del)) {
+    info.special = Special::kDel;
+  } else if (id.is(names_.ret)) {
+    info.special = Special::kReturn;
+  } else if (PyUnicode_Check(id.ptr()) &&
+             PyUnicode_Compare(id.ptr(), names_.clear_mutable_collection.ptr()) == 0) {
+    info.special = Special::kClear;
+    info.callee = info.symbol = info.symbol_id = "clear_mutable_collection";
+  } else {
+    nb::object name = Attr(sym, names_.sym_name_attr.ptr());
+    info.symbol = builder_.Intern(Utf8(name.ptr()));
+    info.callee = builder_.Intern(ModuleOf(sym) + std::string(info.symbol));
+    if (PyUnicode_Check(id.ptr())) info.symbol_id = builder_.Intern(Utf8(id.ptr()));
+  }
+  return syms_.emplace(sym, info).first->second;
+}
+
+void LiveReader::SetType(ValueId id, PyObject* proxy, ProxyKind kind) {
   switch (kind) {
     case ProxyKind::kTensor:
     case ProxyKind::kFutureTensor: {
-      nb::object shape_owner = nb::steal(PyObject_GetAttr(proxy.ptr(), names_.shape_attr.ptr()));
-      if (!shape_owner.is_valid()) throw nb::python_error();
-      peakmem::Dims shape;
-      for (nb::handle d : shape_owner) {
-        if (!PyLong_CheckExact(d.ptr())) {
-          Fail("symbolic dimension in the shape of '" + std::string(v.name) +
-               "': peakmem needs concrete shapes");
+      nb::object shape = Attr(proxy, names_.shape_attr.ptr());
+      nb::object dtype = Attr(proxy, names_.dtype_attr.ptr());
+      nb::object device = Attr(proxy, names_.device_attr.ptr());
+      key_.dtype = dtype.ptr();
+      key_.device = device.ptr();
+      key_.future = kind == ProxyKind::kFutureTensor;
+      key_.dims.clear();
+      auto add_dim = [&](PyObject* d) {
+        if (!PyLong_CheckExact(d)) {
+          Fail("symbolic dimension in the shape of '" +
+               std::string(builder_.trace().value(id).name) + "': peakmem needs concrete shapes");
         }
-        shape.push_back(PyLong_AsLongLong(d.ptr()));
+        const long long n = PyLong_AsLongLong(d);
+        if (n == -1 && PyErr_Occurred()) throw nb::python_error();
+        key_.dims.push_back(n);
+      };
+      if (PyTuple_CheckExact(shape.ptr()) || PyList_CheckExact(shape.ptr())) {
+        for (PyObject* d : ItemsOf(shape.ptr())) add_dim(d);
+      } else {
+        for (nb::handle d : shape) add_dim(d.ptr());
       }
-      nb::object dtype = nb::steal(PyObject_GetAttr(proxy.ptr(), names_.dtype_attr.ptr()));
-      nb::object device = nb::steal(PyObject_GetAttr(proxy.ptr(), names_.device_attr.ptr()));
-      if (!dtype.is_valid() || !device.is_valid()) throw nb::python_error();
+      auto it = types_.find(key_);
+      if (it != types_.end()) {
+        builder_.trace().value(id).type = it->second;
+        return;
+      }
       const peakmem::DType* d = DTypeOf(dtype);
       peakmem::TypeStringError error;
-      auto type = peakmem::MakeTensorType(DeviceOf(device), d->short_name, std::move(shape),
-                                          kind == ProxyKind::kFutureTensor, &error);
-      if (!type) Fail("'" + std::string(v.name) + "': " + error.message);
-      v.type = builder_.trace().InternType(std::move(*type));
+      auto type = peakmem::MakeTensorType(DeviceOf(device), d->short_name, key_.dims,
+                                          key_.future, &error);
+      if (!type) Fail("'" + std::string(builder_.trace().value(id).name) + "': " + error.message);
+      const peakmem::ValueType* interned = builder_.trace().InternType(std::move(*type));
+      types_.emplace(key_, interned);
+      builder_.trace().value(id).type = interned;
       return;
     }
     case ProxyKind::kCollection: {
-      v.type = &Simple(ValueKind::kCollection, "Collection");
-      nb::object c = proxy.attr("collection")();
+      peakmem::Value& v = builder_.trace().value(id);
+      v.type = &Simple(ValueKind::kCollection);
+      nb::object c = nb::handle(proxy).attr("collection")();
       if (PyList_Check(c.ptr())) v.container = ContainerKind::kList;
       else if (PyTuple_Check(c.ptr())) v.container = ContainerKind::kTuple;
       else if (PyDict_Check(c.ptr())) v.container = ContainerKind::kDict;
@@ -199,16 +308,16 @@ void LiveReader::SetType(ValueId id, nb::handle proxy, ProxyKind kind) {
       return;
     }
     case ProxyKind::kNumber:
-      v.type = &Simple(ValueKind::kNumber, "");
+      builder_.trace().value(id).type = &Simple(ValueKind::kNumber);
       return;
     default:
-      v.type = &Simple(ValueKind::kOpaque, "");
+      builder_.trace().value(id).type = &Simple(ValueKind::kOpaque);
       return;
   }
 }
 
 // A shared type with only a kind (and a printed form).
-const peakmem::ValueType& LiveReader::Simple(ValueKind kind, const char* text) {
+const peakmem::ValueType& LiveReader::Simple(ValueKind kind) {
   static const auto* types = [] {
     auto* t = new std::vector<peakmem::ValueType>();
     for (ValueKind k : {ValueKind::kCollection, ValueKind::kNumber, ValueKind::kOpaque}) {
@@ -219,34 +328,55 @@ const peakmem::ValueType& LiveReader::Simple(ValueKind kind, const char* text) {
     }
     return t;
   }();
-  (void)text;
   return (*types)[kind == ValueKind::kCollection ? 0 : kind == ValueKind::kNumber ? 1 : 2];
 }
 
-ValueId LiveReader::Define(nb::handle proxy) {
+ValueId LiveReader::Define(PyObject* proxy) {
   const ProxyKind kind = KindOf(proxy);
   const ValueId id = builder_.Define(NameOf(proxy), At());
   SetType(id, proxy, kind);
+  Remember(proxy, id);
   return id;
 }
 
-ValueId LiveReader::Use(nb::handle proxy) {
-  const std::string_view name = NameOf(proxy);
-  const ValueId id = builder_.LookupForUse(name, At());
+ValueId LiveReader::Use(PyObject* proxy) {
+  ValueId id = Cached(proxy);
   if (id != peakmem::kNoValue) return id;
+  id = builder_.LookupForUse(NameOf(proxy), At());
+  if (id != peakmem::kNoValue) {
+    Remember(proxy, id);
+    return id;
+  }
   // A proxy no statement defined (a constant the trace closes over): define it
   // here so that the models can see its type.
   return Define(proxy);
 }
 
-Expr LiveReader::ToExpr(nb::handle obj, int depth) {
+ValueId LiveReader::Delete(PyObject* proxy) {
+  const ValueId cached = Cached(proxy);
+  const std::string_view name =
+      cached != peakmem::kNoValue ? builder_.trace().value(cached).name : NameOf(proxy);
+  const ValueId id = builder_.Delete(name, At(), static_cast<int>(index_));
+  if (dead_.size() <= id) dead_.resize(builder_.trace().values.size() + 1, 0);
+  dead_[id] = 1;
+  return id;
+}
+
+Expr LiveReader::ToExpr(PyObject* p, int depth) {
   Expr e;
   e.at = At();
   if (depth > 1000) Fail("argument nested too deeply");
-  PyObject* p = obj.ptr();
+  const ValueId cached = Cached(p);
+  if (cached != peakmem::kNoValue) {
+    e.kind = Expr::Kind::kValue;
+    e.value = cached;
+    return e;
+  }
   if (PyTuple_CheckExact(p) || PyList_CheckExact(p)) {
     e.kind = PyTuple_CheckExact(p) ? Expr::Kind::kTuple : Expr::Kind::kList;
-    for (nb::handle item : obj) e.items.push_back(ToExpr(item, depth + 1));
+    const Items items = ItemsOf(p);
+    e.items.reserve(items.size);
+    for (PyObject* item : items) e.items.push_back(ToExpr(item, depth + 1));
     return e;
   }
   if (PyDict_CheckExact(p)) {
@@ -259,9 +389,9 @@ Expr LiveReader::ToExpr(nb::handle obj, int depth) {
     }
     return e;
   }
-  if (KindOf(obj) != ProxyKind::kNotProxy) {
+  if (KindOf(p) != ProxyKind::kNotProxy) {
     e.kind = Expr::Kind::kValue;
-    e.value = Use(obj);
+    e.value = Use(p);
     return e;
   }
   e.kind = Expr::Kind::kConstant;
@@ -270,25 +400,58 @@ Expr LiveReader::ToExpr(nb::handle obj, int depth) {
   } else if (PyBool_Check(p)) {
     e.text = p == Py_True ? "True" : "False";
   } else if (PyLong_CheckExact(p) || PyFloat_CheckExact(p) || PyComplex_CheckExact(p)) {
-    e.text = builder_.Keep(nb::cast<std::string>(nb::repr(obj)));
+    e.text = builder_.Keep(nb::cast<std::string>(nb::repr(p)));
   } else {
     e.text = builder_.Intern(std::string("<") + Py_TYPE(p)->tp_name + ">");
   }
   return e;
 }
 
-Pattern LiveReader::ToPattern(nb::handle obj, int depth) {
+// The lean form of an argument: its proxies, in the order ToExpr then
+// FlattenValues would give them.
+void LiveReader::FlattenArgs(PyObject* p, int depth, std::vector<Expr>* out) {
+  if (depth > 1000) Fail("argument nested too deeply");
+  ValueId id = Cached(p);
+  if (id == peakmem::kNoValue) {
+    if (PyTuple_CheckExact(p) || PyList_CheckExact(p)) {
+      for (PyObject* item : ItemsOf(p)) FlattenArgs(item, depth + 1, out);
+      return;
+    }
+    if (PyDict_CheckExact(p)) {
+      PyObject *key, *value;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(p, &pos, &key, &value)) {
+        FlattenArgs(key, depth + 1, out);
+        FlattenArgs(value, depth + 1, out);
+      }
+      return;
+    }
+    if (KindOf(p) == ProxyKind::kNotProxy) return;
+    id = Use(p);
+  }
+  Expr& e = out->emplace_back();
+  e.kind = Expr::Kind::kValue;
+  e.value = id;
+  e.at = At();
+}
+
+Pattern LiveReader::ToPattern(PyObject* obj, int depth) {
   Pattern p;
   p.at = At();
   if (depth > 1000) Fail("output nested too deeply");
-  if (PyTuple_Check(obj.ptr()) || PyList_Check(obj.ptr())) {
-    if (KindOf(obj) == ProxyKind::kNotProxy) {
-      p.kind = PyTuple_Check(obj.ptr()) ? Pattern::Kind::kTuple : Pattern::Kind::kList;
-      for (nb::handle item : obj) p.items.push_back(ToPattern(item, depth + 1));
-      return p;
+  const ProxyKind kind = KindOf(obj);
+  if (kind == ProxyKind::kNotProxy && (PyTuple_Check(obj) || PyList_Check(obj))) {
+    p.kind = PyTuple_Check(obj) ? Pattern::Kind::kTuple : Pattern::Kind::kList;
+    if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
+      const Items items = ItemsOf(obj);
+      p.items.reserve(items.size);
+      for (PyObject* item : items) p.items.push_back(ToPattern(item, depth + 1));
+    } else {
+      for (nb::handle item : nb::handle(obj)) p.items.push_back(ToPattern(item.ptr(), depth + 1));
     }
+    return p;
   }
-  if (KindOf(obj) != ProxyKind::kNotProxy) {
+  if (kind != ProxyKind::kNotProxy) {
     p.kind = Pattern::Kind::kValue;
     p.value = Define(obj);
     return p;
@@ -314,73 +477,114 @@ void LiveReader::ReadParams(nb::handle trace) {
   builder_.trace().function_name = nb::cast<std::string>(si.attr("name"));
 }
 
+PyObject* LiveReader::FirstArg(PyObject* args) {
+  if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) == 0) Fail("expected an argument");
+  return PyTuple_GET_ITEM(args, 0);
+}
+
 peakmem::Trace LiveReader::Read(nb::handle trace) {
   ReadParams(trace);
   nb::object bsyms = trace.attr("bound_symbols");
-  for (nb::handle bsym : bsyms) {
+  if (!PyList_CheckExact(bsyms.ptr()) && !PyTuple_CheckExact(bsyms.ptr())) {
+    bsyms = nb::steal(PySequence_List(bsyms.ptr()));
+    if (!bsyms.is_valid()) throw nb::python_error();
+  }
+  const Items all = ItemsOf(bsyms.ptr());
+  std::vector<Statement>& statements = builder_.trace().statements;
+  statements.reserve(statements.size() + static_cast<std::size_t>(all.size));
+  for (Py_ssize_t i = 0; i < all.size; ++i) {
+    // The list may not change while it is read: nothing here runs Python code
+    // that could change it, but stay in bounds whatever happens.
+    if (i >= (PyList_CheckExact(bsyms.ptr()) ? PyList_GET_SIZE(bsyms.ptr()) : all.size)) break;
+    PyObject* bsym = all.data[i];
     ++index_;
     if (returned_) Fail("statement after return");
-    nb::object sym = nb::steal(PyObject_GetAttr(bsym.ptr(), names_.sym_attr.ptr()));
-    if (!sym.is_valid()) throw nb::python_error();
-    nb::object id = nb::steal(PyObject_GetAttr(sym.ptr(), names_.id_attr.ptr()));
-    nb::object args = nb::steal(PyObject_GetAttr(bsym.ptr(), names_.args_attr.ptr()));
-    nb::object output = nb::steal(PyObject_GetAttr(bsym.ptr(), names_.output_attr.ptr()));
-    if (!id.is_valid() || !args.is_valid() || !output.is_valid()) throw nb::python_error();
+    nb::object sym = Attr(bsym, names_.sym_attr.ptr());
+    const SymInfo& info = SymOf(sym.ptr());
 
-    Statement s;
-    s.at = At();
-    s.source_line = static_cast<int>(index_);  // live traces: the bound symbol's 1-based index
-    if (id.is(names_.unpack_trivial)) {
+    if (info.special == Special::kUnpackTrivial) {
       // A parameter's proxy: its type.
-      if (KindOf(output) == ProxyKind::kNotProxy) continue;
-      const ValueId param = builder_.Lookup(NameOf(output));
-      if (param != peakmem::kNoValue) SetType(param, output, KindOf(output));
+      nb::object output = Attr(bsym, names_.output_attr.ptr());
+      const ProxyKind kind = KindOf(output.ptr());
+      if (kind == ProxyKind::kNotProxy) continue;
+      const ValueId param = builder_.Lookup(NameOf(output.ptr()));
+      if (param != peakmem::kNoValue) {
+        SetType(param, output.ptr(), kind);
+        Remember(output.ptr(), param);
+      }
       continue;
     }
-    if (id.is(names_.unpack_sequence)) {
-      s.kind = StatementKind::kUnpack;
-      s.source = Use(nb::handle(PyTuple_GET_ITEM(args.ptr(), 0)));
-      s.outputs.kind = Pattern::Kind::kTuple;
-      s.outputs.at = At();
-      for (nb::handle item : output) s.outputs.items.push_back(ToPattern(item, 1));
-    } else if (id.is(names_.del)) {
-      s.kind = StatementKind::kDel;
-      for (nb::handle p : args) {
-        if (KindOf(p) == ProxyKind::kNotProxy) continue;
-        s.deleted.push_back(builder_.Delete(NameOf(p), At(), static_cast<int>(index_)));
+    nb::object args = Attr(bsym, names_.args_attr.ptr());
+    Statement& s = statements.emplace_back();
+    s.at = At();
+    s.source_line = static_cast<int>(index_);  // live traces: the bound symbol's 1-based index
+    switch (info.special) {
+      case Special::kUnpackSequence: {
+        s.kind = StatementKind::kUnpack;
+        s.source = Use(FirstArg(args.ptr()));
+        s.outputs.kind = Pattern::Kind::kTuple;
+        s.outputs.at = At();
+        nb::object output = Attr(bsym, names_.output_attr.ptr());
+        for (nb::handle item : output) s.outputs.items.push_back(ToPattern(item.ptr(), 1));
+        break;
       }
-    } else if (id.is(names_.ret)) {
-      s.kind = StatementKind::kReturn;
-      s.returned = PyTuple_GET_SIZE(args.ptr()) == 1
-                       ? ToExpr(nb::handle(PyTuple_GET_ITEM(args.ptr(), 0)), 0)
-                       : ToExpr(args, 0);
-      returned_ = true;
-    } else if (PyUnicode_Check(id.ptr()) &&
-               PyUnicode_Compare(id.ptr(), names_.clear_mutable_collection.ptr()) == 0) {
-      s.kind = StatementKind::kClear;
-      s.callee = s.symbol = s.symbol_id = "clear_mutable_collection";
-      s.source = Use(nb::handle(PyTuple_GET_ITEM(args.ptr(), 0)));
-    } else {
-      s.kind = StatementKind::kCall;
-      nb::object name = nb::steal(PyObject_GetAttr(sym.ptr(), names_.sym_name_attr.ptr()));
-      if (!name.is_valid()) throw nb::python_error();
-      s.symbol = builder_.Intern(Utf8(name));
-      s.callee = builder_.Intern(ModuleOf(sym) + std::string(s.symbol));
-      if (PyUnicode_Check(id.ptr())) s.symbol_id = builder_.Intern(Utf8(id));
-      for (nb::handle a : args) s.args.push_back(ToExpr(a, 1));
-      nb::object kwargs = nb::steal(PyObject_GetAttr(bsym.ptr(), names_.kwargs_attr.ptr()));
-      if (!kwargs.is_valid()) throw nb::python_error();
-      PyObject *key, *value;
-      Py_ssize_t pos = 0;
-      while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) {
-        s.kwargs.emplace_back(builder_.Intern(Utf8(nb::handle(key))), ToExpr(value, 1));
+      case Special::kDel: {
+        s.kind = StatementKind::kDel;
+        if (!PyTuple_Check(args.ptr())) Fail("bound symbol arguments are not a tuple");
+        for (PyObject* p : ItemsOf(args.ptr())) {
+          if (Cached(p) == peakmem::kNoValue && KindOf(p) == ProxyKind::kNotProxy) continue;
+          s.deleted.push_back(Delete(p));
+        }
+        break;
       }
-      s.outputs = ToPattern(output, 0);
-      if (s.outputs.kind == Pattern::Kind::kIgnore) {
-        s.outputs.kind = Pattern::Kind::kTuple;  // no outputs
+      case Special::kReturn: {
+        s.kind = StatementKind::kReturn;
+        if (!PyTuple_Check(args.ptr())) Fail("bound symbol arguments are not a tuple");
+        if (lean_) {
+          s.returned.kind = Expr::Kind::kTuple;  // the thunder model does not look at it
+        } else {
+          s.returned = PyTuple_GET_SIZE(args.ptr()) == 1 ? ToExpr(FirstArg(args.ptr()), 0)
+                                                         : ToExpr(args.ptr(), 0);
+        }
+        returned_ = true;
+        break;
+      }
+      case Special::kClear:
+        s.kind = StatementKind::kClear;
+        s.callee = info.callee;
+        s.symbol = info.symbol;
+        s.symbol_id = info.symbol_id;
+        s.source = Use(FirstArg(args.ptr()));
+        break;
+      default: {
+        s.kind = StatementKind::kCall;
+        s.symbol = info.symbol;
+        s.callee = info.callee;
+        s.symbol_id = info.symbol_id;
+        nb::object kwargs = Attr(bsym, names_.kwargs_attr.ptr());
+        if (!PyTuple_Check(args.ptr())) Fail("bound symbol arguments are not a tuple");
+        if (!PyDict_Check(kwargs.ptr())) Fail("bound symbol keyword arguments are not a dict");
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        if (lean_) {
+          // Thunder's flat_proxy_args: positional then keyword values.
+          for (PyObject* a : ItemsOf(args.ptr())) FlattenArgs(a, 1, &s.args);
+          while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) FlattenArgs(value, 1, &s.args);
+        } else {
+          s.args.reserve(PyTuple_GET_SIZE(args.ptr()));
+          for (PyObject* a : ItemsOf(args.ptr())) s.args.push_back(ToExpr(a, 1));
+          while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) {
+            s.kwargs.emplace_back(builder_.Intern(Utf8(key)), ToExpr(value, 1));
+          }
+        }
+        nb::object output = Attr(bsym, names_.output_attr.ptr());
+        s.outputs = ToPattern(output.ptr(), 0);
+        if (s.outputs.kind == Pattern::Kind::kIgnore) {
+          s.outputs.kind = Pattern::Kind::kTuple;  // no outputs
+        }
+        break;
       }
     }
-    builder_.trace().statements.push_back(std::move(s));
   }
   if (!returned_) Fail("the trace has no return");
   return std::move(builder_.trace());
@@ -388,9 +592,9 @@ peakmem::Trace LiveReader::Read(nb::handle trace) {
 
 }  // namespace
 
-peakmem::ParsedTrace ReadLiveTrace(nb::handle trace) {
+peakmem::ParsedTrace ReadLiveTrace(nb::handle trace, bool lean) {
   auto source = std::make_shared<const peakmem::SourceFile>("<TraceCtx>", "");
-  LiveReader reader(source);
+  LiveReader reader(source, lean);
   peakmem::ParsedTrace parsed;
   parsed.trace = reader.Read(trace);
   parsed.source = std::move(source);
