@@ -171,6 +171,10 @@ NB_MODULE(_core, m) {
       nb::arg("scratch") = true, nb::arg("steps") = true,
       "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table.");
 
+  m.def("thunder_alloc_memory_live", &peakmem_python::ThunderAllocMemoryLive, nb::arg("trace"),
+        "Thunder's get_alloc_memory on a live TraceCtx: (peak, breakdown), or None when the "
+        "trace needs the general path (analyze_live with the thunder model).");
+
   m.def(
       "analyze_file",
       [](const std::string& path, const std::string& model, const std::string& convention,

@@ -2,6 +2,9 @@
 
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
+#include <cstring>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,6 +38,20 @@ std::string_view Utf8(PyObject* str) {
 nb::object Attr(PyObject* obj, PyObject* name) {
   PyObject* result = PyObject_GetAttr(obj, name);
   if (result == nullptr) throw nb::python_error();
+  return nb::steal(result);
+}
+
+// getattr for objects whose type does not override __getattribute__ (Thunder's
+// proxies define only __getattr__, the fallback for missing attributes):
+// object's own lookup, without the slot wrapper's two type lookups. A missing
+// attribute goes the ordinary way (and so reaches __getattr__).
+nb::object PlainAttr(PyObject* obj, PyObject* name) {
+  PyObject* result = PyObject_GenericGetAttr(obj, name);
+  if (result == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
+    PyErr_Clear();
+    return Attr(obj, name);
+  }
   return nb::steal(result);
 }
 
@@ -600,6 +617,399 @@ peakmem::ParsedTrace ReadLiveTrace(nb::handle trace, bool lean) {
   parsed.source = std::move(source);
   parsed.source_is_printed_trace = false;
   return parsed;
+}
+
+// ---------------------------------------------------------------------------
+// Thunder's get_alloc_memory, run directly on the live objects.
+//
+// The drop-in needs only the peak and the breakdown, so this walk skips the
+// IR: it follows thunder.examine.memory_calculation.get_alloc_memory
+// (lightning-thunder 0.2.6) step by step, with its ProxyDict (keyed by proxy
+// name) kept as C++ tables keyed by object address, and writes the breakdown
+// straight into the Python dict it returns (a dict gives Thunder's ordering:
+// a key set again keeps its place). Anything it does not expect (an output
+// that is not proxies in tuples and lists, an argument that is not a tensor,
+// a reference Thunder would assert on, a symbolic size) makes it give up and
+// return None; the caller then takes the general path (IR and the thunder
+// model), which gives the same numbers or the error the user should see.
+namespace {
+
+class Unsupported {};  // thrown to give up; never escapes this file
+
+class LiveThunder {
+ public:
+  LiveThunder() : names_(ThunderNames::Get()) {}
+
+  nb::object Run(nb::handle trace);
+
+ private:
+  enum class Rule : std::uint8_t { kSkip, kDefault, kAlias, kDel, kClear };
+  struct SymRule {
+    Rule rule = Rule::kDefault;
+    std::string_view name;  // bsym.sym.name (the str lives as long as the symbol)
+  };
+  // One proxy object: which name it has (an index into names_table_) and its size.
+  struct Obj {
+    std::uint32_t name;
+    ProxyKind kind;
+    std::int64_t bytes;  // numel * dtype.bytes for tensors; -1 otherwise
+  };
+  // One name: ProxyDict's entry (an index into data_, or -1).
+  struct NameEntry {
+    std::string_view text;
+    int data = -1;
+  };
+  struct MemoryData {
+    std::int64_t count;
+    std::int64_t bytes;  // of the proxy it was made for
+  };
+
+  const SymRule& RuleOf(PyObject* sym);
+  struct TypeInfo {
+    ProxyKind kind = ProxyKind::kNotProxy;
+    bool plain_getattr = false;  // __getattribute__ is object's
+  };
+  TypeInfo TypeOf(PyObject* obj);
+  ProxyKind KindOf(PyObject* obj) { return TypeOf(obj).kind; }
+  Obj& ObjOf(PyObject* proxy);
+  std::int64_t DTypeBytes(PyObject* dtype);
+  // Appends the proxies of `obj` (tuples and lists, depth first) to `out`.
+  void FlatOuts(PyObject* obj, int depth, std::vector<PyObject*>* out);
+  void FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out);
+  void Set(const std::string& key, std::int64_t bytes);
+  std::int64_t Add(std::int64_t a, std::int64_t b) {
+    std::int64_t sum;
+    if (__builtin_add_overflow(a, b, &sum)) throw Unsupported();
+    return sum;
+  }
+  std::int64_t Default(PyObject* bsym, const SymRule& rule);
+  std::int64_t Alias(PyObject* bsym);
+  std::int64_t Del(PyObject* bsym);
+  std::int64_t Clear(PyObject* bsym);
+  std::int64_t DropReference(Obj& obj, std::string_view prefix);
+
+  ThunderNames& names_;
+  nb::object bytes_attr_ = Name("bytes"), numel_attr_ = Name("_numel");
+  nb::object collection_attr_ = Name("collection");
+  nb::dict result_;
+  absl::flat_hash_map<PyObject*, SymRule> rules_;
+  absl::flat_hash_map<PyObject*, Obj> objs_;
+  absl::flat_hash_map<std::string_view, std::uint32_t> name_index_;
+  std::vector<NameEntry> names_table_;
+  std::vector<MemoryData> data_;
+  absl::flat_hash_map<PyObject*, std::int64_t> dtype_bytes_;
+  absl::flat_hash_map<std::string_view, bool> arg_names_;
+  std::vector<PyObject*> flat_;  // reused
+  std::string key_;              // reused
+  std::deque<std::string> name_keep_;  // argument names (stable addresses)
+};
+
+LiveThunder::TypeInfo LiveThunder::TypeOf(PyObject* obj) {
+  static absl::flat_hash_map<PyTypeObject*, TypeInfo>* types =
+      new absl::flat_hash_map<PyTypeObject*, TypeInfo>();
+  static std::vector<nb::object>* keep = new std::vector<nb::object>();
+  PyTypeObject* type = Py_TYPE(obj);
+  auto it = types->find(type);
+  if (it != types->end()) return it->second;
+  nb::handle h(obj);
+  TypeInfo info;
+  if (nb::isinstance(h, names_.tensor)) info.kind = ProxyKind::kTensor;
+  else if (nb::isinstance(h, names_.future_tensor)) info.kind = ProxyKind::kFutureTensor;
+  else if (nb::isinstance(h, names_.proxy)) info.kind = ProxyKind::kOther;
+  nb::object own = nb::getattr(nb::handle(reinterpret_cast<PyObject*>(type)), "__getattribute__");
+  nb::object base =
+      nb::getattr(nb::handle(reinterpret_cast<PyObject*>(&PyBaseObject_Type)), "__getattribute__");
+  info.plain_getattr = own.is(base);
+  keep->push_back(nb::borrow(reinterpret_cast<PyObject*>(type)));
+  types->emplace(type, info);
+  return info;
+}
+
+const LiveThunder::SymRule& LiveThunder::RuleOf(PyObject* sym) {
+  auto it = rules_.find(sym);
+  if (it != rules_.end()) return it->second;
+  static const std::string_view kAliases[] = {
+      "unsqueeze", "squeeze", "transpose", "expand", "reshape", "torch_prims_reshape_impl",
+      "permute", "contiguous", "split", "torch_wait_prim_impl", "shallow_copy"};
+  SymRule r;
+  nb::object id = Attr(sym, names_.id_attr.ptr());
+  if (id.is(names_.unpack_trivial) || id.is(names_.unpack_sequence) || id.is(names_.ret)) {
+    r.rule = Rule::kSkip;
+  } else if (id.is(names_.del)) {
+    r.rule = Rule::kDel;
+  } else if (PyUnicode_CheckExact(id.ptr())) {
+    const std::string_view text = Utf8(id.ptr());
+    if (text == "clear_mutable_collection") {
+      r.rule = Rule::kClear;
+    } else {
+      for (std::string_view alias : kAliases) {
+        if (text == alias) r.rule = Rule::kAlias;
+      }
+    }
+  } else if (!PyLong_CheckExact(id.ptr()) && id.ptr() != Py_None &&
+             !PyObject_TypeCheck(id.ptr(), Py_TYPE(names_.del.ptr()))) {
+    // An id of another kind might compare equal to one of Thunder's keys.
+    throw Unsupported();
+  }
+  nb::object name = Attr(sym, names_.sym_name_attr.ptr());
+  if (!PyUnicode_CheckExact(name.ptr())) throw Unsupported();
+  r.name = Utf8(name.ptr());  // the symbol (alive with the trace) holds the str
+  return rules_.emplace(sym, r).first->second;
+}
+
+std::int64_t LiveThunder::DTypeBytes(PyObject* dtype) {
+  auto it = dtype_bytes_.find(dtype);
+  if (it != dtype_bytes_.end()) return it->second;
+  nb::object b = Attr(dtype, bytes_attr_.ptr());
+  if (!PyLong_CheckExact(b.ptr())) throw Unsupported();
+  const long long n = PyLong_AsLongLong(b.ptr());
+  if (n == -1 && PyErr_Occurred()) throw nb::python_error();
+  dtype_bytes_.emplace(dtype, n);
+  return n;
+}
+
+LiveThunder::Obj& LiveThunder::ObjOf(PyObject* proxy) {
+  auto it = objs_.find(proxy);
+  if (it != objs_.end()) return it->second;
+  Obj o;
+  const TypeInfo type = TypeOf(proxy);
+  o.kind = type.kind;
+  if (o.kind == ProxyKind::kNotProxy) throw Unsupported();
+  auto get = [&](PyObject* attr) { return type.plain_getattr ? PlainAttr(proxy, attr) : Attr(proxy, attr); };
+  nb::object name = get(names_.name_attr.ptr());
+  if (!PyUnicode_CheckExact(name.ptr())) throw Unsupported();
+  const std::string_view text = Utf8(name.ptr());  // the proxy holds the str
+  auto [slot, inserted] = name_index_.try_emplace(text, names_table_.size());
+  if (inserted) names_table_.push_back({text, -1});
+  o.name = slot->second;
+  o.bytes = -1;
+  if (o.kind == ProxyKind::kTensor || o.kind == ProxyKind::kFutureTensor) {
+    nb::object numel = get(numel_attr_.ptr());
+    nb::object dtype = get(names_.dtype_attr.ptr());
+    if (!PyLong_CheckExact(numel.ptr())) throw Unsupported();
+    const long long n = PyLong_AsLongLong(numel.ptr());
+    if (n == -1 && PyErr_Occurred()) throw nb::python_error();
+    if (n < 0 || __builtin_mul_overflow(static_cast<std::int64_t>(n), DTypeBytes(dtype.ptr()), &o.bytes)) {
+      throw Unsupported();
+    }
+  }
+  return objs_.emplace(proxy, o).first->second;
+}
+
+void LiveThunder::FlatOuts(PyObject* obj, int depth, std::vector<PyObject*>* out) {
+  if (depth > 100) throw Unsupported();
+  if (objs_.contains(obj)) {
+    out->push_back(obj);
+    return;
+  }
+  if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
+    for (PyObject* item : ItemsOf(obj)) FlatOuts(item, depth + 1, out);
+    return;
+  }
+  if (obj == Py_None) return;
+  if (KindOf(obj) == ProxyKind::kNotProxy) throw Unsupported();  // dicts, dataclasses, ...
+  out->push_back(obj);
+}
+
+void LiveThunder::FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out) {
+  if (depth > 100) throw Unsupported();
+  if (objs_.contains(obj)) {
+    out->push_back(obj);
+    return;
+  }
+  if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
+    for (PyObject* item : ItemsOf(obj)) FlatArgs(item, depth + 1, out);
+    return;
+  }
+  if (PyDict_Check(obj) || PyTuple_Check(obj) || PyList_Check(obj) || PyAnySet_Check(obj)) {
+    throw Unsupported();  // pytree's order for these is its own
+  }
+  if (KindOf(obj) != ProxyKind::kNotProxy) out->push_back(obj);
+}
+
+void LiveThunder::Set(const std::string& key, std::int64_t bytes) {
+  bool ascii = true;
+  for (unsigned char c : key) ascii &= c < 0x80;
+  PyObject* k;
+  if (ascii) {
+    k = PyUnicode_New(static_cast<Py_ssize_t>(key.size()), 0x7f);
+    if (k != nullptr) std::memcpy(PyUnicode_DATA(k), key.data(), key.size());
+  } else {
+    k = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), nullptr);
+  }
+  if (k == nullptr) throw nb::python_error();
+  nb::object key_obj = nb::steal(k);
+  nb::object value = nb::steal(PyLong_FromLongLong(bytes));
+  if (!value.is_valid() || PyDict_SetItem(result_.ptr(), k, value.ptr()) != 0) {
+    throw nb::python_error();
+  }
+}
+
+std::int64_t LiveThunder::Default(PyObject* bsym, const SymRule& rule) {
+  nb::object output = Attr(bsym, names_.output_attr.ptr());
+  flat_.clear();
+  FlatOuts(output.ptr(), 0, &flat_);
+  key_.assign(rule.name);
+  key_ += ' ';
+  const std::size_t names_at = key_.size();
+  std::int64_t result = 0;
+  for (PyObject* p : flat_) {
+    Obj& o = ObjOf(p);
+    if (o.kind != ProxyKind::kTensor && o.kind != ProxyKind::kFutureTensor) continue;
+    result = Add(result, o.bytes);
+    NameEntry& n = names_table_[o.name];
+    if (n.data < 0) {
+      n.data = static_cast<int>(data_.size());
+      data_.push_back({1, o.bytes});
+    }
+    if (key_.size() > names_at) key_ += ", ";
+    key_ += n.text;
+  }
+  Set(key_, result);
+  return result;
+}
+
+std::int64_t LiveThunder::Alias(PyObject* bsym) {
+  // Only flat_proxy_args[0] matters: the first proxy of the positional
+  // arguments, when there is one, comes before any keyword argument's.
+  nb::object args = Attr(bsym, names_.args_attr.ptr());
+  flat_.clear();
+  FlatArgs(args.ptr(), 0, &flat_);
+  if (flat_.empty()) throw Unsupported();  // a keyword argument or nothing: the general path
+  const int data = names_table_[ObjOf(flat_[0]).name].data;
+  if (data < 0) throw Unsupported();  // Thunder asserts here
+  nb::object output = Attr(bsym, names_.output_attr.ptr());
+  flat_.clear();
+  FlatOuts(output.ptr(), 0, &flat_);
+  for (PyObject* out : flat_) {
+    ++data_[data].count;
+    names_table_[ObjOf(out).name].data = data;
+  }
+  return 0;
+}
+
+std::int64_t LiveThunder::DropReference(Obj& obj, std::string_view prefix) {
+  const int data = names_table_[obj.name].data;
+  if (data < 0) throw Unsupported();  // Thunder asserts here
+  MemoryData& d = data_[data];
+  if (d.count == 0) throw Unsupported();  // Thunder raises here
+  if (--d.count != 0) return 0;
+  key_.assign(prefix);
+  key_ += names_table_[obj.name].text;
+  Set(key_, -d.bytes);
+  return -d.bytes;
+}
+
+std::int64_t LiveThunder::Del(PyObject* bsym) {
+  // prims.python_del takes its proxies positionally (`del_(*args)`): its
+  // keyword arguments are always empty, so they are not read.
+  nb::object args = Attr(bsym, names_.args_attr.ptr());
+  flat_.clear();
+  FlatArgs(args.ptr(), 0, &flat_);
+  std::int64_t freed = 0;
+  for (PyObject* p : flat_) {
+    Obj& o = ObjOf(p);
+    if (o.kind != ProxyKind::kTensor && o.kind != ProxyKind::kFutureTensor) continue;
+    freed = Add(freed, DropReference(o, "python_del "));
+  }
+  return freed;
+}
+
+std::int64_t LiveThunder::Clear(PyObject* bsym) {
+  nb::object args = Attr(bsym, names_.args_attr.ptr());
+  nb::object kwargs = Attr(bsym, names_.kwargs_attr.ptr());
+  if (!PyDict_CheckExact(kwargs.ptr()) || PyDict_GET_SIZE(kwargs.ptr()) != 0) throw Unsupported();
+  flat_.clear();
+  FlatArgs(args.ptr(), 0, &flat_);
+  if (flat_.empty()) throw Unsupported();
+  PyObject* coll = flat_[0];
+  if (!arg_names_.contains(names_table_[ObjOf(coll).name].text)) return 0;
+  nb::object contents = nb::handle(coll).attr(collection_attr_)();
+  // MutableSequence, MutableMapping, MutableSet: a list or a set here; a
+  // tuple is cleared of nothing; anything else is left to the general path.
+  if (PyTuple_CheckExact(contents.ptr())) return 0;
+  if (!PyList_CheckExact(contents.ptr())) throw Unsupported();
+  std::vector<PyObject*> items;
+  FlatArgs(contents.ptr(), 0, &items);
+  std::int64_t freed = 0;
+  for (PyObject* p : items) {
+    Obj& o = ObjOf(p);
+    if (o.kind != ProxyKind::kTensor && o.kind != ProxyKind::kFutureTensor) continue;
+    freed = Add(freed, DropReference(o, "clear_mutable_collection "));
+  }
+  return freed;
+}
+
+nb::object LiveThunder::Run(nb::handle trace) {
+  // Arguments: tree_iter((trc.args, trc.kwargs)), each a tensor held twice.
+  nb::object si = trace.attr("siginfo")();
+  for (nb::handle arg : si.attr("args")) {
+    nb::object name = arg[0];
+    if (!PyUnicode_CheckExact(name.ptr())) throw Unsupported();
+    arg_names_.emplace(std::string_view(name_keep_.emplace_back(Utf8(name.ptr()))), true);
+  }
+  for (nb::handle name : si.attr("kwargs")) {
+    if (!PyUnicode_CheckExact(name.ptr())) throw Unsupported();
+    arg_names_.emplace(std::string_view(name_keep_.emplace_back(Utf8(name.ptr()))), true);
+  }
+  nb::object call_args = trace.attr("args");
+  nb::object call_kwargs = trace.attr("kwargs");
+  std::vector<PyObject*> leaves;
+  FlatArgs(call_args.ptr(), 0, &leaves);
+  if (!call_kwargs.is_none()) {
+    if (!PyDict_CheckExact(call_kwargs.ptr()) || PyDict_GET_SIZE(call_kwargs.ptr()) != 0) {
+      throw Unsupported();
+    }
+  }
+  std::int64_t allocated = 0;
+  for (PyObject* arg : leaves) {
+    Obj& o = ObjOf(arg);
+    if (o.kind != ProxyKind::kTensor && o.kind != ProxyKind::kFutureTensor) throw Unsupported();
+    NameEntry& n = names_table_[o.name];
+    n.data = static_cast<int>(data_.size());
+    data_.push_back({2, o.bytes});
+    allocated = Add(allocated, o.bytes);
+    key_.assign("argument ");
+    key_ += n.text;
+    Set(key_, o.bytes);
+  }
+  std::int64_t max_allocated = 0;
+  nb::object bsyms = trace.attr("bound_symbols");
+  if (!PyList_CheckExact(bsyms.ptr())) throw Unsupported();
+  const std::size_t n = static_cast<std::size_t>(PyList_GET_SIZE(bsyms.ptr()));
+  objs_.reserve(n);
+  name_index_.reserve(n);
+  names_table_.reserve(n);
+  data_.reserve(n);
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(bsyms.ptr()); ++i) {
+    // Held while it is read: getattr could run Python code.
+    const nb::object held = nb::borrow(PyList_GET_ITEM(bsyms.ptr(), i));
+    PyObject* bsym = held.ptr();
+    nb::object sym = Attr(bsym, names_.sym_attr.ptr());
+    const SymRule& rule = RuleOf(sym.ptr());
+    switch (rule.rule) {
+      case Rule::kSkip: continue;
+      case Rule::kDefault: allocated = Add(allocated, Default(bsym, rule)); break;
+      case Rule::kAlias: allocated = Add(allocated, Alias(bsym)); break;
+      case Rule::kDel: allocated = Add(allocated, Del(bsym)); break;
+      case Rule::kClear: allocated = Add(allocated, Clear(bsym)); break;
+    }
+    max_allocated = std::max(max_allocated, allocated);
+  }
+  return nb::make_tuple(nb::int_(max_allocated), result_);
+}
+
+}  // namespace
+
+nb::object ThunderAllocMemoryLive(nb::handle trace) {
+  try {
+    return LiveThunder().Run(trace);
+  } catch (const Unsupported&) {
+    return nb::none();
+  } catch (const nb::python_error&) {
+    // Something Thunder's objects raised: the general path reports it.
+    return nb::none();
+  }
 }
 
 }  // namespace peakmem_python

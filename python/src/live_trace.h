@@ -26,4 +26,10 @@ namespace peakmem_python {
 
 peakmem::ParsedTrace ReadLiveTrace(nanobind::handle trace, bool lean = false);
 
+// Thunder's get_alloc_memory(trace) computed on the live objects without
+// building the IR: (peak, breakdown dict), or None where the trace holds
+// something this walk does not handle (the caller then takes the general
+// path, which gives the same answer or the right error).
+nanobind::object ThunderAllocMemoryLive(nanobind::handle trace);
+
 }  // namespace peakmem_python
