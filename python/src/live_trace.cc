@@ -860,6 +860,7 @@ class LiveThunder {
   struct TypeInfo {
     ProxyKind kind = ProxyKind::kNotProxy;
     bool plain_getattr = false;  // __getattribute__ is object's
+    bool dataclass = false;      // pytree flattens it (tree_flatten_with_dataclass)
   };
   TypeInfo TypeOf(PyObject* obj);
   ProxyKind KindOf(PyObject* obj) { return TypeOf(obj).kind; }
@@ -923,6 +924,7 @@ LiveThunder::TypeInfo LiveThunder::TypeOf(PyObject* obj) {
   nb::object base =
       nb::getattr(nb::handle(reinterpret_cast<PyObject*>(&PyBaseObject_Type)), "__getattribute__");
   info.plain_getattr = own.is(base);
+  info.dataclass = PyObject_HasAttrString(reinterpret_cast<PyObject*>(type), "__dataclass_fields__");
   keep->push_back(nb::borrow(reinterpret_cast<PyObject*>(type)));
   types->emplace(type, info);
   return info;
@@ -1033,7 +1035,9 @@ void LiveThunder::FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out
   if (PyDict_Check(obj) || PyTuple_Check(obj) || PyList_Check(obj) || PyAnySet_Check(obj)) {
     throw Unsupported();  // pytree's order for these is its own
   }
-  if (KindOf(obj) != ProxyKind::kNotProxy) out->push_back(obj);
+  const TypeInfo type = TypeOf(obj);
+  if (type.dataclass) throw Unsupported();  // pytree looks inside
+  if (type.kind != ProxyKind::kNotProxy) out->push_back(obj);
 }
 
 void LiveThunder::Set(const std::string& key, std::int64_t bytes) {
@@ -1170,6 +1174,21 @@ nb::object LiveThunder::Run(nb::handle trace) {
       throw Unsupported();
     }
   }
+  // Thunder keys every leaf by its name and sizes it: a leaf that is not a
+  // proxy (a number, a string) makes it raise; the general path says why.
+  std::size_t proxies_in_args = 0;
+  std::vector<PyObject*> pending{call_args.ptr()};
+  while (!pending.empty()) {
+    PyObject* o = pending.back();
+    pending.pop_back();
+    if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+      for (PyObject* item : ItemsOf(o)) pending.push_back(item);
+    } else if (o != Py_None) {
+      if (KindOf(o) == ProxyKind::kNotProxy) throw Unsupported();
+      ++proxies_in_args;
+    }
+  }
+  if (proxies_in_args != leaves.size()) throw Unsupported();
   std::int64_t allocated = 0;
   for (PyObject* arg : leaves) {
     Obj& o = ObjOf(arg);
