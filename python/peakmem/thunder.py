@@ -20,7 +20,12 @@ from .api import _is_trace_ctx, analyze
 
 def get_alloc_memory(trace: Any) -> tuple[int, dict[str, int]]:
     if _is_trace_ctx(trace):
-        # The fast path: read in C++, no per-step table (Thunder returns none).
+        # The fast path: Thunder's algorithm on the live objects, in C++.
+        result = _core.thunder_alloc_memory_live(trace)
+        if result is not None:
+            return result
+        # Something the fast path leaves alone: read into the IR, run the
+        # thunder model (the same numbers, or the error to report).
         report = _core.analyze_live(trace, "thunder", "auto", True, False)
     else:
         report = analyze(trace, model="thunder")

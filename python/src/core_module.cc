@@ -5,6 +5,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
+
 #include "live_trace.h"
 #include "peakmem/analyze.h"
 
@@ -30,9 +32,27 @@ peakmem::RuntimeOptions Options(const std::string& convention, bool scratch) {
   return options;
 }
 
+// Thunder's dict: key -> bytes, in order. Keys are ASCII names almost always,
+// made without UTF-8 decoding.
 nb::dict Breakdown(const peakmem::Report& r) {
   nb::dict d;
-  for (const auto& [key, bytes] : r.breakdown.items()) d[nb::str(key.data(), key.size())] = bytes;
+  for (const auto& [key, bytes] : r.breakdown.items()) {
+    bool ascii = true;
+    for (unsigned char c : key) ascii &= c < 0x80;
+    PyObject* k;
+    if (ascii) {
+      k = PyUnicode_New(static_cast<Py_ssize_t>(key.size()), 0x7f);
+      if (k != nullptr) std::memcpy(PyUnicode_DATA(k), key.data(), key.size());
+    } else {
+      k = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "replace");
+    }
+    if (k == nullptr) throw nb::python_error();
+    nb::object key_obj = nb::steal(k);
+    nb::object value = nb::steal(PyLong_FromLongLong(bytes));
+    if (!value.is_valid() || PyDict_SetItem(d.ptr(), k, value.ptr()) != 0) {
+      throw nb::python_error();
+    }
+  }
   return d;
 }
 
@@ -141,13 +161,19 @@ NB_MODULE(_core, m) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         peakmem::ReportOptions report_options;
         report_options.steps = steps;
-        const peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace);
+        // The thunder model without steps needs only the lean form.
+        const peakmem::ParsedTrace parsed =
+            peakmem_python::ReadLiveTrace(trace, model == "thunder" && !steps);
         nb::gil_scoped_release release;
         return peakmem::Analyze(parsed, model, options, report_options);
       },
       nb::arg("trace"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
       nb::arg("scratch") = true, nb::arg("steps") = true,
       "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table.");
+
+  m.def("thunder_alloc_memory_live", &peakmem_python::ThunderAllocMemoryLive, nb::arg("trace"),
+        "Thunder's get_alloc_memory on a live TraceCtx: (peak, breakdown), or None when the "
+        "trace needs the general path (analyze_live with the thunder model).");
 
   m.def(
       "analyze_file",

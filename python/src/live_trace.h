@@ -6,6 +6,16 @@
 // `_dtype`, `_device`; a CollectionProxy's container). Dtype and device
 // objects are resolved once each and cached. It builds the same Trace the
 // readers build (through TraceBuilder), so every model runs on it unchanged.
+//
+// Proxies, symbols and tensor types are resolved once per trace and cached by
+// object address (the trace keeps those objects alive while it is read), so a
+// proxy's attributes are read where it is defined, not at every use.
+//
+// `lean` reads only what the thunder model needs: a call's arguments become
+// its flattened proxies (Thunder's `flat_proxy_args`, in the same order),
+// constants and keyword names are dropped and the return value is not read.
+// The per-step table (FormatStatement) and the runtime model need the full
+// form.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -14,6 +24,12 @@
 
 namespace peakmem_python {
 
-peakmem::ParsedTrace ReadLiveTrace(nanobind::handle trace);
+peakmem::ParsedTrace ReadLiveTrace(nanobind::handle trace, bool lean = false);
+
+// Thunder's get_alloc_memory(trace) computed on the live objects without
+// building the IR: (peak, breakdown dict), or None where the trace holds
+// something this walk does not handle (the caller then takes the general
+// path, which gives the same answer or the right error).
+nanobind::object ThunderAllocMemoryLive(nanobind::handle trace);
 
 }  // namespace peakmem_python
