@@ -558,7 +558,9 @@ peakmem::Trace LiveReader::Read(nb::handle trace) {
         s.kind = StatementKind::kReturn;
         if (!PyTuple_Check(args.ptr())) Fail("bound symbol arguments are not a tuple");
         if (lean_) {
-          s.returned.kind = Expr::Kind::kTuple;  // the thunder model does not look at it
+          Expr unread;  // the thunder model does not look at it
+          unread.kind = Expr::Kind::kTuple;
+          s.returned = std::move(unread);
         } else {
           s.returned = PyTuple_GET_SIZE(args.ptr()) == 1 ? ToExpr(FirstArg(args.ptr()), 0)
                                                          : ToExpr(args.ptr(), 0);
@@ -682,14 +684,21 @@ class Gatherer {
 #endif
   }
   // The slot of obj's values array that holds `attr`, searched among the
-  // first `known` (obj is known to have at least that many attributes), or -1.
+  // first `known` (obj is known to have at least that many attributes), or
+  // -1. Only a value found in exactly one slot calibrates: a value two
+  // attributes share (None, (), a small int, a dtype that is also the true
+  // dtype) could name the wrong one. Walk() also checks a sample of what
+  // the slots give against getattr, and gives up on any difference.
   static int SlotOf(PyObject* obj, PyObject* attr, int known) {
     PyObject** values = Values(obj);
-    if (values == nullptr || attr == nullptr) return -1;
+    if (values == nullptr || attr == nullptr || attr == Py_None) return -1;
+    int found = -1;
     for (int k = 0; k < known; ++k) {
-      if (values[k] == attr) return k;
+      if (values[k] != attr) continue;
+      if (found >= 0) return -1;
+      found = k;
     }
-    return -1;
+    return found;
   }
 
   // A bound symbol has more than five attributes (sym, args, kwargs, output,
@@ -835,6 +844,25 @@ class LiveThunder {
   nb::object Run(nb::handle trace);
 
  private:
+  // What the Gatherer read from the values slots for a block's first bound
+  // symbol (and its output proxy) must be what getattr gives; any
+  // difference means a slot was calibrated wrong, and the whole direct path
+  // gives up (the IR path then computes the answer).
+  void CheckGathered(PyObject* bsym, const Gatherer::Fields& f) {
+    if (f.sym == nullptr) return;
+    if (Attr(bsym, names_.sym_attr.ptr()).ptr() != f.sym ||
+        Attr(bsym, names_.args_attr.ptr()).ptr() != f.args ||
+        Attr(bsym, names_.output_attr.ptr()).ptr() != f.output) {
+      throw Unsupported();
+    }
+    if (f.name == nullptr) return;
+    if (Attr(f.output, names_.name_attr.ptr()).ptr() != f.name ||
+        Attr(f.output, numel_attr_.ptr()).ptr() != f.numel ||
+        Attr(f.output, names_.dtype_attr.ptr()).ptr() != f.dtype) {
+      throw Unsupported();
+    }
+  }
+
   enum class Rule : std::uint8_t { kSkip, kDefault, kAlias, kDel, kClear };
   struct SymRule {
     Rule rule = Rule::kDefault;
@@ -1223,7 +1251,10 @@ nb::object LiveThunder::Run(nb::handle trace) {
   for (Py_ssize_t start = 0; start < PyList_GET_SIZE(bsyms.ptr()); start += kBlock) {
     const Py_ssize_t count = std::min(kBlock, PyList_GET_SIZE(bsyms.ptr()) - start);
     const bool gathered = gatherer_.has_bsym();
-    if (gathered) gatherer_.Gather(&PyList_GET_ITEM(bsyms.ptr(), start), count, block);
+    if (gathered) {
+      gatherer_.Gather(&PyList_GET_ITEM(bsyms.ptr(), start), count, block);
+      CheckGathered(PyList_GET_ITEM(bsyms.ptr(), start), block[0]);
+    }
     for (Py_ssize_t j = 0; j < count; ++j) {
       // Held while it is read: getattr could run Python code. Should that
       // code change the list, what was gathered is dropped.

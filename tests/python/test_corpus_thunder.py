@@ -68,6 +68,24 @@ def test_live_trace_matches_thunder(program, live_corpus, thunder):
         assert_same(peakmem.thunder.get_alloc_memory(trace), get_alloc_memory(trace), f"{program}/{kind} (live)")
 
 
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_live_direct_path_is_taken_and_matches_thunder(program, live_corpus, thunder):
+    # The drop-in's fast path (Thunder's algorithm run in C++ on the live
+    # objects, no IR) must handle every corpus trace, agree with Thunder and
+    # with the IR path, and agree again on a second call (Thunder's cached
+    # properties move bound-symbol attributes into a __dict__ once used).
+    from thunder.examine.memory_calculation import get_alloc_memory
+
+    for kind, trace in live_corpus(program).items():
+        where = f"{program}/{kind} (direct path)"
+        direct = peakmem._core.thunder_alloc_memory_live(trace)
+        assert direct is not None, f"{where}: the direct path gave up"
+        assert_same(direct, get_alloc_memory(trace), where)
+        ir = peakmem._core.analyze_live(trace, "thunder", "auto", True, False)
+        assert_same(direct, (ir.peak_bytes, ir.breakdown), f"{where} vs the IR path")
+        assert_same(peakmem._core.thunder_alloc_memory_live(trace), direct, f"{where}, second call")
+
+
 @pytest.mark.parametrize("program, kind", TRACES)
 def test_stored_json_matches_thunder(program, kind):
     path = CORPUS / program / f"{kind}.json"
