@@ -50,17 +50,13 @@ std::string Render(const std::string& file, SourceLocation loc, const std::strin
 }  // namespace
 
 SourceFile::SourceFile(std::string name, std::string text)
-    : name_(std::move(name)), owned_(std::move(text)), text_(owned_) {
-  IndexLines();
-}
+    : name_(std::move(name)), owned_(std::move(text)), text_(owned_) {}
 
 SourceFile::SourceFile(std::string name, const char* mapped, std::size_t size)
     : name_(std::move(name)),
       mapping_(const_cast<char*>(mapped)),
       mapping_size_(size),
-      text_(mapped, size) {
-  IndexLines();
-}
+      text_(mapped, size) {}
 
 SourceFile::~SourceFile() {
   if (mapping_ != nullptr) munmap(mapping_, mapping_size_);
@@ -93,7 +89,7 @@ std::shared_ptr<const SourceFile> SourceFile::Map(const std::string& path) {
       new SourceFile(path, static_cast<const char*>(mapped), size));
 }
 
-void SourceFile::IndexLines() {
+void SourceFile::IndexLines() const {
   line_starts_.push_back(0);
   const char* const begin = text_.data();
   const char* const end = begin + text_.size();
@@ -103,6 +99,14 @@ void SourceFile::IndexLines() {
     line_starts_.push_back(static_cast<std::size_t>(nl + 1 - begin));
     p = nl + 1;
   }
+}
+
+std::string_view SourceFile::LineAt(std::size_t offset) const {
+  if (offset > text_.size()) return {};
+  std::size_t end = text_.find('\n', offset);
+  if (end == std::string_view::npos) end = text_.size();
+  if (end > offset && text_[end - 1] == '\r') --end;
+  return text_.substr(offset, end - offset);
 }
 
 std::string_view SourceFile::Line(int line) const {
@@ -133,6 +137,7 @@ std::string EscapeForMessage(std::string_view text) {
 }
 
 SourceLocation SourceFile::LocationOf(std::size_t offset) const {
+  EnsureIndex();
   offset = std::min(offset, text_.size());
   const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
   const auto line = static_cast<int>(it - line_starts_.begin());  // >= 1: line_starts_[0] == 0

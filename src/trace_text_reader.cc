@@ -4,6 +4,7 @@
 #include "peakmem/trace_builder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <cstdint>
 #include <fstream>
@@ -123,10 +124,45 @@ LineScan ScanLine(std::string_view s) {
   return scan;
 }
 
+// The source's lines in order, found as they are read (no line index: on a
+// big trace building one costs more than a tenth of the read).
+class LineCursor {
+ public:
+  explicit LineCursor(std::string_view text) : text_(text) {}
+  // The next line (without its line break and a trailing '\r'), its number
+  // and the offset it starts at; false after the last one. Like
+  // SourceFile::Line: a final line break does not start another line.
+  bool Next(std::string_view* line) {
+    if (next_ >= text_.size()) return false;
+    begin_ = next_;
+    const auto* nl = static_cast<const char*>(
+        std::memchr(text_.data() + begin_, '\n', text_.size() - begin_));
+    std::size_t end = nl == nullptr ? text_.size() : static_cast<std::size_t>(nl - text_.data());
+    next_ = nl == nullptr ? text_.size() : end + 1;
+    if (end > begin_ && text_[end - 1] == '\r') --end;
+    *line = last_ = text_.substr(begin_, end - begin_);
+    ++number_;
+    return true;
+  }
+  int number() const { return number_; }       // of the last line returned (0: none yet)
+  std::size_t begin() const { return begin_; }  // its offset
+  std::string_view last() const { return last_; }
+
+ private:
+  std::string_view text_;
+  std::size_t next_ = 0;
+  std::size_t begin_ = 0;
+  int number_ = 0;
+  std::string_view last_;
+};
+
 class TextReader {
  public:
   explicit TextReader(std::shared_ptr<const SourceFile> source)
-      : source_(source), builder_(std::move(source)), trace_(builder_.trace()) {}
+      : source_(source),
+        builder_(std::move(source)),
+        trace_(builder_.trace()),
+        lines_(source_->text()) {}
 
   Trace Read();
 
@@ -151,7 +187,7 @@ class TextReader {
   void ReadSignature(int line_no, std::string_view line);
   void ReadBodyComment(int line_no, int indent, std::string_view line);
   void ReadSubSymbol(int line_no, int indent, std::string_view line);
-  int GatherLogicalLine(int first_line);
+  int GatherLogicalLine(int first_line, std::string_view first);
   void ReadStatement();
   void FinishCall();
 
@@ -228,6 +264,8 @@ class TextReader {
 
   const LogicalLine* line_ = nullptr;
   LogicalLine current_;
+  LineCursor lines_;
+  std::size_t statement_offset_ = 0;  // where the statement being read starts
   std::string joined_;  // the pieces of a statement spanning several lines
   std::vector<Expr> expr_stack_;  // items of the lists being parsed (see TakeItems)
   LineScan scan_;       // the scan of current_ when GatherLogicalLine made one
@@ -366,6 +404,7 @@ void TextReader::ReadBodyComment(int line_no, int indent, std::string_view line)
       s.kind = StatementKind::kUnpack;
       s.at = {line_no, col0};
       s.source_line = line_no;
+      s.line_offset = lines_.begin();
       s.source = id;
       s.outputs.kind = Pattern::Kind::kTuple;
       s.outputs.at = s.at;
@@ -465,9 +504,12 @@ void TextReader::FinishCall() {
       if (FindSubSymbolType(trace_.SubSymbolsOf(*open_call_), v.name, &where, &offset)) {
         const std::string_view type =
             where->text.substr(offset, where->text.size() - offset - 1);
-        // The subsymbol's text starts after "# " at its indentation.
-        const std::string_view raw = source_->Line(where->line);
-        const std::size_t text_at = raw.find(where->text);
+        // The subsymbol's text views its line in the source: its column is
+        // its distance from the line's start.
+        const std::string_view all = source_->text();
+        std::size_t text_at = static_cast<std::size_t>(where->text.data() - all.data());
+        const std::size_t line_start = all.rfind('\n', text_at == 0 ? 0 : text_at - 1);
+        text_at -= line_start == std::string_view::npos || text_at == 0 ? 0 : line_start + 1;
         SetType(id, type, {where->line, static_cast<int>(text_at + offset) + 1});
       }
     }
@@ -476,17 +518,20 @@ void TextReader::FinishCall() {
   subsymbol_stack_.clear();
 }
 
-int TextReader::GatherLogicalLine(int first_line) {
+int TextReader::GatherLogicalLine(int first_line, std::string_view first) {
   current_.pieces.clear();
   joined_.clear();
   int depth = 0;
   int line_no = first_line;
   for (;; ++line_no) {
-    if (line_no > source_->line_count()) {
-      Fail({line_no - 1, static_cast<int>(source_->Line(line_no - 1).size()) + 1},
-           "unexpected end of input inside a statement");
+    std::string_view raw = first;
+    if (line_no > first_line) {
+      const std::string_view previous = lines_.last();
+      if (!lines_.Next(&raw)) {
+        Fail({line_no - 1, static_cast<int>(previous.size()) + 1},
+             "unexpected end of input inside a statement");
+      }
     }
-    std::string_view raw = source_->Line(line_no);
     const int indent = line_no == first_line ? body_indent_ : IndentOf(raw);
     std::string_view piece = raw.substr(std::min<std::size_t>(indent, raw.size()));
     while (!piece.empty() && IsSpace(piece.back())) piece.remove_suffix(1);
@@ -777,6 +822,7 @@ void TextReader::ReadStatement() {
   Statement& s = trace_.statements.emplace_back();
   s.at = line_->At(0);
   s.source_line = s.at.line;
+  s.line_offset = statement_offset_;
   const SourceLocation start = s.at;
 
   if (returned_) Fail(start, "statement after 'return'");
@@ -915,16 +961,23 @@ void TextReader::ReadStatement() {
 }
 
 Trace TextReader::Read() {
-  const int lines = source_->line_count();
   // Room for every statement and value up front: a printed trace has at
   // least two lines per statement in practice (the op and its comments), and
   // growing these vectors would copy them and briefly hold both copies.
   // Capacity that is never written costs address space, not memory.
-  trace_.statements.reserve(static_cast<std::size_t>(lines) / 2 + 16);
-  trace_.values.reserve(static_cast<std::size_t>(lines) / 2 + 16);
+  std::size_t newlines = 0;
+  const std::string_view all = source_->text();
+  for (const char* p = all.data(); (p = static_cast<const char*>(
+                                        std::memchr(p, '\n', all.data() + all.size() - p)));
+       ++p) {
+    ++newlines;
+  }
+  trace_.statements.reserve(newlines / 2 + 16);
+  trace_.values.reserve(newlines / 2 + 16);
   int last_code_line = 0;
-  for (int line_no = 1; line_no <= lines; ++line_no) {
-    const std::string_view line = source_->Line(line_no);
+  std::string_view line;
+  while (lines_.Next(&line)) {
+    int line_no = lines_.number();
     if (state_ == State::kPreamble) {
       ReadPreambleLine(line_no, line);
       continue;
@@ -954,13 +1007,13 @@ Trace TextReader::Read() {
                                                          : "unindent does not match the function body");
     }
     FinishCall();
-    const int statement_line = line_no;
-    line_no = GatherLogicalLine(line_no);
-    (void)statement_line;
+    statement_offset_ = lines_.begin();
+    line_no = GatherLogicalLine(line_no, line);
     ReadStatement();
     last_code_line = line_no;
   }
   FinishCall();
+  const int lines = lines_.number();
   if (state_ == State::kPreamble) {
     Fail({std::max(1, lines), 1}, lines == 0 || source_->text().empty()
                                       ? "empty trace: expected 'def name(...):'"

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -33,22 +34,31 @@ class SourceFile {
 
   const std::string& name() const { return name_; }
   std::string_view text() const { return text_; }
-  int line_count() const { return static_cast<int>(line_starts_.size()); }
+  // The line index is built on first use (errors, Line, LocationOf): a
+  // successful read walks the text line by line and needs none.
+  int line_count() const {
+    EnsureIndex();
+    return static_cast<int>(line_starts_.size());
+  }
   // The text of a 1-based line, without its line break.
   std::string_view Line(int line) const;
   // The line and column of a byte offset into text().
   SourceLocation LocationOf(std::size_t offset) const;
+  // The line that starts at byte `offset` (without its line break).
+  std::string_view LineAt(std::size_t offset) const;
 
  private:
   SourceFile(std::string name, const char* mapped, std::size_t size);
-  void IndexLines();
+  void EnsureIndex() const { std::call_once(indexed_, [this] { IndexLines(); }); }
+  void IndexLines() const;
 
   std::string name_;
   std::string owned_;        // the text, when given as a string
   void* mapping_ = nullptr;  // the mapped file, when mapped
   std::size_t mapping_size_ = 0;
   std::string_view text_;    // owned_ or the mapping
-  std::vector<std::size_t> line_starts_;
+  mutable std::once_flag indexed_;
+  mutable std::vector<std::size_t> line_starts_;
 };
 
 // An error in the input: a location, a message, and the offending line.

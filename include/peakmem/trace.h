@@ -138,6 +138,7 @@ struct CallSymbol {
   std::string_view symbol_id;
 };
 inline constexpr std::uint32_t kNoCallSymbol = 0xFFFFFFFFu;
+inline constexpr std::uint64_t kNoOffset = ~std::uint64_t{0};
 
 enum class StatementKind : std::uint8_t {
   kCall,    // outputs = callee(args, kwargs)   (outputs may be empty)
@@ -153,6 +154,9 @@ struct Statement {
   StatementKind kind = StatementKind::kCall;
   SourceLocation at;
   int source_line = 0;    // 1-based line in the input where the statement starts
+  // Byte offset of that line in a printed trace's source (kNoOffset when the
+  // statement was not read from one), so reports quote it without a line index.
+  std::uint64_t line_offset = kNoOffset;
   std::string_view callee;  // kCall, kClear: the printed callee, e.g. "torch.mul"
   Pattern outputs;        // kCall, kUnpack, kAssign
   std::vector<Expr> args; // kCall, kClear: positional arguments
