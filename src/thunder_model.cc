@@ -47,7 +47,7 @@ class ThunderModel {
   // Sums byte counts; a total past 64 bits is an input error, not a wrapped number.
   std::int64_t CheckedAdd(std::int64_t a, std::int64_t b, SourceLocation at) const {
     std::int64_t sum = 0;
-    if (__builtin_add_overflow(a, b, &sum) || sum < 0 && a >= 0 && b >= 0) {
+    if (__builtin_add_overflow(a, b, &sum) || (sum < 0 && a >= 0 && b >= 0)) {
       errors_.Fail(at, "total tensor bytes overflow 64 bits");
     }
     return sum;
