@@ -37,21 +37,7 @@ peakmem::RuntimeOptions Options(const std::string& convention, bool scratch) {
 nb::dict Breakdown(const peakmem::Report& r) {
   nb::dict d;
   for (const auto& [key, bytes] : r.breakdown.items()) {
-    bool ascii = true;
-    for (unsigned char c : key) ascii &= c < 0x80;
-    PyObject* k;
-    if (ascii) {
-      k = PyUnicode_New(static_cast<Py_ssize_t>(key.size()), 0x7f);
-      if (k != nullptr) std::memcpy(PyUnicode_DATA(k), key.data(), key.size());
-    } else {
-      k = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "replace");
-    }
-    if (k == nullptr) throw nb::python_error();
-    nb::object key_obj = nb::steal(k);
-    nb::object value = nb::steal(PyLong_FromLongLong(bytes));
-    if (!value.is_valid() || PyDict_SetItem(d.ptr(), k, value.ptr()) != 0) {
-      throw nb::python_error();
-    }
+    peakmem_python::SetBreakdownItem(d.ptr(), key, bytes, "replace");
   }
   return d;
 }

@@ -1069,21 +1069,7 @@ void LiveThunder::FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out
 }
 
 void LiveThunder::Set(const std::string& key, std::int64_t bytes) {
-  bool ascii = true;
-  for (unsigned char c : key) ascii &= c < 0x80;
-  PyObject* k;
-  if (ascii) {
-    k = PyUnicode_New(static_cast<Py_ssize_t>(key.size()), 0x7f);
-    if (k != nullptr) std::memcpy(PyUnicode_DATA(k), key.data(), key.size());
-  } else {
-    k = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), nullptr);
-  }
-  if (k == nullptr) throw nb::python_error();
-  nb::object key_obj = nb::steal(k);
-  nb::object value = nb::steal(PyLong_FromLongLong(bytes));
-  if (!value.is_valid() || PyDict_SetItem(result_.ptr(), k, value.ptr()) != 0) {
-    throw nb::python_error();
-  }
+  SetBreakdownItem(result_.ptr(), key, bytes, nullptr);
 }
 
 std::int64_t LiveThunder::Default(PyObject* bsym, const SymRule& rule) {
@@ -1287,6 +1273,25 @@ nb::object LiveThunder::Run(nb::handle trace) {
 }
 
 }  // namespace
+
+void SetBreakdownItem(PyObject* dict, std::string_view key, std::int64_t bytes,
+                      const char* errors) {
+  bool ascii = true;
+  for (unsigned char c : key) ascii &= c < 0x80;
+  PyObject* k;
+  if (ascii) {
+    k = PyUnicode_New(static_cast<Py_ssize_t>(key.size()), 0x7f);
+    if (k != nullptr) std::memcpy(PyUnicode_DATA(k), key.data(), key.size());
+  } else {
+    k = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), errors);
+  }
+  if (k == nullptr) throw nb::python_error();
+  nb::object key_obj = nb::steal(k);
+  nb::object value = nb::steal(PyLong_FromLongLong(bytes));
+  if (!value.is_valid() || PyDict_SetItem(dict, k, value.ptr()) != 0) {
+    throw nb::python_error();
+  }
+}
 
 nb::object ThunderAllocMemoryLive(nb::handle trace) {
   try {

@@ -20,6 +20,9 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
+#include <string_view>
+
 #include "peakmem/trace_text_reader.h"
 
 namespace peakmem_python {
@@ -31,5 +34,11 @@ peakmem::ParsedTrace ReadLiveTrace(nanobind::handle trace, bool lean = false);
 // something this walk does not handle (the caller then takes the general
 // path, which gives the same answer or the right error).
 nanobind::object ThunderAllocMemoryLive(nanobind::handle trace);
+
+// dict[key] = bytes for a breakdown entry. Keys are ASCII names almost
+// always, and are then made without UTF-8 decoding; other keys are decoded
+// with `errors` (nullptr: strict). Raises the Python error on failure.
+void SetBreakdownItem(PyObject* dict, std::string_view key, std::int64_t bytes,
+                      const char* errors);
 
 }  // namespace peakmem_python
