@@ -97,9 +97,8 @@ ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_l
 }
 
 void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {
-  auto cached = types_.find(type_text);
-  if (cached != types_.end()) {
-    trace_.value(id).type = cached->second;
+  if (const ValueType* known = trace_.FindType(type_text)) {
+    trace_.value(id).type = known;
     return;
   }
   TypeStringError error;
@@ -107,9 +106,7 @@ void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocatio
   if (!type) {
     Fail({type_at.line, type_at.column + static_cast<int>(error.offset)}, error.message);
   }
-  const ValueType* interned = trace_.InternType(std::move(*type));
-  types_.emplace(interned->text, interned);
-  trace_.value(id).type = interned;
+  trace_.value(id).type = trace_.InternType(std::move(*type));
 }
 
 }  // namespace peakmem

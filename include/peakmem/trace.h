@@ -212,6 +212,11 @@ struct Trace {
   std::string_view Save(std::string_view text) { return strings_.Save(text); }
   // The shared copy of `type`: equal type strings are stored once.
   const ValueType* InternType(ValueType type);
+  // The shared type printed as `text`, or nullptr if none was interned yet.
+  const ValueType* FindType(std::string_view text) const {
+    auto it = types_by_text_.find(text);
+    return it == types_by_text_.end() ? nullptr : it->second;
+  }
 
  private:
   StringArena strings_;

@@ -62,7 +62,6 @@ class TraceBuilder {
   Trace trace_;
   NameMap<ValueId> live_;
   NameMap<int> deleted_;  // name -> line of its `del`
-  NameMap<const ValueType*> types_;  // type string -> parsed type
   NameMap<std::string_view> interned_;
   absl::flat_hash_map<std::tuple<std::string_view, std::string_view, std::string_view>,
                       std::uint32_t>
