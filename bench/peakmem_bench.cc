@@ -15,8 +15,11 @@
 //                     outputs and argument count (parsed once, outside timing)
 //   analyze_thunder/F Analyze(parsed, "thunder"), the model only, full report
 //   analyze_runtime/F Analyze(parsed, "runtime"), the model only, full report
-//   simulate_thunder/F  the same, peak only (no steps, breakdown, live set)
-//   simulate_runtime/F  the same, peak only: the simulation itself
+//   simulate_thunder/F  peak only (no steps, breakdown, live set), through one
+//                     Simulator, as an optimization pass scoring schedules
+//                     runs it: the working memory of one run is reused by
+//                     the next (the first, untimed run warms it)
+//   simulate_runtime/F  the same for the runtime model: the simulation itself
 // Byte rates come from SetBytesProcessed (file bytes), statement rates from
 // SetItemsProcessed (statements in the parsed trace). Counters:
 //   statements        statements in the trace
@@ -238,15 +241,24 @@ void BM_Touch(benchmark::State& state, TraceFile f) {
 // A model alone on a trace parsed once; the Report is built and destroyed
 // inside the timed region (the CLI pays for both).
 // `full`: the whole report (steps, breakdown, live tensors at the peak), as
-// the CLI makes it; otherwise the peak only (ReportOptions all off), what an
-// optimization pass comparing schedules asks for: the simulation itself.
+// the CLI makes it, by a fresh Analyze each time (the CLI runs once);
+// otherwise the peak only (ReportOptions all off), what an optimization pass
+// comparing schedules asks for, by one Simulator warmed by an untimed run.
 void BM_Analyze(benchmark::State& state, TraceFile f, std::string model, bool full) {
   const peakmem::ParsedTrace& parsed = cache().Parsed(f);
   peakmem::ReportOptions options;
   if (!full) options.steps = options.breakdown = options.live_at_peak = false;
+  peakmem::Simulator simulator;
+  try {
+    if (!full) simulator.Analyze(parsed, model, {}, options);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
   for (auto _ : state) {
     try {
-      peakmem::Report report = peakmem::Analyze(parsed, model, {}, options);
+      peakmem::Report report = full ? peakmem::Analyze(parsed, model, {}, options)
+                                    : simulator.Analyze(parsed, model, {}, options);
       benchmark::DoNotOptimize(report.peak_bytes);
     } catch (const std::exception& e) {
       state.SkipWithError(e.what());

@@ -28,11 +28,29 @@ ParsedTrace ParseTrace(const std::string& name, std::string text) {
 
 ParsedTrace LoadTrace(const std::string& path) { return Read(LoadSourceFile(path)); }
 
+namespace {
+
+Report RunModel(const ParsedTrace& trace, const std::string& model,
+                const RuntimeOptions& runtime_options, const ReportOptions& report_options,
+                RuntimeWorkspace* runtime_workspace) {
+  if (model == "thunder") return RunThunderModel(trace, report_options);
+  if (model == "runtime") {
+    return RunRuntimeModel(trace, runtime_options, report_options, runtime_workspace);
+  }
+  throw std::invalid_argument("unknown model '" + model + "'; available models: runtime, thunder");
+}
+
+}  // namespace
+
 Report Analyze(const ParsedTrace& trace, const std::string& model,
                const RuntimeOptions& runtime_options, const ReportOptions& report_options) {
-  if (model == "thunder") return RunThunderModel(trace, report_options);
-  if (model == "runtime") return RunRuntimeModel(trace, runtime_options, report_options);
-  throw std::invalid_argument("unknown model '" + model + "'; available models: runtime, thunder");
+  return RunModel(trace, model, runtime_options, report_options, nullptr);
+}
+
+Report Simulator::Analyze(const ParsedTrace& trace, const std::string& model,
+                          const RuntimeOptions& runtime_options,
+                          const ReportOptions& report_options) {
+  return RunModel(trace, model, runtime_options, report_options, &runtime_);
 }
 
 }  // namespace peakmem

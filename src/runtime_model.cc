@@ -82,14 +82,10 @@ struct Object {
   bool layout_known = true;
 };
 
+// An integer constant argument (parsed by the reader: Expr::int_value).
 std::optional<std::int64_t> IntConstant(const Expr& e) {
-  if (e.kind != Expr::Kind::kConstant) return std::nullopt;
-  std::int64_t v = 0;
-  const char* begin = e.text.data();
-  const char* end = begin + e.text.size();
-  auto [ptr, ec] = std::from_chars(begin, end, v);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return v;
+  if (e.kind != Expr::Kind::kConstant || !e.has_int) return std::nullopt;
+  return e.int_value;
 }
 
 std::optional<Dims> IntList(const Expr& e) {
@@ -111,17 +107,44 @@ std::int64_t NormalizeDim(std::int64_t dim, std::size_t rank) {
   return dim < 0 ? dim + r : dim;
 }
 
+}  // namespace
+
+// The model's working memory, kept by a RuntimeWorkspace between runs.
+struct RuntimeWorkspace::Buffers {
+  std::vector<const Pattern*> contents;  // CollectionContents of the trace
+  std::vector<ObjectId> object_of;       // ValueId -> object it names (kNone if unbound)
+  std::vector<bool> bound;               // ValueId currently a live frame local
+  std::vector<Object> objects;
+  std::vector<Storage> storages;
+};
+
+RuntimeWorkspace::RuntimeWorkspace() : buffers_(std::make_unique<Buffers>()) {}
+RuntimeWorkspace::~RuntimeWorkspace() = default;
+RuntimeWorkspace::RuntimeWorkspace(RuntimeWorkspace&&) noexcept = default;
+RuntimeWorkspace& RuntimeWorkspace::operator=(RuntimeWorkspace&&) noexcept = default;
+
+namespace {
+
 class RuntimeModel {
  public:
   RuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options,
-               const ReportOptions& report_options)
+               const ReportOptions& report_options, RuntimeWorkspace::Buffers& buffers)
       : parsed_(parsed),
         report_options_(report_options),
         trace_(parsed.trace),
         options_(options),
-        contents_(CollectionContents(trace_)),
-        object_of_(trace_.values.size(), kNone),
-        bound_(trace_.values.size(), false) {
+        contents_(buffers.contents),
+        object_of_(buffers.object_of),
+        bound_(buffers.bound),
+        objects_(buffers.objects),
+        storages_(buffers.storages) {
+    // A workspace that ran before keeps its capacity: these neither allocate
+    // nor touch fresh pages unless this trace is bigger.
+    CollectionContents(trace_, &contents_);
+    object_of_.assign(trace_.values.size(), kNone);
+    bound_.assign(trace_.values.size(), false);
+    objects_.clear();
+    storages_.clear();
     // About one object and one storage per value; growing would copy them all.
     objects_.reserve(trace_.values.size() + 16);
     storages_.reserve(trace_.values.size() + 16);
@@ -181,11 +204,12 @@ class RuntimeModel {
   const Trace& trace_;
   RuntimeOptions options_;
   CallingConvention convention_;
-  std::vector<const Pattern*> contents_;
-  std::vector<ObjectId> object_of_;  // ValueId -> object it names (kNone if unbound)
-  std::vector<bool> bound_;          // ValueId currently a live frame local
-  std::vector<Object> objects_;
-  std::vector<Storage> storages_;
+  // In the workspace (RuntimeWorkspace::Buffers says what each holds).
+  std::vector<const Pattern*>& contents_;
+  std::vector<ObjectId>& object_of_;
+  std::vector<bool>& bound_;
+  std::vector<Object>& objects_;
+  std::vector<Storage>& storages_;
   std::int64_t live_ = 0;
   std::int64_t peak_ = 0;
   std::int64_t tensor_peak_ = 0;
@@ -989,8 +1013,12 @@ Report RuntimeModel::Run() {
 }  // namespace
 
 Report RunRuntimeModel(const ParsedTrace& parsed, const RuntimeOptions& options,
-                       const ReportOptions& report_options) {
-  return RuntimeModel(parsed, options, report_options).Run();
+                       const ReportOptions& report_options, RuntimeWorkspace* workspace) {
+  if (workspace == nullptr) {
+    RuntimeWorkspace local;
+    return RuntimeModel(parsed, options, report_options, local.buffers()).Run();
+  }
+  return RuntimeModel(parsed, options, report_options, workspace->buffers()).Run();
 }
 
 }  // namespace peakmem

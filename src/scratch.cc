@@ -5,24 +5,9 @@
 namespace peakmem {
 namespace {
 
-enum class NumberKind { kNone, kBool, kInt, kFloat, kComplex };
-
+// The number a constant argument spells (classified by the reader).
 NumberKind ClassifyConstant(const Expr& e) {
-  if (e.kind != Expr::Kind::kConstant || e.text.empty()) return NumberKind::kNone;
-  const std::string_view t = e.text;
-  if (t == "True" || t == "False") return NumberKind::kBool;
-  if (t == "inf" || t == "-inf" || t == "nan" || t == "float('inf')" || t == "float('-inf')" ||
-      t == "float('nan')") {
-    return NumberKind::kFloat;
-  }
-  const char c = t[0];
-  if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.')) return NumberKind::kNone;
-  if (t.back() == 'j') return NumberKind::kComplex;
-  if (t.find_first_of(".eE") != std::string::npos || t.find("inf") != std::string::npos ||
-      t.find("nan") != std::string::npos) {
-    return NumberKind::kFloat;
-  }
-  return NumberKind::kInt;
+  return e.kind == Expr::Kind::kConstant ? e.number : NumberKind::kNone;
 }
 
 // The dtype a wrapped number gets: double, int64, bool, complex double.

@@ -81,7 +81,7 @@ std::shared_ptr<const SourceFile> SourceFile::Map(const std::string& path) {
     close(fd);
     return std::make_shared<const SourceFile>(path, std::string());
   }
-  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   close(fd);
   if (mapped == MAP_FAILED) throw TraceError(path, {0, 0}, "cannot read file", "");
   madvise(mapped, size, MADV_SEQUENTIAL);

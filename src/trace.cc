@@ -1,5 +1,7 @@
 #include "peakmem/trace.h"
 
+#include <charconv>
+
 namespace peakmem {
 
 const char* ContainerKindName(ContainerKind kind) {
@@ -36,6 +38,38 @@ std::string_view Statement::SymbolName() const {
       return symbol;
   }
   return callee;
+}
+
+NumberKind ClassifyNumber(std::string_view t) {
+  if (t.empty()) return NumberKind::kNone;
+  if (t == "True" || t == "False") return NumberKind::kBool;
+  if (t == "inf" || t == "-inf" || t == "nan" || t == "float('inf')" || t == "float('-inf')" ||
+      t == "float('nan')") {
+    return NumberKind::kFloat;
+  }
+  const char c = t[0];
+  if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.')) return NumberKind::kNone;
+  if (t.back() == 'j') return NumberKind::kComplex;
+  if (t.find_first_of(".eE") != std::string_view::npos || t.find("inf") != std::string_view::npos ||
+      t.find("nan") != std::string_view::npos) {
+    return NumberKind::kFloat;
+  }
+  return NumberKind::kInt;
+}
+
+void Expr::SetConstant(std::string_view constant_text) {
+  kind = Kind::kConstant;
+  text = constant_text;
+  number = ClassifyNumber(text);
+  has_int = false;
+  int_value = 0;
+  if (number == NumberKind::kInt) {
+    const char* begin = text.data();
+    const char* end = begin + text.size();
+    auto [ptr, ec] = std::from_chars(begin, end, int_value);
+    has_int = ec == std::errc() && ptr == end;
+    if (!has_int) int_value = 0;
+  }
 }
 
 void FlattenValues(const Expr& expr, std::vector<ValueId>* out) {
@@ -237,14 +271,20 @@ std::string FormatStatement(const Trace& trace, const Statement& s) {
 }
 
 std::vector<const Pattern*> CollectionContents(const Trace& trace) {
-  std::vector<const Pattern*> contents(trace.values.size(), nullptr);
+  std::vector<const Pattern*> contents;
+  CollectionContents(trace, &contents);
+  return contents;
+}
+
+void CollectionContents(const Trace& trace, std::vector<const Pattern*>* out) {
+  std::vector<const Pattern*>& contents = *out;
+  contents.assign(trace.values.size(), nullptr);
   for (const Statement& s : trace.statements) {
     if (s.kind == StatementKind::kUnpack && s.source != kNoValue &&
         contents[s.source] == nullptr) {
       contents[s.source] = &s.outputs;
     }
   }
-  return contents;
 }
 
 }  // namespace peakmem

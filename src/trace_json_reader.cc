@@ -240,7 +240,6 @@ Expr JsonReader::ReadExpr(od::value v, int depth) {
       e.value = builder_.LookupForUse(name, at);
       if (e.value == kNoValue) Fail(at, "unknown name '" + std::string(name) + "'");
     } else if (key == "const") {
-      e.kind = Expr::Kind::kConstant;
       std::string_view raw;
       od::json_type const_type;
       if (value.type().get(const_type) != simdjson::SUCCESS) Fail(At(value), "invalid JSON value");
@@ -255,7 +254,7 @@ Expr JsonReader::ReadExpr(od::value v, int depth) {
           raw.remove_suffix(1);
         }
       }
-      e.text = builder_.Keep(raw);
+      e.SetConstant(builder_.Keep(raw));
     } else if (key == "tuple" || key == "list" || key == "set") {
       e.kind = key == "tuple" ? Expr::Kind::kTuple
                : key == "list" ? Expr::Kind::kList

@@ -658,8 +658,7 @@ Expr TextReader::ParsePrimary(int depth) {
     while (j < end_ && text()[j] != c) j += (text()[j] == '\\') ? 2 : 1;
     if (j >= end_) FailAt(pos_, "unterminated string literal");
     pos_ = j + 1;
-    e.kind = Expr::Kind::kConstant;
-    e.text = text().substr(start, pos_ - start);
+    e.SetConstant(text().substr(start, pos_ - start));
   } else if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.') {
     if (c == '.' && text().compare(pos_, 3, "...") == 0) {
       pos_ += 3;
@@ -677,8 +676,7 @@ Expr TextReader::ParsePrimary(int depth) {
         ++pos_;
       }
     }
-    e.kind = Expr::Kind::kConstant;
-    e.text = text().substr(start, pos_ - start);
+    e.SetConstant(text().substr(start, pos_ - start));
     if (e.text == "-" || e.text == "+") FailAt(start, "expected an expression");
   } else if (IsIdentStart(c)) {
     const std::string_view name = DottedName();
@@ -688,8 +686,7 @@ Expr TextReader::ParsePrimary(int depth) {
       e.kind = Expr::Kind::kValue;
       e.value = id;
     } else {
-      e.kind = Expr::Kind::kConstant;
-      e.text = name;
+      e.SetConstant(name);
     }
   } else {
     FailAt(start, "unexpected character '" + EscapeForMessage(std::string_view(&c, 1)) + "'");
@@ -851,8 +848,7 @@ void TextReader::ReadStatement() {
     pos_ = 6;
     if (AtEnd()) {
       Expr none;
-      none.kind = Expr::Kind::kConstant;
-      none.text = "None";
+      none.SetConstant("None");
       s.returned = std::move(none);
     } else {
       Expr first = ParseExpression(0);

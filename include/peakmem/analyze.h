@@ -27,4 +27,18 @@ Report Analyze(const ParsedTrace& trace, const std::string& model,
                const RuntimeOptions& runtime_options = {},
                const ReportOptions& report_options = {});
 
+// Analyze for callers that run models over and over (an optimization pass
+// scoring schedules, the benchmarks): it keeps the models' working memory
+// between runs, so a run after the first allocates little and touches no
+// fresh pages. One run at a time per Simulator.
+class Simulator {
+ public:
+  Report Analyze(const ParsedTrace& trace, const std::string& model,
+                 const RuntimeOptions& runtime_options = {},
+                 const ReportOptions& report_options = {});
+
+ private:
+  RuntimeWorkspace runtime_;
+};
+
 }  // namespace peakmem

@@ -84,12 +84,23 @@ class Box {
   std::unique_ptr<T> p_;
 };
 
+// What number a constant's source text spells, as Python reads it: a bool
+// (True/False), an int, a float (with '.', 'e', inf, nan), a complex (ending
+// in 'j'), or none (strings, None, dotted names). Models need it for wrapped
+// scalars and integer arguments (dims); readers classify each constant once
+// (Expr::SetConstant), so a model never goes back to the source text, which on
+// a big trace lies far away in memory.
+enum class NumberKind : std::uint8_t { kNone, kBool, kInt, kFloat, kComplex };
+NumberKind ClassifyNumber(std::string_view text);
+
 // An expression in an argument list or a return: a reference to a trace value,
 // a constant (number, string, None, a dotted global such as `dtypes.float32`),
 // a container literal, or a nested call.
 struct Expr {
   enum class Kind : std::uint8_t { kValue, kConstant, kTuple, kList, kDict, kSet, kCall };
   Kind kind = Kind::kConstant;
+  NumberKind number = NumberKind::kNone;  // kConstant: what number `text` spells
+  bool has_int = false;  // kConstant: `text` is a base-10 integer that fits int_value
   ValueId value = kNoValue;  // kValue
   std::string_view text;     // kConstant: its source text; kCall: the callee
   // kTuple/kList/kSet: elements; kDict: key, value, key, value, ...;
@@ -97,6 +108,11 @@ struct Expr {
   std::vector<Expr> items;
   Box<std::vector<std::string_view>> keywords;  // kCall: names of the trailing keyword items
   SourceLocation at;
+  std::int64_t int_value = 0;  // kConstant with has_int
+
+  // Makes this a constant spelled `text` (a view that outlives the trace),
+  // with its number classified.
+  void SetConstant(std::string_view constant_text);
 };
 
 // An assignment target: `t0`, `_`, `(a, b)`, `[a, b]`, nested.
@@ -244,5 +260,7 @@ std::string FormatStatement(const Trace& trace, const Statement& statement);
 // targets of the first `unpack` whose source is that value. Indexed by
 // ValueId; nullptr when a value was never unpacked.
 std::vector<const Pattern*> CollectionContents(const Trace& trace);
+// The same into `out` (reusing its memory).
+void CollectionContents(const Trace& trace, std::vector<const Pattern*>* out);
 
 }  // namespace peakmem

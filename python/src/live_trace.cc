@@ -421,6 +421,7 @@ Expr LiveReader::ToExpr(PyObject* p, int depth) {
   } else {
     e.text = builder_.Intern(std::string("<") + Py_TYPE(p)->tp_name + ">");
   }
+  e.SetConstant(e.text);
   return e;
 }
 

@@ -884,5 +884,37 @@ TEST(TraceTextReader, TreatsAStrayCarriageReturnAsWhiteSpace) {
   EXPECT_EQ(BytesOf(parsed.trace, "a"), 16);
 }
 
+// The reader classifies each constant once (Expr::SetConstant), so models read
+// numbers without going back to the source text. Expected kinds are Python's:
+// 2 is an int, 2.0 / 1e-3 / inf floats, 1j complex, True a bool, 'a' and None
+// no number; 99999999999999999999 is an int that does not fit int64.
+TEST(TraceTextReader, ClassifiesConstantsOnce) {
+  const std::string text =
+      "def f(x):\n"
+      "  # x: \"cpu f32[2]\"\n"
+      "  t0 = foo(x, 2, -3, 2.0, 1e-3, -inf, 1j, True, 'a', None, 99999999999999999999)"
+      "  # t0: \"cpu f32[2]\"\n"
+      "  return t0\n";
+  const ParsedTrace parsed = Parse(text);
+  const std::vector<Expr>& args = parsed.trace.statements[0].args;
+  ASSERT_EQ(args.size(), 11u);
+  EXPECT_EQ(args[0].kind, Expr::Kind::kValue);
+  EXPECT_EQ(args[1].number, NumberKind::kInt);
+  EXPECT_TRUE(args[1].has_int);
+  EXPECT_EQ(args[1].int_value, 2);
+  EXPECT_TRUE(args[2].has_int);
+  EXPECT_EQ(args[2].int_value, -3);
+  EXPECT_EQ(args[3].number, NumberKind::kFloat);
+  EXPECT_FALSE(args[3].has_int);
+  EXPECT_EQ(args[4].number, NumberKind::kFloat);
+  EXPECT_EQ(args[5].number, NumberKind::kFloat);
+  EXPECT_EQ(args[6].number, NumberKind::kComplex);
+  EXPECT_EQ(args[7].number, NumberKind::kBool);
+  EXPECT_EQ(args[8].number, NumberKind::kNone);
+  EXPECT_EQ(args[9].number, NumberKind::kNone);
+  EXPECT_EQ(args[10].number, NumberKind::kInt);
+  EXPECT_FALSE(args[10].has_int);
+}
+
 }  // namespace
 }  // namespace peakmem

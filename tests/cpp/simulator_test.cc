@@ -1,0 +1,78 @@
+// A Simulator reuses the runtime model's working memory from run to run. The
+// reuse must not leak state from one run into the next: every corpus trace,
+// run through ONE Simulator in an order that alternates big and small traces
+// (and each twice), must still give the peak and final bytes measured from
+// real PyTorch runs (tests/data/corpus/<program>/measured.json, written by
+// peakmem.measure; see tests/data/corpus/README.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "peakmem/analyze.h"
+
+namespace peakmem {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct MeasuredTrace {
+  std::string path;
+  std::int64_t peak_bytes = 0;
+  std::int64_t final_bytes = 0;
+};
+
+std::vector<MeasuredTrace> CorpusTraces() {
+  std::vector<MeasuredTrace> out;
+  const fs::path corpus = fs::path(PEAKMEM_TEST_DATA_DIR) / "corpus";
+  for (const auto& entry : fs::directory_iterator(corpus)) {
+    const fs::path measured = entry.path() / "measured.json";
+    if (!fs::exists(measured)) continue;
+    const nlohmann::json m = nlohmann::json::parse(std::ifstream(measured));
+    for (const char* kind : {"fw", "bw"}) {
+      const fs::path trace = entry.path() / (std::string(kind) + ".trace");
+      if (!fs::exists(trace) || !m.contains(kind)) continue;
+      out.push_back({trace.string(), m[kind]["peak_bytes"].get<std::int64_t>(),
+                     m[kind]["final_bytes"].get<std::int64_t>()});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const MeasuredTrace& a, const MeasuredTrace& b) { return a.path < b.path; });
+  return out;
+}
+
+TEST(Simulator, ReusedWorkspaceGivesTheMeasuredBytes) {
+  std::vector<MeasuredTrace> traces = CorpusTraces();
+  ASSERT_GE(traces.size(), 10u);
+  std::vector<ParsedTrace> parsed;
+  for (const MeasuredTrace& t : traces) parsed.push_back(LoadTrace(t.path));
+  // Big after small and small after big: largest first, then smallest, ...
+  std::vector<std::size_t> order(traces.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return parsed[a].trace.statements.size() > parsed[b].trace.statements.size();
+  });
+  std::vector<std::size_t> alternating;
+  for (std::size_t lo = 0, hi = order.size(); lo < hi;) {
+    alternating.push_back(order[lo++]);
+    if (lo < hi) alternating.push_back(order[--hi]);
+  }
+  Simulator simulator;
+  ReportOptions peak_only;
+  peak_only.steps = peak_only.breakdown = peak_only.live_at_peak = false;
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t i : alternating) {
+      const Report r = simulator.Analyze(parsed[i], "runtime", {}, round == 0 ? ReportOptions{} : peak_only);
+      EXPECT_EQ(r.peak_bytes, traces[i].peak_bytes) << traces[i].path << " round " << round;
+      EXPECT_EQ(r.final_bytes, traces[i].final_bytes) << traces[i].path << " round " << round;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace peakmem
