@@ -279,11 +279,16 @@ std::vector<const Pattern*> CollectionContents(const Trace& trace) {
 void CollectionContents(const Trace& trace, std::vector<const Pattern*>* out) {
   std::vector<const Pattern*>& contents = *out;
   contents.assign(trace.values.size(), nullptr);
-  for (const Statement& s : trace.statements) {
+  auto note = [&](const Statement& s) {
     if (s.kind == StatementKind::kUnpack && s.source != kNoValue &&
         contents[s.source] == nullptr) {
       contents[s.source] = &s.outputs;
     }
+  };
+  if (trace.unpacks_listed) {
+    for (std::uint32_t index : trace.unpacks) note(trace.statements[index]);
+  } else {
+    for (const Statement& s : trace.statements) note(s);
   }
 }
 

@@ -447,7 +447,11 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
       returned_ = true;
       break;
   }
-  builder_.trace().statements.push_back(std::move(s));
+  Trace& trace = builder_.trace();
+  if (s.kind == StatementKind::kUnpack) {
+    trace.unpacks.push_back(static_cast<std::uint32_t>(trace.statements.size()));
+  }
+  trace.statements.push_back(std::move(s));
 }
 
 void JsonReader::ReadStatements(od::array statements) {
@@ -563,6 +567,7 @@ Trace JsonReader::Read() {
     if (doc.current_location().get(p) == simdjson::SUCCESS) at = At(p);
     Fail(at, std::string("invalid JSON: ") + simdjson::error_message(e.error()));
   }
+  builder_.trace().unpacks_listed = true;
   return std::move(builder_.trace());
 }
 

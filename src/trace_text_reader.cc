@@ -408,6 +408,7 @@ void TextReader::ReadBodyComment(int line_no, int indent, std::string_view line)
       s.source = id;
       s.outputs.kind = Pattern::Kind::kTuple;
       s.outputs.at = s.at;
+      trace_.unpacks.push_back(static_cast<std::uint32_t>(trace_.statements.size()));
       trace_.statements.push_back(std::move(s));
       return;
     }
@@ -944,6 +945,9 @@ void TextReader::ReadStatement() {
     bool is_sequence = false;
     s.outputs = ParsePatternList(&is_sequence);
     if (s.kind == StatementKind::kAssign && is_sequence) s.kind = StatementKind::kUnpack;
+    if (s.kind == StatementKind::kUnpack) {
+      trace_.unpacks.push_back(static_cast<std::uint32_t>(trace_.statements.size() - 1));
+    }
     end_ = code_end;
   } else {
     s.outputs.kind = Pattern::Kind::kTuple;
@@ -1019,6 +1023,7 @@ Trace TextReader::Read() {
     const int at = std::max(1, last_code_line);
     Fail({at, 1}, "the trace ends without a 'return' (truncated?)");
   }
+  trace_.unpacks_listed = true;
   return std::move(trace_);
 }
 

@@ -215,6 +215,12 @@ struct Trace {
   std::vector<Statement> statements;
   std::vector<CallSymbol> call_symbols;  // distinct op names (see CallSymbol)
   std::vector<SubSymbol> subsymbols;     // every statement's, in order (see SubSymbol)
+  // The indices of the kUnpack statements, in order, when unpacks_listed
+  // (the text and JSON readers list them as they go): what models need to
+  // learn what each collection holds (CollectionContents) without walking
+  // every statement of a big trace. Without the list they walk.
+  std::vector<std::uint32_t> unpacks;
+  bool unpacks_listed = false;
 
   const Value& value(ValueId id) const { return values[id]; }
   Value& value(ValueId id) { return values[id]; }

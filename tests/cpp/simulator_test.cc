@@ -74,5 +74,28 @@ TEST(Simulator, ReusedWorkspaceGivesTheMeasuredBytes) {
   }
 }
 
+// The readers list the unpack statements as they read (Trace::unpacks), so
+// CollectionContents need not walk every statement. The list must be exactly
+// the unpacks a walk finds, from the text and the JSON form of every trace.
+TEST(Simulator, ReadersListEveryUnpack) {
+  int unpacks_seen = 0;
+  for (const MeasuredTrace& t : CorpusTraces()) {
+    for (const std::string& path : {t.path, t.path.substr(0, t.path.size() - 6) + ".json"}) {
+      if (!fs::exists(path)) continue;
+      const ParsedTrace parsed = LoadTrace(path);
+      ASSERT_TRUE(parsed.trace.unpacks_listed) << path;
+      std::vector<std::uint32_t> walked;
+      for (std::size_t i = 0; i < parsed.trace.statements.size(); ++i) {
+        if (parsed.trace.statements[i].kind == StatementKind::kUnpack) {
+          walked.push_back(static_cast<std::uint32_t>(i));
+        }
+      }
+      EXPECT_EQ(parsed.trace.unpacks, walked) << path;
+      unpacks_seen += static_cast<int>(walked.size());
+    }
+  }
+  EXPECT_GT(unpacks_seen, 0);  // the corpus's backward traces unpack their saved lists
+}
+
 }  // namespace
 }  // namespace peakmem
