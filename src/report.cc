@@ -12,14 +12,61 @@
 namespace peakmem {
 
 void OrderedBreakdown::Set(std::string_view key, std::int64_t bytes) {
-  auto it = index_.find(key);
-  if (it != index_.end()) {
-    items_[it->second].second = bytes;
-    return;
+  hashes_.push_back(StringHash{}(key));
+  items_.emplace_back(keys_->Save(key), bytes);
+}
+
+void OrderedBreakdown::Merge() const {
+  const std::size_t n = items_.size();
+  merged_ = n;
+  if (n < 2) return;
+  // Bucket the entries by the top bits of their hash (a counting sort), so
+  // that each bucket's entries are grouped in cache; then sort each bucket
+  // by (hash, position): equal keys end up adjacent, first position first.
+  const int bits = n < 4096 ? 4 : n < (1u << 20) ? 10 : 14;
+  const std::size_t buckets = std::size_t{1} << bits;
+  std::vector<std::uint32_t> start(buckets + 1, 0);
+  for (std::uint64_t h : hashes_) ++start[(h >> (64 - bits)) + 1];
+  for (std::size_t b = 0; b < buckets; ++b) start[b + 1] += start[b];
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> grouped(n);
+  {
+    std::vector<std::uint32_t> next(start.begin(), start.end() - 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      grouped[next[hashes_[i] >> (64 - bits)]++] = {hashes_[i], static_cast<std::uint32_t>(i)};
+    }
   }
-  const std::string_view kept = keys_->Save(key);
-  index_.emplace(kept, items_.size());
-  items_.emplace_back(kept, bytes);
+  std::vector<bool> dropped;  // made only if some key repeats
+  for (std::size_t b = 0; b < buckets; ++b) {
+    auto first = grouped.begin() + start[b];
+    auto last = grouped.begin() + start[b + 1];
+    if (last - first < 2) continue;
+    std::sort(first, last);
+    for (auto i = first; i != last; ++i) {
+      if (dropped.empty() ? false : dropped[i->second]) continue;
+      // Later entries with the same key (same hash, equal text): the first
+      // keeps its place and takes the last one's value.
+      for (auto j = i + 1; j != last && j->first == i->first; ++j) {
+        if ((!dropped.empty() && dropped[j->second]) ||
+            items_[j->second].first != items_[i->second].first) {
+          continue;
+        }
+        if (dropped.empty()) dropped.assign(n, false);
+        items_[i->second].second = items_[j->second].second;
+        dropped[j->second] = true;
+      }
+    }
+  }
+  if (dropped.empty()) return;
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (dropped[i]) continue;
+    items_[out] = items_[i];
+    hashes_[out] = hashes_[i];
+    ++out;
+  }
+  items_.resize(out);
+  hashes_.resize(out);
+  merged_ = out;
 }
 
 namespace {

@@ -71,6 +71,7 @@ ValueId TraceBuilder::Lookup(std::string_view name) const {
 ValueId TraceBuilder::LookupForUse(std::string_view name, SourceLocation at) const {
   const ValueId id = Lookup(name);
   if (id != kNoValue) return id;
+  EnterDeletedNames();
   auto del = deleted_.find(name);
   if (del != deleted_.end()) {
     Fail(at, "'" + std::string(name) + "' is used after 'del' at line " +
@@ -83,6 +84,7 @@ ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_l
   auto it = live_.find(name);
   if (it == live_.end()) {
     const std::string key(name);
+    EnterDeletedNames();
     auto del = deleted_.find(name);
     if (del != deleted_.end()) {
       Fail(at, "'" + key + "' is deleted twice (first at line " + std::to_string(del->second) +
@@ -92,8 +94,17 @@ ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_l
   }
   const ValueId id = it->second;
   live_.erase(it);
-  deleted_.insert_or_assign(trace_.value(id).name, del_line);
+  deleted_log_.emplace_back(id, del_line);
   return id;
+}
+
+void TraceBuilder::EnterDeletedNames() const {
+  // In order, so a name deleted again (after being defined again) keeps its
+  // latest del, as entering each at its del would.
+  for (const auto& [id, line] : deleted_log_) {
+    deleted_.insert_or_assign(trace_.value(id).name, line);
+  }
+  deleted_log_.clear();
 }
 
 void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {

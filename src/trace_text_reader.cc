@@ -681,8 +681,13 @@ Expr TextReader::ParsePrimary(int depth) {
     if (e.text == "-" || e.text == "+") FailAt(start, "expected an expression");
   } else if (IsIdentStart(c)) {
     const std::string_view name = DottedName();
+    // Dotted names (dtypes.float32) and Python's keyword constants are never
+    // trace values: no lookup (a miss would also make the builder enter its
+    // deleted names, see TraceBuilder::EnterDeletedNames).
     const bool dotted = name.find('.') != std::string_view::npos;
-    const ValueId id = dotted ? kNoValue : builder_.LookupForUse(name, line_->At(start));
+    const bool keyword = name == "None" || name == "True" || name == "False";
+    const ValueId id =
+        dotted || keyword ? kNoValue : builder_.LookupForUse(name, line_->At(start));
     if (id != kNoValue) {
       e.kind = Expr::Kind::kValue;
       e.value = id;

@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "peakmem/string_arena.h"
 #include "peakmem/string_hash.h"
 
@@ -24,21 +23,36 @@ namespace peakmem {
 // assigning an existing key replaces its value and keeps its position.
 // Keys are copied once into an arena (a breakdown of a 10^6-statement trace
 // has about as many keys).
+//
+// Models set one key per step and keys almost never repeat, so Set only
+// appends (with the key's hash); repeats are merged when items() is next
+// read: entries are grouped by hash in cache-sized buckets, and each key set
+// more than once keeps its first place and its last value. A hash table
+// probed on every Set cost a cache miss per step on big traces.
 class OrderedBreakdown {
  public:
   void Set(std::string_view key, std::int64_t bytes);
-  // Makes room for `keys` keys (saves rehashing on big traces).
+  // Makes room for `keys` keys.
   void Reserve(std::size_t keys) {
     items_.reserve(keys);
-    index_.reserve(keys);
+    hashes_.reserve(keys);
   }
-  const std::vector<std::pair<std::string_view, std::int64_t>>& items() const { return items_; }
-  std::size_t size() const { return items_.size(); }
+  // The entries, each key once, in first-set order.
+  const std::vector<std::pair<std::string_view, std::int64_t>>& items() const {
+    if (merged_ != items_.size()) Merge();
+    return items_;
+  }
+  std::size_t size() const { return items().size(); }
 
  private:
+  void Merge() const;
+
   std::shared_ptr<StringArena> keys_ = std::make_shared<StringArena>();
-  std::vector<std::pair<std::string_view, std::int64_t>> items_;
-  absl::flat_hash_map<std::string_view, std::size_t, StringHash> index_;
+  // Merged up to merged_; entries after it may repeat keys. hashes_[i] is
+  // the StringHash of items_[i].first.
+  mutable std::vector<std::pair<std::string_view, std::int64_t>> items_;
+  mutable std::vector<std::uint64_t> hashes_;
+  mutable std::size_t merged_ = 0;
 };
 
 // Text in a Step views memory its Report keeps alive (the trace's source, or

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "peakmem/string_hash.h"
@@ -61,7 +63,14 @@ class TraceBuilder {
   std::shared_ptr<const SourceFile> source_;
   Trace trace_;
   NameMap<ValueId> live_;
-  NameMap<int> deleted_;  // name -> line of its `del`
+  // Deleted names, for two messages only ("used after 'del'", "deleted
+  // twice"): each `del` is logged (value, line of the del) and entered into
+  // deleted_ (name -> line) only when a lookup misses and the message might
+  // be needed. A well-formed trace rarely misses, so a trace with 10^6 dels
+  // does not build a 10^6-entry map.
+  void EnterDeletedNames() const;
+  mutable std::vector<std::pair<ValueId, int>> deleted_log_;
+  mutable NameMap<int> deleted_;
   NameMap<std::string_view> interned_;
   absl::flat_hash_map<std::tuple<std::string_view, std::string_view, std::string_view>,
                       std::uint32_t>
