@@ -43,68 +43,49 @@ void TraceBuilder::SetCallSymbol(Statement* s, std::string_view callee, std::str
 
 ValueId TraceBuilder::Define(std::string_view name, SourceLocation at) {
   const auto id = static_cast<ValueId>(trace_.values.size());
-  auto [it, inserted] = live_.try_emplace(name, id);
-  if (!inserted) {
-    Fail(at, "'" + std::string(name) + "' is already defined at line " +
-                 std::to_string(trace_.value(it->second).defined_at.line));
-  }
   Value v;
   v.name = Keep(name);
-  // The key must outlive the caller's view too.
-  if (v.name.data() != name.data()) {
-    live_.erase(it);
-    live_.emplace(v.name, id);
-  }
   v.defined_at = at;
+  // The key views the kept name, which lives as long as the trace.
+  auto [it, inserted] = names_.try_emplace(v.name, NameEntry{id, kLive});
+  if (!inserted) {
+    NameEntry& entry = it->second;
+    if (entry.deleted_at == kLive) {
+      Fail(at, "'" + std::string(name) + "' is already defined at line " +
+                   std::to_string(trace_.value(entry.value).defined_at.line));
+    }
+    entry = NameEntry{id, kLive};  // bound again after its `del`
+  }
   trace_.values.push_back(std::move(v));
-  // A name deleted before and defined again stays in deleted_: lookups try
-  // the live names first, so the old entry only matters once it is deleted
-  // again (which overwrites it).
   return id;
 }
 
 ValueId TraceBuilder::Lookup(std::string_view name) const {
-  auto it = live_.find(name);
-  return it == live_.end() ? kNoValue : it->second;
+  auto it = names_.find(name);
+  if (it == names_.end() || it->second.deleted_at != kLive) return kNoValue;
+  return it->second.value;
 }
 
 ValueId TraceBuilder::LookupForUse(std::string_view name, SourceLocation at) const {
-  const ValueId id = Lookup(name);
-  if (id != kNoValue) return id;
-  EnterDeletedNames();
-  auto del = deleted_.find(name);
-  if (del != deleted_.end()) {
+  auto it = names_.find(name);
+  if (it == names_.end()) return kNoValue;
+  if (it->second.deleted_at != kLive) {
     Fail(at, "'" + std::string(name) + "' is used after 'del' at line " +
-                 std::to_string(del->second));
+                 std::to_string(it->second.deleted_at));
   }
-  return kNoValue;
+  return it->second.value;
 }
 
 ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_line) {
-  auto it = live_.find(name);
-  if (it == live_.end()) {
-    const std::string key(name);
-    EnterDeletedNames();
-    auto del = deleted_.find(name);
-    if (del != deleted_.end()) {
-      Fail(at, "'" + key + "' is deleted twice (first at line " + std::to_string(del->second) +
-                   ")");
-    }
-    Fail(at, "'del' of unknown name '" + key + "'");
+  auto it = names_.find(name);
+  if (it == names_.end()) Fail(at, "'del' of unknown name '" + std::string(name) + "'");
+  NameEntry& entry = it->second;
+  if (entry.deleted_at != kLive) {
+    Fail(at, "'" + std::string(name) + "' is deleted twice (first at line " +
+                 std::to_string(entry.deleted_at) + ")");
   }
-  const ValueId id = it->second;
-  live_.erase(it);
-  deleted_log_.emplace_back(id, del_line);
-  return id;
-}
-
-void TraceBuilder::EnterDeletedNames() const {
-  // In order, so a name deleted again (after being defined again) keeps its
-  // latest del, as entering each at its del would.
-  for (const auto& [id, line] : deleted_log_) {
-    deleted_.insert_or_assign(trace_.value(id).name, line);
-  }
-  deleted_log_.clear();
+  entry.deleted_at = del_line;
+  return entry.value;
 }
 
 void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {

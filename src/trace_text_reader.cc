@@ -682,12 +682,15 @@ Expr TextReader::ParsePrimary(int depth) {
   } else if (IsIdentStart(c)) {
     const std::string_view name = DottedName();
     // Dotted names (dtypes.float32) and Python's keyword constants are never
-    // trace values: no lookup (a miss would also make the builder enter its
-    // deleted names, see TraceBuilder::EnterDeletedNames).
+    // trace values: no lookup. A callee (`torch_slice_prim_impl(`) is looked
+    // up without the used-after-del check: it is a global function, and a
+    // miss there would make the builder enter its deleted names (see
+    // TraceBuilder::EnterDeletedNames) on every such call.
     const bool dotted = name.find('.') != std::string_view::npos;
     const bool keyword = name == "None" || name == "True" || name == "False";
-    const ValueId id =
-        dotted || keyword ? kNoValue : builder_.LookupForUse(name, line_->At(start));
+    const ValueId id = dotted || keyword ? kNoValue
+                       : Peek() == '('   ? builder_.Lookup(name)
+                                         : builder_.LookupForUse(name, line_->At(start));
     if (id != kNoValue) {
       e.kind = Expr::Kind::kValue;
       e.value = id;

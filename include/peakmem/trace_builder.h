@@ -10,8 +10,6 @@
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <utility>
-#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "peakmem/string_hash.h"
@@ -62,15 +60,18 @@ class TraceBuilder {
 
   std::shared_ptr<const SourceFile> source_;
   Trace trace_;
-  NameMap<ValueId> live_;
-  // Deleted names, for two messages only ("used after 'del'", "deleted
-  // twice"): each `del` is logged (value, line of the del) and entered into
-  // deleted_ (name -> line) only when a lookup misses and the message might
-  // be needed. A well-formed trace rarely misses, so a trace with 10^6 dels
-  // does not build a 10^6-entry map.
-  void EnterDeletedNames() const;
-  mutable std::vector<std::pair<ValueId, int>> deleted_log_;
-  mutable NameMap<int> deleted_;
+  // Every name the trace has bound, to its latest value and, once that value
+  // is deleted, the line of its `del` (kLive while live). Names are never
+  // erased: a `del` only marks the entry, and a name defined again after its
+  // `del` takes the entry over. (Erasing made the table churn: tombstones
+  // and rehashes cost more than the bigger table.) The marks give the
+  // "used after 'del'" and "deleted twice" messages their line.
+  static constexpr int kLive = -1;
+  struct NameEntry {
+    ValueId value = kNoValue;
+    int deleted_at = kLive;
+  };
+  NameMap<NameEntry> names_;
   NameMap<std::string_view> interned_;
   absl::flat_hash_map<std::tuple<std::string_view, std::string_view, std::string_view>,
                       std::uint32_t>
