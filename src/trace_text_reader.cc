@@ -982,6 +982,10 @@ Trace TextReader::Read() {
   }
   trace_.statements.reserve(newlines / 2 + 16);
   trace_.values.reserve(newlines / 2 + 16);
+  // Every line could be a subsymbol line (most lines of a fused trace are):
+  // doubling a vector of 10^6 of them would copy it and fault in twice its
+  // final size.
+  trace_.subsymbols.reserve(newlines + 1);
   int last_code_line = 0;
   std::string_view line;
   while (lines_.Next(&line)) {
