@@ -88,8 +88,7 @@ if want gen; then
       if [[ ! -f $out || ! -f $out.meta.json ]]; then
         log "generate $out"
         python3 bench/make_trace.py "$src" -n "$size" -o "$out" --quiet
-        # Every generated trace must read without error. (Text report: the
-        # JSON report's breakdown is quadratic in its entries, see docs/scaling.md.)
+        # Every generated trace must read without error.
         "$BUILD/peakmem" analyze "$out" --model thunder -o /dev/null
       fi
     done
