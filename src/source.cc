@@ -50,12 +50,16 @@ std::string Render(const std::string& file, SourceLocation loc, const std::strin
 }  // namespace
 
 SourceFile::SourceFile(std::string name, std::string text)
-    : name_(std::move(name)), owned_(std::move(text)), text_(owned_) {}
+    : name_(std::move(name)), owned_(std::move(text)) {
+  owned_.reserve(owned_.size() + kReadablePadding);  // see kReadablePadding
+  text_ = owned_;
+}
 
-SourceFile::SourceFile(std::string name, const char* mapped, std::size_t size)
+SourceFile::SourceFile(std::string name, const char* mapped, std::size_t size,
+                       std::size_t mapping_size)
     : name_(std::move(name)),
       mapping_(const_cast<char*>(mapped)),
-      mapping_size_(size),
+      mapping_size_(mapping_size),
       text_(mapped, size) {}
 
 SourceFile::~SourceFile() {
@@ -81,12 +85,27 @@ std::shared_ptr<const SourceFile> SourceFile::Map(const std::string& path) {
     close(fd);
     return std::make_shared<const SourceFile>(path, std::string());
   }
-  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  // The file is mapped over a zeroed anonymous region kReadablePadding bytes
+  // longer, so the bytes after the text can be read even when the file ends
+  // exactly at a page boundary (past the file's last page, a plain file
+  // mapping would fault). MAP_POPULATE maps the whole file at once (the
+  // reader reads all of it) instead of a fault per few pages.
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t total = (size + kReadablePadding + page - 1) / page * page;
+  void* region = mmap(nullptr, total, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (region == MAP_FAILED) {
+    close(fd);
+    throw TraceError(path, {0, 0}, "cannot read file", "");
+  }
+  void* mapped = mmap(region, size, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd, 0);
   close(fd);
-  if (mapped == MAP_FAILED) throw TraceError(path, {0, 0}, "cannot read file", "");
+  if (mapped == MAP_FAILED) {
+    munmap(region, total);
+    throw TraceError(path, {0, 0}, "cannot read file", "");
+  }
   madvise(mapped, size, MADV_SEQUENTIAL);
   return std::shared_ptr<const SourceFile>(
-      new SourceFile(path, static_cast<const char*>(mapped), size));
+      new SourceFile(path, static_cast<const char*>(mapped), size, total));
 }
 
 void SourceFile::IndexLines() const {

@@ -14,8 +14,15 @@ constexpr int kMaxDepth = 200;
 class JsonReader {
  public:
   explicit JsonReader(std::shared_ptr<const SourceFile> source)
-      : source_(source), builder_(std::move(source)), padded_(source_->text()) {
-    base_ = padded_.data();
+      : source_(source),
+        builder_(std::move(source)),
+        // The text is parsed where it lies (the source guarantees simdjson's
+        // padding after it): no copy, and strings read raw stay views into
+        // the source (TraceBuilder::Keep copies nothing).
+        input_(source_->text().data(), source_->text().size(),
+               source_->text().size() + SourceFile::kReadablePadding) {
+    static_assert(SourceFile::kReadablePadding >= simdjson::SIMDJSON_PADDING);
+    base_ = source_->text().data();
   }
 
   Trace Read();
@@ -57,7 +64,7 @@ class JsonReader {
 
   std::shared_ptr<const SourceFile> source_;
   TraceBuilder builder_;
-  simdjson::padded_string padded_;
+  simdjson::padded_string_view input_;
   const char* base_ = nullptr;
   SourceLocation last_{1, 1};
   SourceLocation last_statement_{1, 1};
@@ -515,7 +522,7 @@ Trace JsonReader::Read() {
   od::document doc;
   // Errors found before any value is read (bad UTF-8, an unclosed string,
   // empty input) leave no document to ask for a position: find it ourselves.
-  if (const simdjson::error_code code = parser.iterate(padded_).get(doc); code) {
+  if (const simdjson::error_code code = parser.iterate(input_).get(doc); code) {
     Fail(PreflightErrorLocation(code),
          std::string("invalid JSON: ") + simdjson::error_message(code));
   }

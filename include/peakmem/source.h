@@ -34,6 +34,11 @@ class SourceFile {
 
   const std::string& name() const { return name_; }
   std::string_view text() const { return text_; }
+  // At least this many bytes after the end of text() can be read (their
+  // values are unspecified): what parsers that read in wide blocks need
+  // (simdjson asks for 64), so they can parse the text where it lies
+  // instead of copying it into a padded buffer.
+  static constexpr std::size_t kReadablePadding = 64;
   // The line index is built on first use (errors, Line, LocationOf): a
   // successful read walks the text line by line and needs none.
   int line_count() const {
@@ -48,7 +53,7 @@ class SourceFile {
   std::string_view LineAt(std::size_t offset) const;
 
  private:
-  SourceFile(std::string name, const char* mapped, std::size_t size);
+  SourceFile(std::string name, const char* mapped, std::size_t size, std::size_t mapping_size);
   void EnsureIndex() const { std::call_once(indexed_, [this] { IndexLines(); }); }
   void IndexLines() const;
 

@@ -1,3 +1,5 @@
+// The paths added for speed must not change what peakmem computes.
+//
 // A Simulator reuses the runtime model's working memory from run to run. The
 // reuse must not leak state from one run into the next: every corpus trace,
 // run through ONE Simulator in an order that alternates big and small traces
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -77,7 +80,7 @@ TEST(Simulator, ReusedWorkspaceGivesTheMeasuredBytes) {
 // The readers list the unpack statements as they read (Trace::unpacks), so
 // CollectionContents need not walk every statement. The list must be exactly
 // the unpacks a walk finds, from the text and the JSON form of every trace.
-TEST(Simulator, ReadersListEveryUnpack) {
+TEST(ReaderFastPaths, ReadersListEveryUnpack) {
   int unpacks_seen = 0;
   for (const MeasuredTrace& t : CorpusTraces()) {
     for (const std::string& path : {t.path, t.path.substr(0, t.path.size() - 6) + ".json"}) {
@@ -95,6 +98,28 @@ TEST(Simulator, ReadersListEveryUnpack) {
     }
   }
   EXPECT_GT(unpacks_seen, 0);  // the corpus's backward traces unpack their saved lists
+}
+
+// The JSON reader parses a mapped file in place, relying on readable bytes
+// after its end (SourceFile::kReadablePadding). A file that ends exactly on a
+// page boundary has no slack in its last page: the padding must still be
+// there (a plain mapping would fault past the file's last page). The trace
+// is the corpus's embedding forward, padded with blanks to 8192 bytes; its
+// bytes are the ones measured for it (measured.json).
+TEST(ReaderFastPaths, JsonFileEndingOnAPageBoundaryReadsInPlace) {
+  const fs::path dir = fs::path(PEAKMEM_TEST_DATA_DIR) / "corpus" / "embedding";
+  std::ifstream in(dir / "fw.json", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_LT(text.size(), 8192u);
+  text.append(8192 - text.size(), ' ');
+  const fs::path path = fs::temp_directory_path() / "peakmem_page_boundary_test.json";
+  std::ofstream(path, std::ios::binary) << text;
+  ASSERT_EQ(fs::file_size(path), 8192u);
+  const nlohmann::json m = nlohmann::json::parse(std::ifstream(dir / "measured.json"));
+  const Report r = Analyze(LoadTrace(path.string()), "runtime");
+  fs::remove(path);
+  EXPECT_EQ(r.peak_bytes, m["fw"]["peak_bytes"].get<std::int64_t>());
+  EXPECT_EQ(r.final_bytes, m["fw"]["final_bytes"].get<std::int64_t>());
 }
 
 }  // namespace
