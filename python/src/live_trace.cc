@@ -967,12 +967,23 @@ class LiveThunder {
   };
 
   const SymRule& RuleOf(PyObject* sym);
+  void PrefetchTables(const Gatherer::Fields* block, Py_ssize_t count) const;
   struct TypeInfo {
     ProxyKind kind = ProxyKind::kNotProxy;
     bool plain_getattr = false;  // __getattribute__ is object's
     bool dataclass = false;      // pytree flattens it (tree_flatten_with_dataclass)
   };
-  TypeInfo TypeOf(PyObject* obj);
+  TypeInfo TypeOf(PyObject* obj) {
+    // Runs of objects of one type are the rule (proxies, tuples).
+    if (Py_TYPE(obj) != last_type_) {
+      last_info_ = TypeOfSlow(obj);
+      last_type_ = Py_TYPE(obj);
+    }
+    return last_info_;
+  }
+  TypeInfo TypeOfSlow(PyObject* obj);
+  PyTypeObject* last_type_ = nullptr;  // kept alive by TypeOfSlow's table
+  TypeInfo last_info_;
   ProxyKind KindOf(PyObject* obj) { return TypeOf(obj).kind; }
   Obj& ObjOf(PyObject* proxy);
   std::int64_t DTypeBytes(PyObject* dtype);
@@ -980,6 +991,7 @@ class LiveThunder {
   void FlatOuts(PyObject* obj, int depth, std::vector<PyObject*>* out);
   void FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out);
   void Set(const std::string& key, std::int64_t bytes);
+  nb::object Breakdown();
   std::int64_t Add(std::int64_t a, std::int64_t b) {
     std::int64_t sum;
     if (__builtin_add_overflow(a, b, &sum)) throw Unsupported();
@@ -1003,10 +1015,33 @@ class LiveThunder {
   ThunderNames& names_;
   nb::object bytes_attr_ = Name("bytes"), numel_attr_ = Name("_numel");
   nb::object collection_attr_ = Name("collection");
-  nb::dict result_;
+  // The breakdown, in Thunder's order: (key, bytes) as set (Set), made
+  // into a dict at the end (Breakdown).
+  std::vector<std::pair<nb::object, nb::object>> entries_;
+  absl::flat_hash_map<std::int64_t, nb::object> ints_;
   absl::flat_hash_map<PyObject*, SymRule> rules_;
   absl::flat_hash_map<PyObject*, Obj> objs_;
-  absl::flat_hash_map<std::string_view, std::uint32_t> name_index_;
+  // Proxy names (Thunder's ProxyDict keys) -> index into names_table_,
+  // hashed with the str's own hash (cached in the str; computed once).
+  struct NameKey {
+    std::string_view text;
+    Py_hash_t hash;
+  };
+  struct NameKeyHash {
+    std::size_t operator()(const NameKey& k) const { return static_cast<std::size_t>(k.hash); }
+  };
+  struct NameKeyEq {
+    bool operator()(const NameKey& a, const NameKey& b) const {
+      return a.hash == b.hash && a.text == b.text;
+    }
+  };
+  static NameKey KeyOf(PyObject* str) {  // str: an exact str
+    const Py_hash_t hash = PyObject_Hash(str);
+    if (hash == -1) throw nb::python_error();
+    return {Utf8(str), hash};
+  }
+  absl::flat_hash_map<NameKey, std::uint32_t, NameKeyHash, NameKeyEq> name_index_;
+  std::vector<nb::object> names_held_;  // names not read from a proxy's own storage
   std::vector<NameEntry> names_table_;
   std::vector<MemoryData> data_;
   absl::flat_hash_map<PyObject*, std::int64_t> dtype_bytes_;
@@ -1018,7 +1053,7 @@ class LiveThunder {
   std::deque<std::string> name_keep_;  // argument names (stable addresses)
 };
 
-LiveThunder::TypeInfo LiveThunder::TypeOf(PyObject* obj) {
+LiveThunder::TypeInfo LiveThunder::TypeOfSlow(PyObject* obj) {
   static absl::flat_hash_map<PyTypeObject*, TypeInfo>* types =
       new absl::flat_hash_map<PyTypeObject*, TypeInfo>();
   static std::vector<nb::object>* keep = new std::vector<nb::object>();
@@ -1072,6 +1107,42 @@ const LiveThunder::SymRule& LiveThunder::RuleOf(PyObject* sym) {
   return rules_.emplace(sym, r).first->second;
 }
 
+// The tables a block of bound symbols will probe (objs_, name_index_) are
+// larger than the L2 cache, so each probe would be a miss of its own, taken
+// one after the other while the block is processed. So before, for the
+// whole block: the entries of the output proxies (a new proxy and its name
+// are looked up, then inserted) and, for the calls that read their
+// arguments, those of the arguments (the argument tuples were prefetched by
+// the Gatherer). Only reads: nothing here runs Python code or changes a table.
+void LiveThunder::PrefetchTables(const Gatherer::Fields* block, Py_ssize_t count) const {
+  bool reads_args[Gatherer::kMaxBlock];
+  for (Py_ssize_t j = 0; j < count; ++j) {
+    const Gatherer::Fields& f = block[j];
+    reads_args[j] = false;
+    if (f.sym == nullptr) continue;
+    auto rule = rules_.find(f.sym);
+    if (rule == rules_.end() || rule->second.rule == Rule::kSkip) continue;
+    reads_args[j] = rule->second.rule != Rule::kDefault;
+    if (f.name != nullptr && PyUnicode_CheckExact(f.name)) {
+      objs_.prefetch(f.output);
+      // Computes the str's hash (and caches it in the str, as any dict
+      // lookup would), which ObjOf then reads.
+      const Py_hash_t hash = PyObject_Hash(f.name);
+      if (hash == -1) {
+        PyErr_Clear();  // ObjOf raises it
+        continue;
+      }
+      name_index_.prefetch(NameKey{{}, hash});
+    }
+  }
+  for (Py_ssize_t j = 0; j < count; ++j) {
+    if (!reads_args[j] || !PyTuple_CheckExact(block[j].args)) continue;
+    // (An item that is no proxy costs a useless prefetch; checking its type
+    // would cost a miss on the item itself.)
+    for (PyObject* item : ItemsOf(block[j].args)) objs_.prefetch(item);
+  }
+}
+
 std::int64_t LiveThunder::DTypeBytes(PyObject* dtype) {
   auto it = dtype_bytes_.find(dtype);
   if (it != dtype_bytes_.end()) return it->second;
@@ -1084,9 +1155,9 @@ std::int64_t LiveThunder::DTypeBytes(PyObject* dtype) {
 }
 
 LiveThunder::Obj& LiveThunder::ObjOf(PyObject* proxy) {
-  auto it = objs_.find(proxy);
-  if (it != objs_.end()) return it->second;
-  Obj o;
+  auto [it, inserted] = objs_.try_emplace(proxy);
+  if (!inserted) return it->second;
+  Obj& o = it->second;  // filled below (or the whole walk gives up)
   const TypeInfo type = TypeOf(proxy);
   o.kind = type.kind;
   if (o.kind == ProxyKind::kNotProxy) throw Unsupported();
@@ -1096,9 +1167,12 @@ LiveThunder::Obj& LiveThunder::ObjOf(PyObject* proxy) {
   auto get = [&](PyObject* attr) { return type.plain_getattr ? PlainAttr(proxy, attr) : Attr(proxy, attr); };
   nb::object name = gathered != nullptr ? nb::borrow(gathered->name) : get(names_.name_attr.ptr());
   if (!PyUnicode_CheckExact(name.ptr())) throw Unsupported();
-  const std::string_view text = Utf8(name.ptr());  // the proxy holds the str
-  auto [slot, inserted] = name_index_.try_emplace(text, names_table_.size());
-  if (inserted) names_table_.push_back({text, -1});
+  // The proxy holds a gathered name; a name getattr gave is held here, in
+  // case it was made for the call.
+  if (gathered == nullptr) names_held_.push_back(name);
+  const NameKey key = KeyOf(name.ptr());
+  auto [slot, new_name] = name_index_.try_emplace(key, names_table_.size());
+  if (new_name) names_table_.push_back({key.text, -1});
   o.name = slot->second;
   o.bytes = -1;
   if (o.kind == ProxyKind::kTensor || o.kind == ProxyKind::kFutureTensor) {
@@ -1111,15 +1185,11 @@ LiveThunder::Obj& LiveThunder::ObjOf(PyObject* proxy) {
       throw Unsupported();
     }
   }
-  return objs_.emplace(proxy, o).first->second;
+  return o;
 }
 
 void LiveThunder::FlatOuts(PyObject* obj, int depth, std::vector<PyObject*>* out) {
   if (depth > 100) throw Unsupported();
-  if (objs_.contains(obj)) {
-    out->push_back(obj);
-    return;
-  }
   if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
     for (PyObject* item : ItemsOf(obj)) FlatOuts(item, depth + 1, out);
     return;
@@ -1131,7 +1201,10 @@ void LiveThunder::FlatOuts(PyObject* obj, int depth, std::vector<PyObject*>* out
 
 void LiveThunder::FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out) {
   if (depth > 100) throw Unsupported();
-  if (objs_.contains(obj)) {
+  // A proxy seen before is known by its address, without touching the object
+  // (a miss; its entry in objs_ was prefetched). `obj` itself is a container
+  // (the argument tuple, a collection), read already.
+  if (depth > 0 && objs_.contains(obj)) {
     out->push_back(obj);
     return;
   }
@@ -1148,7 +1221,25 @@ void LiveThunder::FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out
 }
 
 void LiveThunder::Set(const std::string& key, std::int64_t bytes) {
-  SetBreakdownItem(result_.ptr(), key, bytes, nullptr);
+  // Most values repeat (a few tensor sizes, freed and allocated): one int
+  // object per value. (CPython itself shares those from -5 to 256.)
+  auto [it, inserted] = ints_.try_emplace(bytes);
+  if (inserted) {
+    it->second = nb::steal(PyLong_FromLongLong(bytes));
+    if (!it->second.is_valid()) throw nb::python_error();
+  }
+  entries_.emplace_back(BreakdownKey(key, nullptr), it->second);
+}
+
+nb::object LiveThunder::Breakdown() {
+  // Made at its final size, rather than grown (and rehashed) entry by entry.
+  // A key set again keeps the place it was first set at, as in Thunder's dict.
+  nb::object dict = nb::steal(_PyDict_NewPresized(static_cast<Py_ssize_t>(entries_.size())));
+  if (!dict.is_valid()) throw nb::python_error();
+  for (const auto& [key, value] : entries_) {
+    if (PyDict_SetItem(dict.ptr(), key.ptr(), value.ptr()) != 0) throw nb::python_error();
+  }
+  return dict;
 }
 
 std::int64_t LiveThunder::Default(PyObject* bsym, const SymRule& rule) {
@@ -1320,6 +1411,7 @@ nb::object LiveThunder::Run(nb::handle trace) {
       gatherer_.Gather(&PyList_GET_ITEM(bsyms.ptr(), start), count, block);
       CheckGathered(PyList_GET_ITEM(bsyms.ptr(), start), block[0]);
     }
+    if (gathered) PrefetchTables(block, count);
     for (Py_ssize_t j = 0; j < count; ++j) {
       // Held while it is read: getattr could run Python code. Should that
       // code change the list, what was gathered is dropped.
@@ -1348,13 +1440,12 @@ nb::object LiveThunder::Run(nb::handle trace) {
     }
   }
   fields_ = nullptr;
-  return nb::make_tuple(nb::int_(max_allocated), result_);
+  return nb::make_tuple(nb::int_(max_allocated), Breakdown());
 }
 
 }  // namespace
 
-void SetBreakdownItem(PyObject* dict, std::string_view key, std::int64_t bytes,
-                      const char* errors) {
+nb::object BreakdownKey(std::string_view key, const char* errors) {
   bool ascii = true;
   for (unsigned char c : key) ascii &= c < 0x80;
   PyObject* k;
@@ -1365,9 +1456,14 @@ void SetBreakdownItem(PyObject* dict, std::string_view key, std::int64_t bytes,
     k = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), errors);
   }
   if (k == nullptr) throw nb::python_error();
-  nb::object key_obj = nb::steal(k);
+  return nb::steal(k);
+}
+
+void SetBreakdownItem(PyObject* dict, std::string_view key, std::int64_t bytes,
+                      const char* errors) {
+  nb::object k = BreakdownKey(key, errors);
   nb::object value = nb::steal(PyLong_FromLongLong(bytes));
-  if (!value.is_valid() || PyDict_SetItem(dict, k, value.ptr()) != 0) {
+  if (!value.is_valid() || PyDict_SetItem(dict, k.ptr(), value.ptr()) != 0) {
     throw nb::python_error();
   }
 }
