@@ -731,6 +731,26 @@ class Gatherer {
   }
   bool has_bsym() const { return bsym_.type != nullptr; }
 
+  // One proxy's _name, _numel and _dtype (borrowed), read as Gather reads an
+  // output's; false where it is not of the calibrated type or misses one.
+  bool ReadProxy(PyObject* proxy, Fields* f) {
+#if PEAKMEM_CPYTHON_311_LAYOUT
+    if (proxy_.type == nullptr || Py_TYPE(proxy) != proxy_.type) return false;
+    PyObject* found[1][3];
+    proxy_.Read(&proxy, 1, store_, found);
+    if (found[0][0] == nullptr || found[0][1] == nullptr || found[0][2] == nullptr) return false;
+    f->output = proxy;
+    f->name = found[0][0];
+    f->numel = found[0][1];
+    f->dtype = found[0][2];
+    return true;
+#else
+    (void)proxy;
+    (void)f;
+    return false;
+#endif
+  }
+
   // Fills out[0..count) for bsyms[0..count) (count <= kMaxBlock).
   static constexpr Py_ssize_t kMaxBlock = 128;
   void Gather(PyObject* const* bsyms, Py_ssize_t count, Fields* out) {
@@ -1164,6 +1184,10 @@ LiveThunder::Obj& LiveThunder::ObjOf(PyObject* proxy) {
   // The gathered attributes of the current bound symbol's output, or getattr.
   const Gatherer::Fields* gathered =
       fields_ != nullptr && fields_->output == proxy && fields_->name != nullptr ? fields_ : nullptr;
+  // A proxy first met elsewhere (an argument, a collection's item, one of
+  // several outputs): read from its storage all the same where it can be.
+  Gatherer::Fields read;
+  if (gathered == nullptr && gatherer_.ReadProxy(proxy, &read)) gathered = &read;
   auto get = [&](PyObject* attr) { return type.plain_getattr ? PlainAttr(proxy, attr) : Attr(proxy, attr); };
   nb::object name = gathered != nullptr ? nb::borrow(gathered->name) : get(names_.name_attr.ptr());
   if (!PyUnicode_CheckExact(name.ptr())) throw Unsupported();
