@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <initializer_list>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -640,28 +641,73 @@ namespace {
 class Unsupported {};  // thrown to give up; never escapes this file
 
 // Walking a large trace is bound by memory latency more than by work: the
-// bound symbols, their argument tuples and output proxies lie scattered over
-// the Python heap, and each first touch is a cache (and TLB) miss. Measured
-// on the benchmark's traces, three getattrs per bound symbol in a loop cost
-// ~500-700 ns per bound symbol when the trace is not in cache and ~100 ns
-// when it is. Misses overlap only when the code between them is short, and a
-// getattr is not: so the walk goes in blocks of bound symbols, and for each
-// block the Gatherer first fetches every bound symbol's sym, args and output
-// and its output proxy's _name, _numel and _dtype, in tight loops that
-// prefetch, for the whole block, what the next loop reads.
+// bound symbols, their attribute storage, argument tuples and output proxies
+// lie scattered over the Python heap, and each first touch is a cache (and
+// TLB) miss; a bound symbol's output name sits at the end of a chain of six
+// dependent loads (bound symbol, its __dict__, the dict's keys, the output
+// proxy, its values array, the name). Misses overlap only when the code
+// between them is short and does not depend on them, and a getattr is
+// neither: so the walk goes in blocks of bound symbols, and for each block
+// the Gatherer follows those chains one link at a time for the whole block,
+// in tight loops where each loop reads what the previous one prefetched and
+// prefetches the next link. The misses of a block then overlap instead of
+// queueing one after another.
 //
-// It reads CPython 3.11's object layout: an instance of a type with
-// Py_TPFLAGS_MANAGED_DICT keeps its attributes in a values array pointed to
-// by the fourth word before the object, indexed by the type's shared keys,
-// or, once a __dict__ was made for it (Thunder's cached properties make one
-// for many bound symbols), in that dict, pointed to by the third word. The
-// slot of each attribute in the values array is found once, by comparing
-// with what getattr returned for the first bound symbol and the first tensor
-// proxy; a dict is read with PyDict_GetItem. (These attributes are plain
-// instance attributes in lightning-thunder 0.2.6: no descriptor on the class
-// stands in front of them.) Objects of another type, or missing an
-// attribute, are read through getattr as usual; on other Python versions
-// everything is.
+// It reads CPython 3.11's object layout (cpython/object.h, cpython/dictobject.h
+// and internal/pycore_dict.h of 3.11):
+//  - an instance of a type with Py_TPFLAGS_MANAGED_DICT keeps its attributes
+//    in a values array pointed to by the fourth word before the object,
+//    indexed like the entries of the type's shared keys
+//    (PyHeapTypeObject::ht_cached_keys), or, once a __dict__ was made for it,
+//    in that dict, pointed to by the third word. Thunder's cached properties
+//    (flat_args, flat_outs, ...) make one for most bound symbols;
+//  - such a dict either still shares the type's keys (its ma_values is then a
+//    values array like the instance's), or, once it got a key the shared keys
+//    lack, has its own table whose entries are in insertion order: an
+//    attribute's entry then sits where its shared slot is (the instances set
+//    their attributes in the same order), which is checked (the entry's key
+//    must be the same interned str) before it is used, and looked up with
+//    PyDict_GetItem otherwise.
+// The slot of each attribute is found once per call from the type's shared
+// keys, and only where no data descriptor on the type stands in front of the
+// instance attribute (in lightning-thunder 0.2.6 these are plain instance
+// attributes). Objects of another type, or missing an attribute, are read
+// through getattr as usual; on other Python versions everything is. Run()
+// also compares, for the first bound symbol of every block, what was gathered
+// with what getattr gives, and gives up on any difference.
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && defined(Py_TPFLAGS_MANAGED_DICT)
+#define PEAKMEM_CPYTHON_311_LAYOUT 1
+namespace py311 {
+// struct _dictkeysobject (internal/pycore_dict.h), up to its index table;
+// the entries follow the index table.
+struct DictKeys {
+  Py_ssize_t dk_refcnt;
+  std::uint8_t dk_log2_size;
+  std::uint8_t dk_log2_index_bytes;
+  std::uint8_t dk_kind;  // DictKeysKind
+  std::uint32_t dk_version;
+  Py_ssize_t dk_usable;
+  Py_ssize_t dk_nentries;
+  // char dk_indices[]; then the entries
+};
+static_assert(sizeof(DictKeys) == 32, "CPython 3.11's PyDictKeysObject header is 32 bytes");
+enum : std::uint8_t { kKeysGeneral = 0, kKeysUnicode = 1, kKeysSplit = 2 };
+struct UnicodeEntry {  // PyDictUnicodeEntry: the entries of kKeysUnicode and kKeysSplit keys
+  PyObject* me_key;
+  PyObject* me_value;
+};
+inline const UnicodeEntry* Entries(const DictKeys* keys) {
+  return reinterpret_cast<const UnicodeEntry*>(reinterpret_cast<const char*>(keys) +
+                                               sizeof(DictKeys) +
+                                               (std::size_t{1} << keys->dk_log2_index_bytes));
+}
+// The values array of an instance whose type has a managed dict, or nullptr.
+inline PyObject** InstanceValues(PyObject* obj) { return reinterpret_cast<PyObject***>(obj)[-4]; }
+// Its __dict__, once one was made, or nullptr.
+inline PyObject* InstanceDict(PyObject* obj) { return reinterpret_cast<PyObject**>(obj)[-3]; }
+}  // namespace py311
+#endif
+
 class Gatherer {
  public:
   struct Fields {
@@ -675,167 +721,223 @@ class Gatherer {
     PyObject* dtype = nullptr;
   };
 
-  static PyObject** Values(PyObject* obj) {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && defined(Py_TPFLAGS_MANAGED_DICT)
-    if (!(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_MANAGED_DICT)) return nullptr;
-    return reinterpret_cast<PyObject***>(obj)[-4];
+  // Where instances of `type` keep the attributes `names` (interned strs):
+  // found in the type's shared keys. Leaves the type uncalibrated (so read
+  // through getattr) where anything is not as expected.
+  void CalibrateBsym(PyTypeObject* type, PyObject* sym, PyObject* args, PyObject* output) {
+    bsym_.Calibrate(type, {sym, args, output});
+  }
+  void CalibrateProxy(PyTypeObject* type, PyObject* name, PyObject* numel, PyObject* dtype) {
+    proxy_.Calibrate(type, {name, numel, dtype});
+  }
+  bool has_bsym() const { return bsym_.type != nullptr; }
+
+  // One proxy's _name, _numel and _dtype (borrowed), read as Gather reads an
+  // output's; false where it is not of the calibrated type or misses one.
+  bool ReadProxy(PyObject* proxy, Fields* f) {
+#if PEAKMEM_CPYTHON_311_LAYOUT
+    if (proxy_.type == nullptr || Py_TYPE(proxy) != proxy_.type) return false;
+    PyObject* found[1][3];
+    proxy_.Read(&proxy, 1, store_, found);
+    if (found[0][0] == nullptr || found[0][1] == nullptr || found[0][2] == nullptr) return false;
+    f->output = proxy;
+    f->name = found[0][0];
+    f->numel = found[0][1];
+    f->dtype = found[0][2];
+    return true;
 #else
-    (void)obj;
-    return nullptr;
+    (void)proxy;
+    (void)f;
+    return false;
 #endif
   }
-  // The slot of obj's values array that holds `attr`, searched among the
-  // first `known` (obj is known to have at least that many attributes), or
-  // -1. Only a value found in exactly one slot calibrates: a value two
-  // attributes share (None, (), a small int, a dtype that is also the true
-  // dtype) could name the wrong one. Walk() also checks a sample of what
-  // the slots give against getattr, and gives up on any difference.
-  static int SlotOf(PyObject* obj, PyObject* attr, int known) {
-    PyObject** values = Values(obj);
-    if (values == nullptr || attr == nullptr || attr == Py_None) return -1;
-    int found = -1;
-    for (int k = 0; k < known; ++k) {
-      if (values[k] != attr) continue;
-      if (found >= 0) return -1;
-      found = k;
-    }
-    return found;
-  }
 
-  // A bound symbol has more than five attributes (sym, args, kwargs, output,
-  // subsymbols, ...), so its values array has at least five slots.
-  void CalibrateBsym(PyObject* bsym, PyObject* sym, PyObject* args, PyObject* output) {
-    const int s = SlotOf(bsym, sym, 5), a = SlotOf(bsym, args, 5), o = SlotOf(bsym, output, 5);
-    if (s < 0 || a < 0 || o < 0 || s == a || a == o || s == o) return;
-    bsym_type_ = Py_TYPE(bsym);
-    sym_slot_ = s;
-    args_slot_ = a;
-    output_slot_ = o;
-  }
-  // Every Proxy sets _name, _has_weak_name, history and _tags first; a
-  // TensorProxy sets more than ten attributes (_shape, _device, _dtype,
-  // _true_dtype, _numel, _ndim, _requires_grad, _grad, ... in 0.2.6).
-  void CalibrateProxy(PyObject* proxy, PyObject* name, PyObject* numel, PyObject* dtype) {
-    const int n = SlotOf(proxy, name, 4), u = SlotOf(proxy, numel, 10),
-              d = SlotOf(proxy, dtype, 10);
-    if (n < 0 || u < 0 || d < 0 || n == u || u == d || n == d) return;
-    proxy_type_ = Py_TYPE(proxy);
-    name_slot_ = n;
-    numel_slot_ = u;
-    dtype_slot_ = d;
-  }
-  bool has_bsym() const { return bsym_type_ != nullptr; }
-  bool has_proxy() const { return proxy_type_ != nullptr; }
-
-  // The attribute names (interned), for objects whose attributes moved to a
-  // __dict__ (Thunder's cached properties make one for many bound symbols).
-  void SetNames(PyObject* sym, PyObject* args, PyObject* output, PyObject* name, PyObject* numel,
-                PyObject* dtype) {
-    sym_name_ = sym;
-    args_name_ = args;
-    output_name_ = output;
-    name_name_ = name;
-    numel_name_ = numel;
-    dtype_name_ = dtype;
-  }
-
-  // Fills out[0..count) for bsyms[0..count). Each step first prefetches, for
-  // the whole block, what the next step reads: their addresses do not depend
-  // on each other, so the misses of a block overlap instead of queueing.
-  void Gather(PyObject* const* bsyms, Py_ssize_t count, Fields* out) const {
-    for (Py_ssize_t j = 0; j < count; ++j) Header(bsyms[j]);
+  // Fills out[0..count) for bsyms[0..count) (count <= kMaxBlock).
+  static constexpr Py_ssize_t kMaxBlock = 128;
+  void Gather(PyObject* const* bsyms, Py_ssize_t count, Fields* out) {
+    for (Py_ssize_t j = 0; j < count; ++j) out[j] = Fields();
+#if PEAKMEM_CPYTHON_311_LAYOUT
+    if (bsym_.type == nullptr) return;
+    // The bound symbols' sym, args and output.
+    for (Py_ssize_t j = 0; j < count; ++j) objs_[j] = bsyms[j];
+    PyObject* found[kMaxBlock][3];
+    bsym_.Read(objs_, count, store_, found);
+    Py_ssize_t proxies = 0;
     for (Py_ssize_t j = 0; j < count; ++j) {
-      if (Py_TYPE(bsyms[j]) == bsym_type_) Storage(bsyms[j]);
-    }
-    for (Py_ssize_t j = 0; j < count; ++j) {
-      Fields& f = out[j];
-      f = Fields();
-      PyObject* b = bsyms[j];
-      if (Py_TYPE(b) != bsym_type_) continue;
-      if (PyObject** v = Values(b)) {
-        f.sym = v[sym_slot_];
-        f.args = v[args_slot_];
-        f.output = v[output_slot_];
-      } else if (PyObject* d = ManagedDict(b)) {
-        f.sym = PyDict_GetItem(d, sym_name_);
-        f.args = PyDict_GetItem(d, args_name_);
-        f.output = PyDict_GetItem(d, output_name_);
-      }
-      if (f.sym == nullptr || f.args == nullptr || f.output == nullptr) {
-        f = Fields();
-        continue;
-      }
-      __builtin_prefetch(f.args);
-      Header(f.output);
-    }
-    if (proxy_type_ == nullptr) return;
-    auto is_proxy = [&](const Fields& f) {
-      return f.output != nullptr && Py_TYPE(f.output) == proxy_type_;
-    };
-    for (Py_ssize_t j = 0; j < count; ++j) {
-      if (is_proxy(out[j])) Storage(out[j].output);
-    }
-    for (Py_ssize_t j = 0; j < count; ++j) {
-      Fields& f = out[j];
-      if (!is_proxy(f)) continue;
-      PyObject* p = f.output;
-      if (PyObject** pv = Values(p)) {
-        f.name = pv[name_slot_];
-        f.numel = pv[numel_slot_];
-        f.dtype = pv[dtype_slot_];
-      } else if (PyObject* d = ManagedDict(p)) {
-        f.name = PyDict_GetItem(d, name_name_);
-        f.numel = PyDict_GetItem(d, numel_name_);
-        f.dtype = PyDict_GetItem(d, dtype_name_);
-      }
-      if (f.name == nullptr || f.numel == nullptr || f.dtype == nullptr) {
-        f.name = f.numel = f.dtype = nullptr;
-      } else {
-        __builtin_prefetch(f.name);
-        __builtin_prefetch(f.numel);
+      if (found[j][0] == nullptr || found[j][1] == nullptr || found[j][2] == nullptr) continue;
+      out[j].sym = found[j][0];
+      out[j].args = found[j][1];
+      out[j].output = found[j][2];
+      __builtin_prefetch(out[j].args);  // the tuple's header and its first items
+      PyObject* o = out[j].output;
+      if (proxy_.type != nullptr && Py_TYPE(o) == proxy_.type) {
+        index_[proxies] = j;
+        objs_[proxies++] = o;
       }
     }
+    // The output proxies' _name, _numel and _dtype.
+    if (proxies == 0) return;
+    proxy_.Read(objs_, proxies, store_, found);
+    for (Py_ssize_t k = 0; k < proxies; ++k) {
+      if (found[k][0] == nullptr || found[k][1] == nullptr || found[k][2] == nullptr) continue;
+      Fields& f = out[index_[k]];
+      f.name = found[k][0];
+      f.numel = found[k][1];
+      f.dtype = found[k][2];
+      __builtin_prefetch(f.name);  // the str's header and (for short names) its text
+      __builtin_prefetch(f.numel);
+    }
+#else
+    (void)bsyms;
+    (void)count;
+#endif
   }
 
  private:
-  // The __dict__ of an instance whose values array was replaced by one.
-  static PyObject* ManagedDict(PyObject* obj) {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && defined(Py_TPFLAGS_MANAGED_DICT)
-    if (!(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_MANAGED_DICT)) return nullptr;
-    PyObject* d = reinterpret_cast<PyObject**>(obj)[-3];
-    return d != nullptr && PyDict_CheckExact(d) ? d : nullptr;
-#else
-    (void)obj;
-    return nullptr;
+#if PEAKMEM_CPYTHON_311_LAYOUT
+  // Where one object's attributes are, found link by link.
+  struct Store {
+    PyObject** values;                 // a values array (the instance's or its dict's)
+    const py311::DictKeys* keys;       // or a dict's own table
+    PyObject* dict;                    // the dict (for PyDict_GetItem)
+  };
 #endif
-  }
+  // Three attributes of the instances of one type.
+  struct Layout {
+    PyTypeObject* type = nullptr;
+    PyObject* names[3] = {};
+    int slots[3] = {-1, -1, -1};
+#if PEAKMEM_CPYTHON_311_LAYOUT
+    const py311::DictKeys* keys = nullptr;  // the type's shared keys
+#endif
 
-  // The object's header, and the words before it (where 3.11 keeps the
-  // values or __dict__ pointer).
-  static void Header(PyObject* obj) {
-    const char* p = reinterpret_cast<const char*>(obj);
-    __builtin_prefetch(p - 32);
-    __builtin_prefetch(p);
-  }
-  // Where its attributes are: the values array, or the __dict__ object.
-  static void Storage(PyObject* obj) {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && defined(Py_TPFLAGS_MANAGED_DICT)
-    if (!(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_MANAGED_DICT)) return;
-    if (PyObject** v = reinterpret_cast<PyObject***>(obj)[-4]) {
-      __builtin_prefetch(v);
-    } else if (PyObject* d = reinterpret_cast<PyObject**>(obj)[-3]) {
-      __builtin_prefetch(d);
-    }
+    void Calibrate(PyTypeObject* t, std::initializer_list<PyObject*> attrs) {
+      type = nullptr;
+#if PEAKMEM_CPYTHON_311_LAYOUT
+      if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || !(t->tp_flags & Py_TPFLAGS_MANAGED_DICT)) return;
+      const auto* k =
+          reinterpret_cast<const py311::DictKeys*>(reinterpret_cast<PyHeapTypeObject*>(t)->ht_cached_keys);
+      if (k == nullptr || k->dk_kind != py311::kKeysSplit) return;
+      const py311::UnicodeEntry* entries = py311::Entries(k);
+      int i = 0;
+      for (PyObject* attr : attrs) {
+        // A data descriptor on the type (a property, a slot) would take
+        // precedence over the instance's value: leave such a type to getattr.
+        PyObject* descr = _PyType_Lookup(t, attr);
+        if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return;
+        int slot = -1;
+        for (Py_ssize_t e = 0; e < k->dk_nentries; ++e) {
+          if (entries[e].me_key == attr) slot = static_cast<int>(e);
+        }
+        if (slot < 0) return;
+        names[i] = attr;
+        slots[i++] = slot;
+      }
+      keys = k;
+      type = t;
 #else
-    (void)obj;
+      (void)t;
+      (void)attrs;
 #endif
-  }
-  PyObject *sym_name_ = nullptr, *args_name_ = nullptr, *output_name_ = nullptr;
-  PyObject *name_name_ = nullptr, *numel_name_ = nullptr, *dtype_name_ = nullptr;
-  PyTypeObject* bsym_type_ = nullptr;
-  PyTypeObject* proxy_type_ = nullptr;
-  int sym_slot_ = -1, args_slot_ = -1, output_slot_ = -1;
-  int name_slot_ = -1, numel_slot_ = -1, dtype_slot_ = -1;
+    }
+
+#if PEAKMEM_CPYTHON_311_LAYOUT
+    // found[j][i] = attribute i of objs[j] (borrowed), nullptr where objs[j]
+    // is not of this type or its attribute is not found this way.
+    void Read(PyObject* const* objs, Py_ssize_t count, Store* store, PyObject* (*found)[3]) const {
+      auto prefetch_slots = [&](PyObject** v) {
+        for (int s : slots) __builtin_prefetch(v + s);
+      };
+      // 1: the object's header and the words before it (values, dict).
+      for (Py_ssize_t j = 0; j < count; ++j) {
+        const char* p = reinterpret_cast<const char*>(objs[j]);
+        __builtin_prefetch(p - 32);
+        __builtin_prefetch(p + 8);
+      }
+      // 2: its values array, or its dict.
+      for (Py_ssize_t j = 0; j < count; ++j) {
+        Store& s = store[j];
+        s = Store{nullptr, nullptr, nullptr};
+        if (Py_TYPE(objs[j]) != type) continue;
+        if (PyObject** v = py311::InstanceValues(objs[j])) {
+          s.values = v;
+          prefetch_slots(v);
+        } else if (PyObject* d = py311::InstanceDict(objs[j])) {
+          s.dict = d;
+          __builtin_prefetch(d);
+        }
+      }
+      // 3: the dict's values array (a dict that still shares the type's
+      // keys), or its keys.
+      for (Py_ssize_t j = 0; j < count; ++j) {
+        Store& s = store[j];
+        if (s.dict == nullptr) continue;
+        if (!PyDict_CheckExact(s.dict)) {
+          s.dict = nullptr;
+          continue;
+        }
+        const auto* d = reinterpret_cast<PyDictObject*>(s.dict);
+        const auto* k = reinterpret_cast<const py311::DictKeys*>(d->ma_keys);
+        if (d->ma_values != nullptr) {
+          if (k == keys) {
+            s.values = reinterpret_cast<PyObject**>(d->ma_values);
+            prefetch_slots(s.values);
+          }
+        } else {
+          s.keys = k;
+          __builtin_prefetch(k);
+        }
+      }
+      // 4: the entries of a dict's own table.
+      for (Py_ssize_t j = 0; j < count; ++j) {
+        const py311::DictKeys* k = store[j].keys;
+        if (k == nullptr) continue;
+        if (k->dk_kind != py311::kKeysUnicode) {
+          store[j].keys = nullptr;
+          continue;
+        }
+        const py311::UnicodeEntry* entries = py311::Entries(k);
+        for (int s : slots) {
+          if (s < k->dk_nentries) __builtin_prefetch(entries + s);
+        }
+      }
+      // 5: the attributes.
+      for (Py_ssize_t j = 0; j < count; ++j) {
+        const Store& s = store[j];
+        for (int i = 0; i < 3; ++i) {
+          PyObject* value = nullptr;
+          if (s.values != nullptr) {
+            value = s.values[slots[i]];
+          } else if (s.keys != nullptr) {
+            const py311::UnicodeEntry* entries = py311::Entries(s.keys);
+            if (slots[i] < s.keys->dk_nentries && entries[slots[i]].me_key == names[i]) {
+              value = entries[slots[i]].me_value;
+            } else {
+              value = PyDict_GetItem(s.dict, names[i]);
+            }
+          } else if (s.dict != nullptr) {
+            value = PyDict_GetItem(s.dict, names[i]);
+          }
+          found[j][i] = value;
+        }
+        // The objects the attributes are (an output proxy: its header and
+        // the words before it).
+        if (found[j][2] != nullptr) {
+          const char* p = reinterpret_cast<const char*>(found[j][2]);
+          __builtin_prefetch(p - 32);
+          __builtin_prefetch(p + 8);
+        }
+      }
+    }
+#endif
+  };
+
+  Layout bsym_, proxy_;
+#if PEAKMEM_CPYTHON_311_LAYOUT
+  Store store_[kMaxBlock];
+#endif
+  PyObject* objs_[kMaxBlock];
+  Py_ssize_t index_[kMaxBlock];
 };
 
 class LiveThunder {
@@ -886,12 +988,23 @@ class LiveThunder {
   };
 
   const SymRule& RuleOf(PyObject* sym);
+  void PrefetchTables(const Gatherer::Fields* block, Py_ssize_t count) const;
   struct TypeInfo {
     ProxyKind kind = ProxyKind::kNotProxy;
     bool plain_getattr = false;  // __getattribute__ is object's
     bool dataclass = false;      // pytree flattens it (tree_flatten_with_dataclass)
   };
-  TypeInfo TypeOf(PyObject* obj);
+  TypeInfo TypeOf(PyObject* obj) {
+    // Runs of objects of one type are the rule (proxies, tuples).
+    if (Py_TYPE(obj) != last_type_) {
+      last_info_ = TypeOfSlow(obj);
+      last_type_ = Py_TYPE(obj);
+    }
+    return last_info_;
+  }
+  TypeInfo TypeOfSlow(PyObject* obj);
+  PyTypeObject* last_type_ = nullptr;  // kept alive by TypeOfSlow's table
+  TypeInfo last_info_;
   ProxyKind KindOf(PyObject* obj) { return TypeOf(obj).kind; }
   Obj& ObjOf(PyObject* proxy);
   std::int64_t DTypeBytes(PyObject* dtype);
@@ -899,6 +1012,7 @@ class LiveThunder {
   void FlatOuts(PyObject* obj, int depth, std::vector<PyObject*>* out);
   void FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out);
   void Set(const std::string& key, std::int64_t bytes);
+  nb::object Breakdown();
   std::int64_t Add(std::int64_t a, std::int64_t b) {
     std::int64_t sum;
     if (__builtin_add_overflow(a, b, &sum)) throw Unsupported();
@@ -922,10 +1036,33 @@ class LiveThunder {
   ThunderNames& names_;
   nb::object bytes_attr_ = Name("bytes"), numel_attr_ = Name("_numel");
   nb::object collection_attr_ = Name("collection");
-  nb::dict result_;
+  // The breakdown, in Thunder's order: (key, bytes) as set (Set), made
+  // into a dict at the end (Breakdown).
+  std::vector<std::pair<nb::object, nb::object>> entries_;
+  absl::flat_hash_map<std::int64_t, nb::object> ints_;
   absl::flat_hash_map<PyObject*, SymRule> rules_;
   absl::flat_hash_map<PyObject*, Obj> objs_;
-  absl::flat_hash_map<std::string_view, std::uint32_t> name_index_;
+  // Proxy names (Thunder's ProxyDict keys) -> index into names_table_,
+  // hashed with the str's own hash (cached in the str; computed once).
+  struct NameKey {
+    std::string_view text;
+    Py_hash_t hash;
+  };
+  struct NameKeyHash {
+    std::size_t operator()(const NameKey& k) const { return static_cast<std::size_t>(k.hash); }
+  };
+  struct NameKeyEq {
+    bool operator()(const NameKey& a, const NameKey& b) const {
+      return a.hash == b.hash && a.text == b.text;
+    }
+  };
+  static NameKey KeyOf(PyObject* str) {  // str: an exact str
+    const Py_hash_t hash = PyObject_Hash(str);
+    if (hash == -1) throw nb::python_error();
+    return {Utf8(str), hash};
+  }
+  absl::flat_hash_map<NameKey, std::uint32_t, NameKeyHash, NameKeyEq> name_index_;
+  std::vector<nb::object> names_held_;  // names not read from a proxy's own storage
   std::vector<NameEntry> names_table_;
   std::vector<MemoryData> data_;
   absl::flat_hash_map<PyObject*, std::int64_t> dtype_bytes_;
@@ -937,7 +1074,7 @@ class LiveThunder {
   std::deque<std::string> name_keep_;  // argument names (stable addresses)
 };
 
-LiveThunder::TypeInfo LiveThunder::TypeOf(PyObject* obj) {
+LiveThunder::TypeInfo LiveThunder::TypeOfSlow(PyObject* obj) {
   static absl::flat_hash_map<PyTypeObject*, TypeInfo>* types =
       new absl::flat_hash_map<PyTypeObject*, TypeInfo>();
   static std::vector<nb::object>* keep = new std::vector<nb::object>();
@@ -991,6 +1128,42 @@ const LiveThunder::SymRule& LiveThunder::RuleOf(PyObject* sym) {
   return rules_.emplace(sym, r).first->second;
 }
 
+// The tables a block of bound symbols will probe (objs_, name_index_) are
+// larger than the L2 cache, so each probe would be a miss of its own, taken
+// one after the other while the block is processed. So before, for the
+// whole block: the entries of the output proxies (a new proxy and its name
+// are looked up, then inserted) and, for the calls that read their
+// arguments, those of the arguments (the argument tuples were prefetched by
+// the Gatherer). Only reads: nothing here runs Python code or changes a table.
+void LiveThunder::PrefetchTables(const Gatherer::Fields* block, Py_ssize_t count) const {
+  bool reads_args[Gatherer::kMaxBlock];
+  for (Py_ssize_t j = 0; j < count; ++j) {
+    const Gatherer::Fields& f = block[j];
+    reads_args[j] = false;
+    if (f.sym == nullptr) continue;
+    auto rule = rules_.find(f.sym);
+    if (rule == rules_.end() || rule->second.rule == Rule::kSkip) continue;
+    reads_args[j] = rule->second.rule != Rule::kDefault;
+    if (f.name != nullptr && PyUnicode_CheckExact(f.name)) {
+      objs_.prefetch(f.output);
+      // Computes the str's hash (and caches it in the str, as any dict
+      // lookup would), which ObjOf then reads.
+      const Py_hash_t hash = PyObject_Hash(f.name);
+      if (hash == -1) {
+        PyErr_Clear();  // ObjOf raises it
+        continue;
+      }
+      name_index_.prefetch(NameKey{{}, hash});
+    }
+  }
+  for (Py_ssize_t j = 0; j < count; ++j) {
+    if (!reads_args[j] || !PyTuple_CheckExact(block[j].args)) continue;
+    // (An item that is no proxy costs a useless prefetch; checking its type
+    // would cost a miss on the item itself.)
+    for (PyObject* item : ItemsOf(block[j].args)) objs_.prefetch(item);
+  }
+}
+
 std::int64_t LiveThunder::DTypeBytes(PyObject* dtype) {
   auto it = dtype_bytes_.find(dtype);
   if (it != dtype_bytes_.end()) return it->second;
@@ -1003,29 +1176,33 @@ std::int64_t LiveThunder::DTypeBytes(PyObject* dtype) {
 }
 
 LiveThunder::Obj& LiveThunder::ObjOf(PyObject* proxy) {
-  auto it = objs_.find(proxy);
-  if (it != objs_.end()) return it->second;
-  Obj o;
+  auto [it, inserted] = objs_.try_emplace(proxy);
+  if (!inserted) return it->second;
+  Obj& o = it->second;  // filled below (or the whole walk gives up)
   const TypeInfo type = TypeOf(proxy);
   o.kind = type.kind;
   if (o.kind == ProxyKind::kNotProxy) throw Unsupported();
   // The gathered attributes of the current bound symbol's output, or getattr.
   const Gatherer::Fields* gathered =
       fields_ != nullptr && fields_->output == proxy && fields_->name != nullptr ? fields_ : nullptr;
+  // A proxy first met elsewhere (an argument, a collection's item, one of
+  // several outputs): read from its storage all the same where it can be.
+  Gatherer::Fields read;
+  if (gathered == nullptr && gatherer_.ReadProxy(proxy, &read)) gathered = &read;
   auto get = [&](PyObject* attr) { return type.plain_getattr ? PlainAttr(proxy, attr) : Attr(proxy, attr); };
   nb::object name = gathered != nullptr ? nb::borrow(gathered->name) : get(names_.name_attr.ptr());
   if (!PyUnicode_CheckExact(name.ptr())) throw Unsupported();
-  const std::string_view text = Utf8(name.ptr());  // the proxy holds the str
-  auto [slot, inserted] = name_index_.try_emplace(text, names_table_.size());
-  if (inserted) names_table_.push_back({text, -1});
+  // The proxy holds a gathered name; a name getattr gave is held here, in
+  // case it was made for the call.
+  if (gathered == nullptr) names_held_.push_back(name);
+  const NameKey key = KeyOf(name.ptr());
+  auto [slot, new_name] = name_index_.try_emplace(key, names_table_.size());
+  if (new_name) names_table_.push_back({key.text, -1});
   o.name = slot->second;
   o.bytes = -1;
   if (o.kind == ProxyKind::kTensor || o.kind == ProxyKind::kFutureTensor) {
     nb::object numel = gathered != nullptr ? nb::borrow(gathered->numel) : get(numel_attr_.ptr());
     nb::object dtype = gathered != nullptr ? nb::borrow(gathered->dtype) : get(names_.dtype_attr.ptr());
-    if (!gatherer_.has_proxy() && o.kind == ProxyKind::kTensor) {
-      gatherer_.CalibrateProxy(proxy, name.ptr(), numel.ptr(), dtype.ptr());
-    }
     if (!PyLong_CheckExact(numel.ptr())) throw Unsupported();
     const long long n = PyLong_AsLongLong(numel.ptr());
     if (n == -1 && PyErr_Occurred()) throw nb::python_error();
@@ -1033,15 +1210,11 @@ LiveThunder::Obj& LiveThunder::ObjOf(PyObject* proxy) {
       throw Unsupported();
     }
   }
-  return objs_.emplace(proxy, o).first->second;
+  return o;
 }
 
 void LiveThunder::FlatOuts(PyObject* obj, int depth, std::vector<PyObject*>* out) {
   if (depth > 100) throw Unsupported();
-  if (objs_.contains(obj)) {
-    out->push_back(obj);
-    return;
-  }
   if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
     for (PyObject* item : ItemsOf(obj)) FlatOuts(item, depth + 1, out);
     return;
@@ -1053,7 +1226,10 @@ void LiveThunder::FlatOuts(PyObject* obj, int depth, std::vector<PyObject*>* out
 
 void LiveThunder::FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out) {
   if (depth > 100) throw Unsupported();
-  if (objs_.contains(obj)) {
+  // A proxy seen before is known by its address, without touching the object
+  // (a miss; its entry in objs_ was prefetched). `obj` itself is a container
+  // (the argument tuple, a collection), read already.
+  if (depth > 0 && objs_.contains(obj)) {
     out->push_back(obj);
     return;
   }
@@ -1070,7 +1246,25 @@ void LiveThunder::FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out
 }
 
 void LiveThunder::Set(const std::string& key, std::int64_t bytes) {
-  SetBreakdownItem(result_.ptr(), key, bytes, nullptr);
+  // Most values repeat (a few tensor sizes, freed and allocated): one int
+  // object per value. (CPython itself shares those from -5 to 256.)
+  auto [it, inserted] = ints_.try_emplace(bytes);
+  if (inserted) {
+    it->second = nb::steal(PyLong_FromLongLong(bytes));
+    if (!it->second.is_valid()) throw nb::python_error();
+  }
+  entries_.emplace_back(BreakdownKey(key, nullptr), it->second);
+}
+
+nb::object LiveThunder::Breakdown() {
+  // Made at its final size, rather than grown (and rehashed) entry by entry.
+  // A key set again keeps the place it was first set at, as in Thunder's dict.
+  nb::object dict = nb::steal(_PyDict_NewPresized(static_cast<Py_ssize_t>(entries_.size())));
+  if (!dict.is_valid()) throw nb::python_error();
+  for (const auto& [key, value] : entries_) {
+    if (PyDict_SetItem(dict.ptr(), key.ptr(), value.ptr()) != 0) throw nb::python_error();
+  }
+  return dict;
 }
 
 std::int64_t LiveThunder::Default(PyObject* bsym, const SymRule& rule) {
@@ -1224,16 +1418,16 @@ nb::object LiveThunder::Run(nb::handle trace) {
   name_index_.reserve(n);
   names_table_.reserve(n);
   data_.reserve(n);
+  // Where bound symbols and tensor proxies keep the attributes read here.
   if (n > 0) {
-    PyObject* first = PyList_GET_ITEM(bsyms.ptr(), 0);
-    nb::object sym = Attr(first, names_.sym_attr.ptr());
-    nb::object args = Attr(first, names_.args_attr.ptr());
-    nb::object output = Attr(first, names_.output_attr.ptr());
-    gatherer_.CalibrateBsym(first, sym.ptr(), args.ptr(), output.ptr());
+    gatherer_.CalibrateBsym(Py_TYPE(PyList_GET_ITEM(bsyms.ptr(), 0)), names_.sym_attr.ptr(),
+                            names_.args_attr.ptr(), names_.output_attr.ptr());
   }
-  gatherer_.SetNames(names_.sym_attr.ptr(), names_.args_attr.ptr(), names_.output_attr.ptr(),
-                     names_.name_attr.ptr(), numel_attr_.ptr(), names_.dtype_attr.ptr());
-  constexpr Py_ssize_t kBlock = 64;
+  if (PyType_Check(names_.tensor.ptr())) {
+    gatherer_.CalibrateProxy(reinterpret_cast<PyTypeObject*>(names_.tensor.ptr()),
+                             names_.name_attr.ptr(), numel_attr_.ptr(), names_.dtype_attr.ptr());
+  }
+  constexpr Py_ssize_t kBlock = Gatherer::kMaxBlock;
   Gatherer::Fields block[kBlock];
   for (Py_ssize_t start = 0; start < PyList_GET_SIZE(bsyms.ptr()); start += kBlock) {
     const Py_ssize_t count = std::min(kBlock, PyList_GET_SIZE(bsyms.ptr()) - start);
@@ -1242,6 +1436,7 @@ nb::object LiveThunder::Run(nb::handle trace) {
       gatherer_.Gather(&PyList_GET_ITEM(bsyms.ptr(), start), count, block);
       CheckGathered(PyList_GET_ITEM(bsyms.ptr(), start), block[0]);
     }
+    if (gathered) PrefetchTables(block, count);
     for (Py_ssize_t j = 0; j < count; ++j) {
       // Held while it is read: getattr could run Python code. Should that
       // code change the list, what was gathered is dropped.
@@ -1270,13 +1465,12 @@ nb::object LiveThunder::Run(nb::handle trace) {
     }
   }
   fields_ = nullptr;
-  return nb::make_tuple(nb::int_(max_allocated), result_);
+  return nb::make_tuple(nb::int_(max_allocated), Breakdown());
 }
 
 }  // namespace
 
-void SetBreakdownItem(PyObject* dict, std::string_view key, std::int64_t bytes,
-                      const char* errors) {
+nb::object BreakdownKey(std::string_view key, const char* errors) {
   bool ascii = true;
   for (unsigned char c : key) ascii &= c < 0x80;
   PyObject* k;
@@ -1287,9 +1481,14 @@ void SetBreakdownItem(PyObject* dict, std::string_view key, std::int64_t bytes,
     k = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), errors);
   }
   if (k == nullptr) throw nb::python_error();
-  nb::object key_obj = nb::steal(k);
+  return nb::steal(k);
+}
+
+void SetBreakdownItem(PyObject* dict, std::string_view key, std::int64_t bytes,
+                      const char* errors) {
+  nb::object k = BreakdownKey(key, errors);
   nb::object value = nb::steal(PyLong_FromLongLong(bytes));
-  if (!value.is_valid() || PyDict_SetItem(dict, k, value.ptr()) != 0) {
+  if (!value.is_valid() || PyDict_SetItem(dict, k.ptr(), value.ptr()) != 0) {
     throw nb::python_error();
   }
 }

@@ -40,5 +40,7 @@ nanobind::object ThunderAllocMemoryLive(nanobind::handle trace);
 // with `errors` (nullptr: strict). Raises the Python error on failure.
 void SetBreakdownItem(PyObject* dict, std::string_view key, std::int64_t bytes,
                       const char* errors);
+// The str for a breakdown key, made as SetBreakdownItem makes it.
+nanobind::object BreakdownKey(std::string_view key, const char* errors);
 
 }  // namespace peakmem_python

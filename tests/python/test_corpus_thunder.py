@@ -86,6 +86,35 @@ def test_live_direct_path_is_taken_and_matches_thunder(program, live_corpus, thu
         assert_same(peakmem._core.thunder_alloc_memory_live(trace), direct, f"{where}, second call")
 
 
+@pytest.mark.parametrize("program", PROGRAMS[:4])
+def test_live_direct_path_reads_every_attribute_layout(program, make_corpus, thunder):
+    # The direct path reads bound symbols' and tensor proxies' attributes from
+    # CPython 3.11's storage: an instance's values array, a __dict__ that
+    # still shares the type's keys, or one with its own table (whose entries
+    # it expects in the type's order, and looks up otherwise). Traced afresh
+    # (the objects are changed here), with every layout mixed in one trace:
+    # it must take the direct path and agree with Thunder on the same trace.
+    from thunder.core.proxies import TensorProxy
+    from thunder.examine.memory_calculation import get_alloc_memory
+
+    traces = make_corpus.jit_traces(make_corpus.load_program(CORPUS / program))
+    for kind, trace in traces.items():
+        for i, bsym in enumerate(trace.bound_symbols):
+            outs = [bsym.output] if isinstance(bsym.output, TensorProxy) else []
+            for obj in [bsym] + outs:
+                if i % 3 == 0:
+                    vars(obj)  # a __dict__ made (sharing the type's keys, unless made before)
+                elif i % 3 == 1:
+                    d = vars(obj)  # the dict rebuilt in reverse order: its own table, other entries in the slots
+                    items = list(d.items())
+                    d.clear()
+                    d.update(reversed(items))
+        where = f"{program}/{kind} (attribute layouts)"
+        direct = peakmem._core.thunder_alloc_memory_live(trace)
+        assert direct is not None, f"{where}: the direct path gave up"
+        assert_same(direct, get_alloc_memory(trace), where)
+
+
 @pytest.mark.parametrize("program, kind", TRACES)
 def test_stored_json_matches_thunder(program, kind):
     path = CORPUS / program / f"{kind}.json"
