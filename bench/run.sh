@@ -18,12 +18,13 @@
 #    python.txt, and the plot docs/scaling.png.
 #
 # Environment (defaults):
-#   PEAKMEM_BENCH_SIZES   "1e3 1e4 1e5 1e6 3e6"  statements per generated trace
+#   PEAKMEM_BENCH_SIZES   "1e3 1e4 1e5 1e6 3e6 1e7"  statements per generated trace
 #   PEAKMEM_BENCH_SOURCE  corpus:llama_block/fw   the real trace replicated
 #   PEAKMEM_BENCH_EXTRA   "corpus:llama_block/bw@1e5 corpus:mlp/fw@1e5"  more source@size traces
 #   PEAKMEM_BENCH_TRACES  /tmp/peakmem-bench/traces
-#   PEAKMEM_BENCH_MAX_MB  300    peakmem_bench skips larger files (it holds
-#                                the text and two parses at once)
+#   PEAKMEM_BENCH_MAX_MB  3000   peakmem_bench skips larger files (it holds
+#                                the text and two parses at once: ~18 GB of
+#                                memory at 10^7 statements)
 #   PEAKMEM_BENCH_MIN_TIME 0.5   --benchmark_min_time, seconds
 #   PEAKMEM_BENCH_PYTHON  /work/venv/bin/python (empty: skip step 5)
 #   PEAKMEM_BENCH_LAYERS  400    layers of the Python benchmark's stack
@@ -36,11 +37,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 BUILD=$ROOT/build-bench
 OUT=$ROOT/bench/results
-SIZES=${PEAKMEM_BENCH_SIZES:-"1e3 1e4 1e5 1e6 3e6"}
+SIZES=${PEAKMEM_BENCH_SIZES:-"1e3 1e4 1e5 1e6 3e6 1e7"}
 SOURCE=${PEAKMEM_BENCH_SOURCE:-corpus:llama_block/fw}
 EXTRA=${PEAKMEM_BENCH_EXTRA:-"corpus:llama_block/bw@1e5 corpus:mlp/fw@1e5"}
 TRACES=${PEAKMEM_BENCH_TRACES:-/tmp/peakmem-bench/traces}
-MAX_MB=${PEAKMEM_BENCH_MAX_MB:-300}
+MAX_MB=${PEAKMEM_BENCH_MAX_MB:-3000}
 MIN_TIME=${PEAKMEM_BENCH_MIN_TIME:-0.5}
 PY=${PEAKMEM_BENCH_PYTHON-/work/venv/bin/python}
 LAYERS=${PEAKMEM_BENCH_LAYERS:-400}
