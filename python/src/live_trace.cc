@@ -1032,6 +1032,9 @@ class LiveThunder {
   std::int64_t Del(PyObject* bsym);
   std::int64_t Clear(PyObject* bsym);
   std::int64_t DropReference(Obj& obj, std::string_view prefix);
+  // DropReference for each tensor proxy of `proxies` (others are skipped):
+  // the bytes freed, summed.
+  std::int64_t DropTensorReferences(const std::vector<PyObject*>& proxies, std::string_view prefix);
 
   ThunderNames& names_;
   nb::object bytes_attr_ = Name("bytes"), numel_attr_ = Name("_numel");
@@ -1328,11 +1331,16 @@ std::int64_t LiveThunder::Del(PyObject* bsym) {
   nb::object args = Args(bsym);
   flat_.clear();
   FlatArgs(args.ptr(), 0, &flat_);
+  return DropTensorReferences(flat_, "python_del ");
+}
+
+std::int64_t LiveThunder::DropTensorReferences(const std::vector<PyObject*>& proxies,
+                                               std::string_view prefix) {
   std::int64_t freed = 0;
-  for (PyObject* p : flat_) {
+  for (PyObject* p : proxies) {
     Obj& o = ObjOf(p);
     if (o.kind != ProxyKind::kTensor && o.kind != ProxyKind::kFutureTensor) continue;
-    freed = Add(freed, DropReference(o, "python_del "));
+    freed = Add(freed, DropReference(o, prefix));
   }
   return freed;
 }
@@ -1353,13 +1361,7 @@ std::int64_t LiveThunder::Clear(PyObject* bsym) {
   if (!PyList_CheckExact(contents.ptr())) throw Unsupported();
   std::vector<PyObject*> items;
   FlatArgs(contents.ptr(), 0, &items);
-  std::int64_t freed = 0;
-  for (PyObject* p : items) {
-    Obj& o = ObjOf(p);
-    if (o.kind != ProxyKind::kTensor && o.kind != ProxyKind::kFutureTensor) continue;
-    freed = Add(freed, DropReference(o, "clear_mutable_collection "));
-  }
-  return freed;
+  return DropTensorReferences(items, "clear_mutable_collection ");
 }
 
 nb::object LiveThunder::Run(nb::handle trace) {
