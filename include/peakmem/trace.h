@@ -166,8 +166,11 @@ enum class StatementKind : std::uint8_t {
 };
 const char* StatementKindName(StatementKind kind);
 
+// Fields are ordered so that no padding is left between them (208 bytes):
+// a trace holds one Statement per statement, 10^7 of them on the largest.
 struct Statement {
   StatementKind kind = StatementKind::kCall;
+  bool legacy_clear = false;      // kClear spelled `clear_collection` (older Thunder)
   SourceLocation at;
   int source_line = 0;    // 1-based line in the input where the statement starts
   // Byte offset of that line in a printed trace's source (kNoOffset when the
@@ -178,20 +181,19 @@ struct Statement {
   std::vector<Expr> args; // kCall, kClear: positional arguments
   std::vector<std::pair<std::string_view, Expr>> kwargs;  // kCall
   ValueId source = kNoValue;      // kUnpack, kAssign, kClear
+  // Index of (callee, symbol, symbol_id) in Trace::call_symbols, or
+  // kNoCallSymbol when the reader did not intern it (models then look the
+  // names up directly).
+  std::uint32_t call_symbol = kNoCallSymbol;
   absl::InlinedVector<ValueId, 4> deleted;  // kDel
   Box<Expr> returned;             // kReturn
   SubSymbolRange subsymbols;          // kCall: see Trace::SubSymbolsOf
-  bool legacy_clear = false;      // kClear spelled `clear_collection` (older Thunder)
   // kCall, kClear: Thunder's `bsym.sym.name` (the printed text gives the
   // callee's last dotted component: `torch.nn.functional.linear` -> `linear`)
   // and `bsym.sym.id` where it is a string (empty for prims/ltorch symbols,
   // whose ids are enum values or qualified names).
   std::string_view symbol;
   std::string_view symbol_id;
-  // Index of (callee, symbol, symbol_id) in Trace::call_symbols, or
-  // kNoCallSymbol when the reader did not intern it (models then look the
-  // names up directly).
-  std::uint32_t call_symbol = kNoCallSymbol;
 
   // `symbol` for calls and clears; Thunder's names for the other kinds
   // (python_del, python_return, unpack_sequence).
