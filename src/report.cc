@@ -42,7 +42,7 @@ void OrderedBreakdown::Merge() const {
     if (last - first < 2) continue;
     std::sort(first, last);
     for (auto i = first; i != last; ++i) {
-      if (dropped.empty() ? false : dropped[i->second]) continue;
+      if (!dropped.empty() && dropped[i->second]) continue;
       // Later entries with the same key (same hash, equal text): the first
       // keeps its place and takes the last one's value.
       for (auto j = i + 1; j != last && j->first == i->first; ++j) {

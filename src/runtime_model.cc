@@ -1,7 +1,6 @@
 #include "peakmem/runtime_model.h"
 
 #include <algorithm>
-#include <charconv>
 #include <set>
 #include <stdexcept>
 
