@@ -15,18 +15,20 @@ const std::vector<std::string>& AvailableModels() {
 
 namespace {
 
-ParsedTrace Read(std::shared_ptr<const SourceFile> source) {
+ParsedTrace Read(std::shared_ptr<const SourceFile> source, const TextReadOptions& text_options) {
   if (LooksLikeJson(source->text())) return ReadTraceJson(std::move(source));
-  return ReadTraceText(std::move(source));
+  return ReadTraceText(std::move(source), text_options);
 }
 
 }  // namespace
 
 ParsedTrace ParseTrace(const std::string& name, std::string text) {
-  return Read(std::make_shared<const SourceFile>(name, std::move(text)));
+  return Read(std::make_shared<const SourceFile>(name, std::move(text)), {});
 }
 
-ParsedTrace LoadTrace(const std::string& path) { return Read(LoadSourceFile(path)); }
+ParsedTrace LoadTrace(const std::string& path, const TextReadOptions& text_options) {
+  return Read(LoadSourceFile(path), text_options);
+}
 
 namespace {
 

@@ -140,6 +140,14 @@ const ValueType* Trace::InternType(ValueType type) {
   return stored;
 }
 
+void Trace::AdoptStorage(Trace&& other) {
+  adopted_strings_.push_back(std::move(other.strings_));
+  adopted_types_.push_back(std::move(other.types_));
+  for (StringArena& a : other.adopted_strings_) adopted_strings_.push_back(std::move(a));
+  for (auto& t : other.adopted_types_) adopted_types_.push_back(std::move(t));
+  other.types_by_text_.clear();
+}
+
 namespace {
 
 void FormatExpr(const Trace& trace, const Expr& e, std::string* out) {

@@ -7,6 +7,69 @@ TraceBuilder::TraceBuilder(std::shared_ptr<const SourceFile> source) : source_(s
   trace_.backing = source_;
 }
 
+TraceBuilder::TraceBuilder(std::shared_ptr<const SourceFile> source, Chunk)
+    : TraceBuilder(std::move(source)) {
+  chunk_ = true;
+}
+
+namespace {
+// Thrown inside a chunk when it meets a name whose meaning depends on text
+// before the chunk in a way it cannot assume; the chunk is then read again
+// in one pass with the rest (see AppendChunk's caller).
+struct ChunkAssumptionFailed {};
+}  // namespace
+
+void TraceBuilder::AbortChunk() const { throw ChunkAssumptionFailed{}; }
+
+namespace {
+// Calls `f` on every ValueId a statement holds, to renumber them.
+template <typename F>
+void RenumberExpr(Expr* e, const F& f) {
+  if (e->kind == Expr::Kind::kValue) f(e);
+  for (Expr& item : e->items) RenumberExpr(&item, f);
+}
+template <typename F>
+void RenumberPattern(Pattern* p, const F& f) {
+  if (p->kind == Pattern::Kind::kValue) f(p->value);
+  for (Pattern& item : p->items) RenumberPattern(&item, f);
+}
+template <typename F, typename G>
+void RenumberValues(Statement* s, const F& f, const G& expr) {
+  RenumberPattern(&s->outputs, f);
+  for (Expr& e : s->args) RenumberExpr(&e, expr);
+  for (auto& kw : s->kwargs) RenumberExpr(&kw.second, expr);
+  f(s->source);
+  for (ValueId& id : s->deleted) f(id);
+  if (s->kind == StatementKind::kReturn) RenumberExpr(&s->returned.Mutable(), expr);
+}
+}  // namespace
+
+ValueId TraceBuilder::External(std::string_view name, int deleted_at, bool required) {
+  const ValueId id = kExternalBit | static_cast<ValueId>(externals_.size());
+  if ((id & ~kExternalBit) != externals_.size() || id >= kConstantName) AbortChunk();
+  externals_.push_back(name);
+  external_required_.push_back(required);
+  names_.emplace(name, NameEntry{id, deleted_at});
+  return id;
+}
+
+void TraceBuilder::RequireBound(ValueId id) {
+  if (IsExternal(id)) external_required_[id & ~kExternalBit] = true;
+}
+
+void TraceBuilder::MarkPending(ValueId id) {
+  if (IsExternal(id) || id == kNoValue) return;
+  if (pending_.size() <= id) pending_.resize(static_cast<std::size_t>(id) + 1, false);
+  pending_[id] = true;
+}
+
+void TraceBuilder::DeferFinishCall(std::uint32_t statement) {
+  Deferred d;
+  d.kind = Deferred::Kind::kFinishCall;
+  d.statement = statement;
+  deferred_.push_back(d);
+}
+
 std::string_view TraceBuilder::Keep(std::string_view text) {
   const std::string_view source = source_->text();
   const std::less_equal<const char*> le;
@@ -48,6 +111,7 @@ ValueId TraceBuilder::Define(std::string_view name, SourceLocation at) {
   v.defined_at = at;
   // The key views the kept name, which lives as long as the trace.
   auto [it, inserted] = names_.try_emplace(v.name, NameEntry{id, kLive});
+  if (inserted && chunk_) unbound_.push_back(v.name);  // not live before the chunk either
   if (!inserted) {
     NameEntry& entry = it->second;
     if (entry.deleted_at == kLive) {
@@ -66,9 +130,29 @@ ValueId TraceBuilder::Lookup(std::string_view name) const {
   return it->second.value;
 }
 
-ValueId TraceBuilder::LookupForUse(std::string_view name, SourceLocation at) const {
+ValueId TraceBuilder::LookupCallee(std::string_view name) {
   auto it = names_.find(name);
-  if (it == names_.end()) return kNoValue;
+  if (it == names_.end()) {
+    if (chunk_) {
+      // A global function, assumed: checked when the chunk is appended.
+      unbound_.push_back(name);
+      names_.emplace(name, NameEntry{kNoValue, kAssumedUnbound});
+    }
+    return kNoValue;
+  }
+  return it->second.deleted_at == kLive ? it->second.value : kNoValue;
+}
+
+ValueId TraceBuilder::LookupLive(std::string_view name) {
+  auto it = names_.find(name);
+  if (it == names_.end()) return chunk_ ? External(name, kLive, /*required=*/true) : kNoValue;
+  return it->second.deleted_at == kLive ? it->second.value : kNoValue;
+}
+
+ValueId TraceBuilder::LookupForUse(std::string_view name, SourceLocation at) {
+  auto it = names_.find(name);
+  if (it == names_.end()) return chunk_ ? External(name, kLive, /*required=*/false) : kNoValue;
+  if (it->second.deleted_at == kAssumedUnbound) AbortChunk();  // a name read as a constant
   if (it->second.deleted_at != kLive) {
     Fail(at, "'" + std::string(name) + "' is used after 'del' at line " +
                  std::to_string(it->second.deleted_at));
@@ -78,8 +162,13 @@ ValueId TraceBuilder::LookupForUse(std::string_view name, SourceLocation at) con
 
 ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_line) {
   auto it = names_.find(name);
-  if (it == names_.end()) Fail(at, "'del' of unknown name '" + std::string(name) + "'");
+  if (it == names_.end()) {
+    if (chunk_) return External(name, del_line, /*required=*/true);
+    Fail(at, "'del' of unknown name '" + std::string(name) + "'");
+  }
   NameEntry& entry = it->second;
+  if (entry.deleted_at == kAssumedUnbound) AbortChunk();
+  RequireBound(entry.value);
   if (entry.deleted_at != kLive) {
     Fail(at, "'" + std::string(name) + "' is deleted twice (first at line " +
                  std::to_string(entry.deleted_at) + ")");
@@ -89,6 +178,15 @@ ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_l
 }
 
 void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {
+  if (IsExternal(id)) {
+    Deferred d;
+    d.kind = Deferred::Kind::kSetType;
+    d.value = id;
+    d.type_text = type_text;
+    d.at = type_at;
+    deferred_.push_back(d);
+    return;
+  }
   if (const ValueType* known = trace_.FindType(type_text)) {
     trace_.value(id).type = known;
     return;
@@ -99,6 +197,119 @@ void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocatio
     Fail({type_at.line, type_at.column + static_cast<int>(error.offset)}, error.message);
   }
   trace_.value(id).type = trace_.InternType(std::move(*type));
+}
+
+void TraceBuilder::SetTypeOfName(std::string_view name, std::string_view type_text,
+                                 SourceLocation type_at) {
+  auto it = names_.find(name);
+  if (it == names_.end()) {
+    if (chunk_) {
+      // Bound before the chunk, or a plain comment: known when appended.
+      Deferred d;
+      d.kind = Deferred::Kind::kSetTypeOfName;
+      d.name = name;
+      d.type_text = type_text;
+      d.at = type_at;
+      deferred_.push_back(d);
+    }
+    return;
+  }
+  if (it->second.deleted_at != kLive) return;
+  SetType(it->second.value, type_text, type_at);
+}
+
+bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
+                               const std::function<void(std::uint32_t)>& finish_call) {
+  // 1. Check every assumption against the names bound here, changing nothing.
+  std::vector<ValueId> resolved(chunk.externals_.size());
+  for (std::size_t i = 0; i < chunk.externals_.size(); ++i) {
+    auto it = names_.find(chunk.externals_[i]);
+    if (it != names_.end() && it->second.deleted_at == kLive) {
+      resolved[i] = it->second.value;
+    } else if (it == names_.end() && !chunk.external_required_[i]) {
+      resolved[i] = kConstantName;  // never bound: one pass reads the name as a constant
+    } else {
+      return false;
+    }
+  }
+  for (std::string_view name : chunk.unbound_) {
+    auto it = names_.find(name);
+    if (it != names_.end() && it->second.deleted_at == kLive) return false;
+  }
+
+  // 2. Append, renumbering: the chunk's own values follow this trace's.
+  Trace& from = chunk.trace_;
+  const auto value_base = static_cast<ValueId>(trace_.values.size());
+  const auto statement_base = static_cast<std::uint32_t>(trace_.statements.size());
+  const auto subsymbol_base = static_cast<std::uint32_t>(trace_.subsymbols.size());
+  auto renumber = [&](ValueId& id) {
+    if (id == kNoValue) return;
+    id = IsExternal(id) ? resolved[id & ~kExternalBit] : id + value_base;
+  };
+  // An expression naming a value; or, for a name never bound, the constant
+  // one pass reads it as.
+  auto renumber_expr = [&](Expr* e) {
+    const ValueId id = e->value;
+    renumber(e->value);
+    if (e->value == kConstantName) {
+      e->value = kNoValue;
+      e->SetConstant(chunk.externals_[id & ~kExternalBit]);
+    }
+  };
+  std::vector<std::uint32_t> call_symbols(from.call_symbols.size());
+  for (std::size_t i = 0; i < from.call_symbols.size(); ++i) {
+    const CallSymbol& c = from.call_symbols[i];
+    Statement probe;
+    SetCallSymbol(&probe, c.callee, c.symbol, c.symbol_id);
+    call_symbols[i] = probe.call_symbol;
+  }
+  trace_.values.insert(trace_.values.end(), from.values.begin(), from.values.end());
+  trace_.statements.reserve(trace_.statements.size() + from.statements.size());
+  for (Statement& s : from.statements) {
+    RenumberValues(&s, renumber, renumber_expr);
+    if (s.call_symbol != kNoCallSymbol) s.call_symbol = call_symbols[s.call_symbol];
+    if (!s.subsymbols.empty()) s.subsymbols.begin += subsymbol_base;
+    trace_.statements.push_back(std::move(s));
+  }
+  trace_.subsymbols.insert(trace_.subsymbols.end(), from.subsymbols.begin(), from.subsymbols.end());
+  for (std::uint32_t u : from.unpacks) trace_.unpacks.push_back(u + statement_base);
+
+  // 3. The work the chunk put off, in text order.
+  for (const Deferred& d : chunk.deferred_) {
+    switch (d.kind) {
+      case Deferred::Kind::kSetType: {
+        ValueId id = d.value;
+        renumber(id);
+        if (id != kConstantName) SetType(id, d.type_text, d.at);
+        break;
+      }
+      case Deferred::Kind::kSetTypeOfName: {
+        // The name had no entry in the chunk before this comment: what it
+        // means is what it meant where the chunk starts.
+        auto it = names_.find(d.name);
+        if (it != names_.end() && it->second.deleted_at == kLive) {
+          SetType(it->second.value, d.type_text, d.at);
+        }
+        break;
+      }
+      case Deferred::Kind::kFinishCall:
+        finish_call(d.statement + statement_base);
+        break;
+    }
+  }
+
+  // 4. The names the chunk leaves bound (or deleted), for the next chunk.
+  if (more_follow) {
+    for (const auto& [name, entry] : chunk.names_) {
+      if (entry.deleted_at == kAssumedUnbound) continue;
+      ValueId id = entry.value;
+      renumber(id);
+      if (id == kConstantName) continue;  // (still never bound)
+      names_.insert_or_assign(name, NameEntry{id, entry.deleted_at});
+    }
+  }
+  trace_.AdoptStorage(std::move(from));
+  return true;
 }
 
 }  // namespace peakmem

@@ -4,11 +4,14 @@
 #include "peakmem/trace_builder.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <array>
 #include <cstdint>
 #include <fstream>
+#include <latch>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -129,6 +132,9 @@ LineScan ScanLine(std::string_view s) {
 class LineCursor {
  public:
   explicit LineCursor(std::string_view text) : text_(text) {}
+  // Starts at `offset` (a line start), after `lines_before` lines.
+  LineCursor(std::string_view text, std::size_t offset, int lines_before)
+      : text_(text), next_(offset), number_(lines_before) {}
   // The next line (without its line break and a trailing '\r'), its number
   // and the offset it starts at; false after the last one. Like
   // SourceFile::Line: a final line break does not start another line.
@@ -145,6 +151,7 @@ class LineCursor {
     return true;
   }
   int number() const { return number_; }       // of the last line returned (0: none yet)
+  std::size_t next() const { return next_; }    // where the next line starts
   std::size_t begin() const { return begin_; }  // its offset
   std::string_view last() const { return last_; }
 
@@ -156,6 +163,16 @@ class LineCursor {
   std::string_view last_;
 };
 
+// Where a reader of one chunk of a trace read in parallel starts and stops
+// (see ReadInChunks).
+struct ChunkRange {
+  std::size_t begin = 0;  // a line start inside the body, at a statement
+  std::size_t end = 0;    // the next chunk's begin, or the text's size
+  int lines_before = 0;   // lines before `begin`
+  int body_indent = 0;
+  std::size_t newlines = 0;  // in [begin, end), for reserving
+};
+
 class TextReader {
  public:
   explicit TextReader(std::shared_ptr<const SourceFile> source)
@@ -163,8 +180,43 @@ class TextReader {
         builder_(std::move(source)),
         trace_(builder_.trace()),
         lines_(source_->text()) {}
+  // A reader of one chunk (not the first) of a trace read in parallel.
+  TextReader(std::shared_ptr<const SourceFile> source, const ChunkRange& range)
+      : source_(source),
+        builder_(std::move(source), TraceBuilder::Chunk{}),
+        trace_(builder_.trace()),
+        state_(State::kBody),
+        body_indent_(range.body_indent),
+        lines_(source_->text(), range.begin, range.lines_before),
+        stop_(range.end) {}
 
+  // The whole text in one pass.
   Trace Read();
+
+  // ---- reading in chunks (see ReadInChunks)
+  // Room for the statements of `newlines` lines.
+  void Reserve(std::size_t newlines);
+  // Reads lines up to the stop offset (or the end), then ends the last op.
+  void ReadLines();
+  // The end-of-input checks (ending the last op), then TakeTrace.
+  Trace Finish();
+  void CheckEnd();
+  // The trace, read.
+  Trace TakeTrace();
+  void StopAt(std::size_t offset) { stop_ = offset; }
+  // Where ReadLines stopped (the first line not read) and whether it stopped
+  // at a clean statement boundary in the body.
+  std::size_t stopped_at() const { return lines_.next(); }
+  bool in_body() const { return state_ == State::kBody && body_indent_ >= 0; }
+  int body_indent() const { return body_indent_; }
+  bool returned() const { return returned_; }
+  // Appends a chunk read after this reader's text (TraceBuilder::AppendChunk).
+  bool Append(TextReader&& chunk, bool more_follow);
+  // The names the preamble imports (callees' module prefixes).
+  const std::vector<std::string>& imports() const { return imported_; }
+  void SetImports(std::vector<std::string> imports) { imported_ = std::move(imports); }
+  // Continues in one pass where `chunk` (the last one appended) stopped.
+  void ResumeAfter(const TextReader& chunk);
 
  private:
   // ---- errors
@@ -177,7 +229,6 @@ class TextReader {
 
   // ---- values (see TraceBuilder)
   ValueId Define(std::string_view name, SourceLocation at) { return builder_.Define(name, at); }
-  ValueId Lookup(std::string_view name) const { return builder_.Lookup(name); }
   void SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {
     builder_.SetType(id, type_text, type_at);
   }
@@ -189,7 +240,15 @@ class TextReader {
   void ReadSubSymbol(int line_no, int indent, std::string_view line);
   int GatherLogicalLine(int first_line, std::string_view first);
   void ReadStatement();
+
+ public:
+  // Ends the op call whose subsymbols were being read.
   void FinishCall();
+
+ private:
+  // The output types FinishCall infers for an op call; false, changing
+  // nothing, when they depend on types a chunk does not know yet.
+  bool InferOutputTypes(Statement& s);
 
   // ---- tokens within the current logical line
   void SkipSpaces() {
@@ -258,6 +317,7 @@ class TextReader {
   enum class State { kPreamble, kBody, kDone } state_ = State::kPreamble;
   int body_indent_ = -1;
   bool returned_ = false;
+  int last_code_line_ = 0;
   // The op call that subsymbol lines attach to, and the open subsymbol nodes.
   Statement* open_call_ = nullptr;
   std::vector<int> subsymbol_stack_;  // indentation of the open subsymbol lines
@@ -265,6 +325,7 @@ class TextReader {
   const LogicalLine* line_ = nullptr;
   LogicalLine current_;
   LineCursor lines_;
+  std::size_t stop_ = std::string_view::npos;  // ReadLines reads no line starting here or after
   std::size_t statement_offset_ = 0;  // where the statement being read starts
   std::string joined_;  // the pieces of a statement spanning several lines
   std::vector<Expr> expr_stack_;  // items of the lists being parsed (see TakeItems)
@@ -391,14 +452,13 @@ void TextReader::ReadBodyComment(int line_no, int indent, std::string_view line)
     const std::string_view name = c.substr(0, n);
     std::string_view rest = c.substr(n);
     if (rest.size() >= 4 && rest.substr(0, 3) == ": \"" && rest.back() == '"') {
-      const ValueId id = Lookup(name);
-      if (id == kNoValue) return;  // a type for a name the trace never binds: a plain comment
+      // (A type for a name the trace never binds is a plain comment.)
       const std::string_view type = rest.substr(3, rest.size() - 4);
-      SetType(id, type, {line_no, col0 + static_cast<int>(n) + 3});
+      builder_.SetTypeOfName(name, type, {line_no, col0 + static_cast<int>(n) + 3});
       return;
     }
     if (rest == " (empty sequence)") {
-      const ValueId id = Lookup(name);
+      const ValueId id = builder_.LookupLive(name);
       if (id == kNoValue) Fail({line_no, col0}, "unknown name '" + std::string(name) + "'");
       Statement s;
       s.kind = StatementKind::kUnpack;
@@ -462,11 +522,19 @@ bool FindSubSymbolType(std::span<const SubSymbol> nodes, std::string_view name,
 // Thunder's fallback gradients (`half_vjp(((x,), {}), t40)`) print none
 // either: their outputs are the gradients of the forward inputs listed in
 // the first argument, one per tensor input, each with that input's type.
-void InferAliasTypes(Trace* trace, const Statement& s) {
+//
+// Returns false, changing nothing, if it would read the type of a value for
+// which `pending` is true (a chunk read in parallel does not know it yet).
+template <typename Pending>
+bool InferAliasTypes(Trace* trace, const Statement& s, const Pending& pending) {
+  auto any_pending = [&](const std::vector<ValueId>& ids) {
+    return std::any_of(ids.begin(), ids.end(), pending);
+  };
   if (s.symbol.size() > 4 && s.symbol.compare(s.symbol.size() - 4, 4, "_vjp") == 0 &&
       !s.args.empty()) {
     std::vector<ValueId> inputs;
     FlattenValues(s.args[0], &inputs);
+    if (any_pending(inputs)) return false;
     std::erase_if(inputs, [&](ValueId v) { return !IsTensorKind(trace->value(v).type->kind); });
     const std::vector<ValueId> outputs = FlatOutputs(s);
     if (inputs.size() == outputs.size()) {
@@ -475,10 +543,10 @@ void InferAliasTypes(Trace* trace, const Statement& s) {
         if (out.type->kind == ValueKind::kUnknown) out.type = trace->value(inputs[i]).type;
       }
     }
-    return;
+    return true;
   }
   const OpInfo* op = FindOp(s.symbol);
-  if (op == nullptr || op->effect != OpEffect::kReturnsInput) return;
+  if (op == nullptr || op->effect != OpEffect::kReturnsInput) return true;
   const std::vector<ValueId> outputs = FlatOutputs(s);
   std::vector<ValueId> sources;
   if (op->returned_arg < 0) {
@@ -487,36 +555,48 @@ void InferAliasTypes(Trace* trace, const Statement& s) {
              s.args[op->returned_arg].kind == Expr::Kind::kValue) {
     sources.push_back(s.args[op->returned_arg].value);
   }
-  if (sources.size() != outputs.size()) return;
+  if (sources.size() != outputs.size()) return true;
+  if (any_pending(sources)) return false;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     Value& out = trace->value(outputs[i]);
     if (out.type->kind == ValueKind::kUnknown) out.type = trace->value(sources[i]).type;
   }
+  return true;
 }
 
 void TextReader::FinishCall() {
-  if (open_call_ != nullptr) {
-    InferAliasTypes(&trace_, *open_call_);
-    for (ValueId id : FlatOutputs(*open_call_)) {
-      Value& v = trace_.value(id);
-      if (v.type->kind != ValueKind::kUnknown) continue;
-      const SubSymbol* where = nullptr;
-      std::size_t offset = 0;
-      if (FindSubSymbolType(trace_.SubSymbolsOf(*open_call_), v.name, &where, &offset)) {
-        const std::string_view type =
-            where->text.substr(offset, where->text.size() - offset - 1);
-        // The subsymbol's text views its line in the source: its column is
-        // its distance from the line's start.
-        const std::string_view all = source_->text();
-        std::size_t text_at = static_cast<std::size_t>(where->text.data() - all.data());
-        const std::size_t line_start = all.rfind('\n', text_at == 0 ? 0 : text_at - 1);
-        text_at -= line_start == std::string_view::npos || text_at == 0 ? 0 : line_start + 1;
-        SetType(id, type, {where->line, static_cast<int>(text_at + offset) + 1});
-      }
-    }
+  if (open_call_ != nullptr && !InferOutputTypes(*open_call_)) {
+    // A chunk: the types come from values bound before it. The statement
+    // is finished when the chunk is appended; until then its outputs'
+    // types are pending too.
+    builder_.DeferFinishCall(static_cast<std::uint32_t>(open_call_ - trace_.statements.data()));
+    for (ValueId id : FlatOutputs(*open_call_)) builder_.MarkPending(id);
   }
   open_call_ = nullptr;
   subsymbol_stack_.clear();
+}
+
+bool TextReader::InferOutputTypes(Statement& call) {
+  if (!InferAliasTypes(&trace_, call, [this](ValueId id) { return builder_.TypePending(id); })) {
+    return false;
+  }
+  for (ValueId id : FlatOutputs(call)) {
+    Value& v = trace_.value(id);
+    if (v.type->kind != ValueKind::kUnknown) continue;
+    const SubSymbol* where = nullptr;
+    std::size_t offset = 0;
+    if (FindSubSymbolType(trace_.SubSymbolsOf(call), v.name, &where, &offset)) {
+      const std::string_view type = where->text.substr(offset, where->text.size() - offset - 1);
+      // The subsymbol's text views its line in the source: its column is
+      // its distance from the line's start.
+      const std::string_view all = source_->text();
+      std::size_t text_at = static_cast<std::size_t>(where->text.data() - all.data());
+      const std::size_t line_start = all.rfind('\n', text_at == 0 ? 0 : text_at - 1);
+      text_at -= line_start == std::string_view::npos || text_at == 0 ? 0 : line_start + 1;
+      SetType(id, type, {where->line, static_cast<int>(text_at + offset) + 1});
+    }
+  }
+  return true;
 }
 
 int TextReader::GatherLogicalLine(int first_line, std::string_view first) {
@@ -689,7 +769,7 @@ Expr TextReader::ParsePrimary(int depth) {
     const bool dotted = name.find('.') != std::string_view::npos;
     const bool keyword = name == "None" || name == "True" || name == "False";
     const ValueId id = dotted || keyword ? kNoValue
-                       : Peek() == '('   ? builder_.Lookup(name)
+                       : Peek() == '('   ? builder_.LookupCallee(name)
                                          : builder_.LookupForUse(name, line_->At(start));
     if (id != kNoValue) {
       e.kind = Expr::Kind::kValue;
@@ -805,12 +885,10 @@ void TextReader::ReadTrailingComment(std::size_t comment_start) {
   ++pos_;
   SkipSpaces();
   if (pos_ >= end_ || text()[pos_] != '"' || text().back() != '"' || pos_ + 1 >= end_) return;
-  const ValueId id = Lookup(name);
-  if (id == kNoValue) return;
   const std::size_t type_start = pos_ + 1;
   const std::string_view type =
       text().substr(type_start, text().size() - 1 - type_start);
-  SetType(id, type, line_->At(type_start));
+  builder_.SetTypeOfName(name, type, line_->At(type_start));
 }
 
 void TextReader::ReadStatement() {
@@ -903,6 +981,7 @@ void TextReader::ReadStatement() {
         Fail(rhs.at, std::string(last) + " expects one collection name");
       }
       s.source = rhs.items[0].value;
+      builder_.RequireBound(s.source);
         return;
     }
     s.kind = StatementKind::kCall;
@@ -940,6 +1019,7 @@ void TextReader::ReadStatement() {
     }
   } else if (rhs.kind == Expr::Kind::kValue && assign != std::string::npos) {
     s.source = rhs.value;
+    builder_.RequireBound(s.source);
     s.kind = StatementKind::kAssign;  // refined below once the targets are read
   } else {
     Fail(line_->At(rhs_at), assign == std::string::npos
@@ -968,27 +1048,38 @@ void TextReader::ReadStatement() {
   }
 }
 
-Trace TextReader::Read() {
+std::size_t CountNewlines(std::string_view text) {
+  std::size_t newlines = 0;
+  const char* const end = text.data() + text.size();
+  for (const char* p = text.data();
+       (p = static_cast<const char*>(std::memchr(p, '\n', end - p))) != nullptr; ++p) {
+    ++newlines;
+  }
+  return newlines;
+}
+
+void TextReader::Reserve(std::size_t newlines) {
   // Room for every statement and value up front: a printed trace has at
   // least two lines per statement in practice (the op and its comments), and
   // growing these vectors would copy them and briefly hold both copies.
   // Capacity that is never written costs address space, not memory.
-  std::size_t newlines = 0;
-  const std::string_view all = source_->text();
-  for (const char* p = all.data(); (p = static_cast<const char*>(
-                                        std::memchr(p, '\n', all.data() + all.size() - p)));
-       ++p) {
-    ++newlines;
-  }
   trace_.statements.reserve(newlines / 2 + 16);
   trace_.values.reserve(newlines / 2 + 16);
   // Every line could be a subsymbol line (most lines of a fused trace are):
   // doubling a vector of 10^6 of them would copy it and fault in twice its
   // final size.
   trace_.subsymbols.reserve(newlines + 1);
-  int last_code_line = 0;
+}
+
+Trace TextReader::Read() {
+  Reserve(CountNewlines(source_->text()));
+  ReadLines();
+  return Finish();
+}
+
+void TextReader::ReadLines() {
   std::string_view line;
-  while (lines_.Next(&line)) {
+  while (lines_.next() < stop_ && lines_.Next(&line)) {
     int line_no = lines_.number();
     if (state_ == State::kPreamble) {
       ReadPreambleLine(line_no, line);
@@ -1022,8 +1113,16 @@ Trace TextReader::Read() {
     statement_offset_ = lines_.begin();
     line_no = GatherLogicalLine(line_no, line);
     ReadStatement();
-    last_code_line = line_no;
+    last_code_line_ = line_no;
   }
+}
+
+Trace TextReader::Finish() {
+  CheckEnd();
+  return TakeTrace();
+}
+
+void TextReader::CheckEnd() {
   FinishCall();
   const int lines = lines_.number();
   if (state_ == State::kPreamble) {
@@ -1032,23 +1131,264 @@ Trace TextReader::Read() {
                                       : "no 'def' line: expected 'def name(...):'");
   }
   if (!returned_) {
-    const int at = std::max(1, last_code_line);
+    const int at = std::max(1, last_code_line_);
     Fail({at, 1}, "the trace ends without a 'return' (truncated?)");
   }
+}
+
+Trace TextReader::TakeTrace() {
   trace_.unpacks_listed = true;
   return std::move(trace_);
 }
 
+
+bool TextReader::Append(TextReader&& chunk, bool more_follow) {
+  return builder_.AppendChunk(std::move(chunk.builder_), more_follow, [this](std::uint32_t i) {
+    InferOutputTypes(trace_.statements[i]);  // this reader is no chunk: nothing is pending
+  });
+}
+
+void TextReader::ResumeAfter(const TextReader& chunk) {
+  lines_ = chunk.lines_;
+  returned_ = chunk.returned_;
+  last_code_line_ = chunk.last_code_line_;
+  open_call_ = nullptr;
+  subsymbol_stack_.clear();
+  stop_ = std::string_view::npos;
+}
+
+// ---------------------------------------------------------------- chunks
+//
+// A big trace is read on several threads, one chunk of its body each. The
+// first reader reads the preamble, the signature and the body up to the
+// second chunk; every other chunk starts at a statement line and reads up to
+// the next chunk with a chunk builder (TraceBuilder::Chunk), which takes the
+// names the chunk uses before binding them for values bound earlier and
+// records that assumption. The chunks are then appended in order, each only
+// if it ended exactly where the next begins (a statement spanning the
+// boundary makes it a continuation line, not a statement) and every
+// assumption it made holds; from the first chunk that cannot be appended
+// on, the first reader reads the rest itself. So the result, and any error,
+// is exactly that of one pass.
+
+// Where the body starts (the first line after `def` that is neither blank
+// nor a comment in column 1) and its indentation; false if the signature is
+// not in the first megabyte or the body is not indented.
+bool FindBody(std::string_view text, std::size_t* body_begin, int* indent) {
+  LineCursor lines(text);
+  std::string_view line;
+  bool after_def = false;
+  while (lines.begin() < (std::size_t{1} << 20) && lines.Next(&line)) {
+    if (!after_def) {
+      after_def = line.substr(0, 4) == "def ";
+      continue;
+    }
+    const std::string_view t = Trim(line);
+    if (t.empty() || (IndentOf(line) == 0 && t[0] == '#')) continue;
+    *indent = IndentOf(line);
+    *body_begin = lines.begin();
+    return *indent > 0;
+  }
+  return false;
+}
+
+// Chunk ranges that begin at `begins` (the first is 0).
+std::vector<ChunkRange> RangesFrom(const std::vector<std::size_t>& begins, std::size_t size,
+                                   int indent) {
+  std::vector<ChunkRange> ranges(begins.size());
+  for (std::size_t k = 0; k < begins.size(); ++k) {
+    ranges[k].begin = begins[k];
+    ranges[k].end = k + 1 < begins.size() ? begins[k + 1] : size;
+    ranges[k].body_indent = indent;
+  }
+  return ranges;
+}
+
+// Where the chunks begin: after the signature, at lines that start a
+// statement at the body's indentation, near equal shares of the text. At
+// most `want` chunks of at least `min_bytes`; none (one pass) if the
+// signature or the body's indentation is not where it is expected.
+std::vector<ChunkRange> PlanChunks(std::string_view text, int want, std::size_t min_bytes) {
+  std::size_t body_begin = 0;
+  int indent = 0;
+  if (!FindBody(text, &body_begin, &indent)) return {};
+  const std::size_t body_bytes = text.size() - body_begin;
+  const auto chunks = static_cast<int>(
+      std::min<std::size_t>(static_cast<std::size_t>(std::max(want, 1)),
+                            body_bytes / std::max<std::size_t>(min_bytes, 1)));
+  if (chunks < 2) return {};
+  std::vector<std::size_t> begins{0};
+  for (int k = 1; k < chunks; ++k) {
+    std::size_t at = body_begin + body_bytes / static_cast<std::size_t>(chunks) * k;
+    // The first statement line at or after `at` (within 1 MB).
+    const std::size_t limit = std::min(text.size(), at + (std::size_t{1} << 20));
+    while (at < limit) {
+      if (at > 0 && text[at - 1] != '\n') {
+        const auto* nl = static_cast<const char*>(std::memchr(text.data() + at, '\n', limit - at));
+        if (nl == nullptr) break;
+        at = static_cast<std::size_t>(nl - text.data()) + 1;
+        continue;
+      }
+      const std::size_t ident = at + static_cast<std::size_t>(indent);
+      if (ident < text.size() && IsIdentStart(text[ident]) &&
+          IndentOf(text.substr(at, static_cast<std::size_t>(indent) + 1)) == indent) {
+        if (at > begins.back()) begins.push_back(at);
+        break;
+      }
+      ++at;  // look for the next line start
+    }
+  }
+  if (begins.size() < 2) return {};
+  return RangesFrom(begins, text.size(), indent);
+}
+
+// Whether a line of the body that ends the op call before it starts at
+// `offset`: a statement or a comment at exactly the body's indentation. (A
+// blank line or a deeper comment would still belong to that call.)
+bool StartsBodyLine(std::string_view text, std::size_t offset, int indent) {
+  if (offset >= text.size() || (offset > 0 && text[offset - 1] != '\n')) return false;
+  const std::string_view rest = text.substr(offset, static_cast<std::size_t>(indent) + 1);
+  return rest.size() == static_cast<std::size_t>(indent) + 1 && IndentOf(rest) == indent &&
+         !IsSpace(rest.back()) && rest.back() != '\n';
+}
+
+// Sets *joined to the number of chunks joined before the first reader read
+// on alone (1 if none could be).
+Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source,
+                   std::vector<ChunkRange> ranges, int* joined) {
+  const std::string_view text = source->text();
+  const std::size_t n = ranges.size();
+  TextReader first(source);
+  std::vector<std::unique_ptr<TextReader>> chunks(n);
+  std::vector<char> ok(n, 0);
+  std::latch counted(static_cast<std::ptrdiff_t>(n));
+  // Each thread counts its chunk's lines; once all have, each knows its
+  // first line's number.
+  auto count = [&](std::size_t k) {
+    ranges[k].newlines = CountNewlines(text.substr(ranges[k].begin, ranges[k].end - ranges[k].begin));
+    counted.arrive_and_wait();
+    for (std::size_t j = 0; j < k; ++j) ranges[k].lines_before += static_cast<int>(ranges[j].newlines);
+  };
+  // The preamble first: the chunks need its imports (for op symbols).
+  std::size_t body_begin = 0;
+  int indent = 0;
+  if (FindBody(text, &body_begin, &indent) && body_begin <= ranges[1].begin) {
+    first.StopAt(body_begin);
+    first.ReadLines();
+  }
+  const std::vector<std::string> imports = first.imports();
+  {
+    std::vector<std::jthread> threads;
+    std::size_t started = 1;
+    try {
+      threads.reserve(n - 1);
+      for (std::size_t k = 1; k < n; ++k, ++started) {
+        threads.emplace_back([&, k] {
+        count(k);
+        if (!StartsBodyLine(text, ranges[k].begin, ranges[k].body_indent)) return;
+        try {
+          chunks[k] = std::make_unique<TextReader>(source, ranges[k]);
+          TextReader& reader = *chunks[k];
+          reader.SetImports(imports);
+          reader.Reserve(ranges[k].newlines);
+          reader.ReadLines();
+          if (k + 1 == n) {
+            reader.CheckEnd();
+          } else if (reader.stopped_at() == ranges[k].end &&
+                     StartsBodyLine(text, ranges[k].end, ranges[k].body_indent)) {
+            reader.FinishCall();  // as the next chunk's first line would
+          } else {
+            return;  // a statement ran past the next chunk's start, or it starts no statement
+          }
+          ok[k] = 1;
+        } catch (...) {
+          // Read again in one pass, which gives the error (if it is one).
+        }
+        });
+      }
+    } catch (const std::system_error&) {
+      // No more threads: the chunks not started are read in one pass.
+      counted.count_down(static_cast<std::ptrdiff_t>(n - started));
+    }
+    count(0);
+    std::size_t total = 0;
+    for (const ChunkRange& r : ranges) total += r.newlines;
+    first.Reserve(total);
+    first.StopAt(ranges[1].begin);
+    first.ReadLines();  // an error here is the error of one pass
+  }  // joins the threads
+
+  // Append the chunks in order while each one fits.
+  const TextReader* last = &first;
+  bool appended_all = first.stopped_at() == ranges[1].begin && first.in_body() &&
+                      first.body_indent() == ranges[1].body_indent && !first.returned() &&
+                      StartsBodyLine(text, ranges[1].begin, ranges[1].body_indent);
+  if (appended_all) first.FinishCall();  // as the second chunk's first line would
+  for (std::size_t k = 1; k < n && appended_all; ++k) {
+    appended_all = ok[k] && last->stopped_at() == ranges[k].begin && !last->returned() &&
+                   first.Append(std::move(*chunks[k]), k + 1 < n);
+    if (appended_all) {
+      last = chunks[k].get();
+      ++*joined;
+    }
+  }
+  if (appended_all) return first.TakeTrace();
+  if (last != &first) first.ResumeAfter(*last);
+  first.StopAt(std::string_view::npos);
+  first.ReadLines();
+  return first.Finish();
+}
+
 }  // namespace
 
+ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source, const TextReadOptions& options) {
+  ParsedTrace parsed;
+  int threads = options.threads;
+  std::size_t min_chunk_bytes = options.min_chunk_bytes;
+  if (threads <= 0) {
+    // Knobs for tests and tuning: PEAKMEM_READ_THREADS=4
+    // PEAKMEM_READ_MIN_CHUNK_BYTES=1 splits even a tiny trace in four.
+    threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (const char* env = std::getenv("PEAKMEM_READ_THREADS")) threads = std::atoi(env);
+    if (const char* env = std::getenv("PEAKMEM_READ_MIN_CHUNK_BYTES")) {
+      min_chunk_bytes = static_cast<std::size_t>(std::strtoull(env, nullptr, 10));
+    }
+  }
+  std::vector<ChunkRange> ranges;
+  if (threads > 1) ranges = PlanChunks(source->text(), threads, min_chunk_bytes);
+  if (ranges.size() > 1) {
+    parsed.trace = ReadInChunks(source, std::move(ranges), &parsed.chunks_joined);
+  } else {
+    TextReader reader(source);
+    parsed.trace = reader.Read();
+  }
+  parsed.source = std::move(source);
+  return parsed;
+}
 ParsedTrace ReadTraceText(std::string name, std::string text) {
   return ReadTraceText(std::make_shared<const SourceFile>(std::move(name), std::move(text)));
 }
 
 ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source) {
-  TextReader reader(source);
+  return ReadTraceText(std::move(source), TextReadOptions{});
+}
+
+ParsedTrace ReadTraceTextInChunks(std::shared_ptr<const SourceFile> source,
+                                  const std::vector<std::size_t>& begins) {
   ParsedTrace parsed;
-  parsed.trace = reader.Read();
+  std::size_t body_begin = 0;
+  int indent = 0;
+  std::vector<std::size_t> all{0};
+  for (std::size_t b : begins) {
+    if (b > all.back() && b < source->text().size()) all.push_back(b);
+  }
+  if (all.size() > 1 && FindBody(source->text(), &body_begin, &indent)) {
+    parsed.trace = ReadInChunks(source, RangesFrom(all, source->text().size(), indent),
+                                &parsed.chunks_joined);
+  } else {
+    TextReader reader(source);
+    parsed.trace = reader.Read();
+  }
   parsed.source = std::move(source);
   return parsed;
 }

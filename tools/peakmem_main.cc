@@ -23,6 +23,7 @@ struct AnalyzeArgs {
   std::string convention = "auto";
   bool no_scratch = false;
   std::string output;
+  int threads = 0;
 };
 
 // The trace and the report outlive RunAnalyze on purpose: the process exits
@@ -35,7 +36,9 @@ peakmem::Report* kept_report = nullptr;
 
 int RunAnalyze(const AnalyzeArgs& args) {
   try {
-    kept_trace = new peakmem::ParsedTrace(peakmem::LoadTrace(args.trace));
+    peakmem::TextReadOptions text_options;
+    text_options.threads = args.threads;
+    kept_trace = new peakmem::ParsedTrace(peakmem::LoadTrace(args.trace, text_options));
     const peakmem::ParsedTrace& parsed = *kept_trace;
     peakmem::RuntimeOptions options;
     peakmem::ParseCallingConvention(args.convention, &options.convention);
@@ -120,6 +123,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   analyze->add_option("-o,--output", args.output, "Write the report to this file, not stdout");
+  analyze
+      ->add_option("-j,--threads", args.threads,
+                   "Threads that read a big printed trace (one chunk of its body each; the "
+                   "result is the same as one pass): 0 for one per CPU, 1 for none")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);

@@ -16,7 +16,8 @@ const std::vector<std::string>& AvailableModels();
 
 // Reads a trace file: printed trace text, or the JSON export (a file whose
 // first non-blank character is '{'). Throws TraceError on bad input.
-ParsedTrace LoadTrace(const std::string& path);
+// `text_options`: how printed traces are read (threads).
+ParsedTrace LoadTrace(const std::string& path, const TextReadOptions& text_options = {});
 // Same for text held in memory; `name` is used in messages.
 ParsedTrace ParseTrace(const std::string& name, std::string text);
 

@@ -241,10 +241,18 @@ struct Trace {
     auto it = types_by_text_.find(text);
     return it == types_by_text_.end() ? nullptr : it->second;
   }
+  // Keeps `other`'s strings and types alive as long as this trace, for
+  // values and statements moved over from it (a chunk read in parallel).
+  // Its types stay distinct from equal ones here: types are compared by
+  // content, never by address.
+  void AdoptStorage(Trace&& other);
 
  private:
   StringArena strings_;
   std::deque<ValueType> types_;  // stable addresses
+  // Adopted from other traces (moving a deque keeps its elements in place).
+  std::vector<StringArena> adopted_strings_;
+  std::vector<std::deque<ValueType>> adopted_types_;
   absl::flat_hash_map<std::string_view, const ValueType*, StringHash> types_by_text_;
 };
 

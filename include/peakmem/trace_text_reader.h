@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "peakmem/source.h"
 #include "peakmem/trace.h"
@@ -32,10 +33,32 @@ struct ParsedTrace {
   // Whether `source` is the printed trace itself (its lines are the
   // statements) or another form (JSON), whose statements reports re-print.
   bool source_is_printed_trace = true;
+  // How many chunks of the text were read on parallel threads and joined
+  // (1: read in one pass; see TextReadOptions).
+  int chunks_joined = 1;
+};
+
+// How the text reader may use threads. A big trace's body is read in
+// chunks, one per thread, which are then joined; the result (and any error)
+// is exactly that of reading it in one pass (see trace_text_reader.cc).
+struct TextReadOptions {
+  // Chunks read at once: 0 for one per hardware thread, 1 for one pass.
+  // With 0, the environment variables PEAKMEM_READ_THREADS and
+  // PEAKMEM_READ_MIN_CHUNK_BYTES, when set, replace both settings (the test
+  // suite runs again with every trace split in chunks).
+  int threads = 0;
+  // No chunk is smaller than this (a small trace is read in one pass).
+  std::size_t min_chunk_bytes = std::size_t{8} << 20;
 };
 
 ParsedTrace ReadTraceText(std::string name, std::string text);
 ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source);
+ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source, const TextReadOptions& options);
+// For tests: reads with chunks beginning at the given byte offsets (any
+// offsets: where one is not the start of a statement line the chunks are not
+// joined there, and the result is still exactly that of one pass).
+ParsedTrace ReadTraceTextInChunks(std::shared_ptr<const SourceFile> source,
+                                  const std::vector<std::size_t>& begins);
 
 // Reads a file into a SourceFile; throws TraceError (line 0) if unreadable.
 std::shared_ptr<const SourceFile> LoadSourceFile(const std::string& path);
