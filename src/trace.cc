@@ -1,5 +1,7 @@
 #include "peakmem/trace.h"
 
+#include <sstream>
+
 #include <charconv>
 
 namespace peakmem {
@@ -298,6 +300,74 @@ void CollectionContents(const Trace& trace, std::vector<const Pattern*>* out) {
   } else {
     for (const Statement& s : trace.statements) note(s);
   }
+}
+
+namespace {
+
+std::string DebugLoc(SourceLocation at) {
+  return std::to_string(at.line) + ":" + std::to_string(at.column);
+}
+
+void DebugExpr(const Trace& trace, const Expr& e, std::ostringstream& out) {
+  out << "{k" << static_cast<int>(e.kind) << " n" << static_cast<int>(e.number) << " " << DebugLoc(e.at);
+  if (e.kind == Expr::Kind::kValue) out << " v" << e.value << "=" << trace.value(e.value).name;
+  if (!e.text.empty()) out << " '" << e.text << "'";
+  if (e.has_int) out << " i" << e.int_value;
+  for (std::string_view kw : *e.keywords) out << " kw=" << kw;
+  for (const Expr& item : e.items) DebugExpr(trace, item, out);
+  out << "}";
+}
+
+void DebugPattern(const Trace& trace, const Pattern& p, std::ostringstream& out) {
+  out << "[k" << static_cast<int>(p.kind) << " " << DebugLoc(p.at);
+  if (p.kind == Pattern::Kind::kValue) out << " v" << p.value << "=" << trace.value(p.value).name;
+  for (const Pattern& item : p.items) DebugPattern(trace, item, out);
+  out << "]";
+}
+
+}  // namespace
+
+std::string DebugString(const Trace& trace) {
+  std::ostringstream out;
+  out << "function " << trace.function_name << "\n";
+  for (const std::string& d : trace.decorators) out << "decorator " << d << "\n";
+  for (const Parameter& p : trace.params) {
+    out << "param k" << static_cast<int>(p.kind) << " v" << p.value;
+    if (p.default_value) DebugExpr(trace, *p.default_value, out);
+    out << "\n";
+  }
+  for (std::size_t i = 0; i < trace.values.size(); ++i) {
+    const Value& v = trace.values[i];
+    out << "value " << i << " " << v.name << " " << DebugLoc(v.defined_at) << " kind"
+        << static_cast<int>(v.type->kind) << " '" << v.type->text << "' c"
+        << static_cast<int>(v.container) << "\n";
+  }
+  for (const Statement& s : trace.statements) {
+    out << "stmt k" << static_cast<int>(s.kind) << " " << DebugLoc(s.at) << " line" << s.source_line
+        << " @" << s.line_offset << " '" << s.callee << "' '" << s.symbol << "' '" << s.symbol_id
+        << "' legacy" << s.legacy_clear << " src" << s.source;
+    if (s.call_symbol != kNoCallSymbol) {
+      const CallSymbol& c = trace.call_symbols[s.call_symbol];
+      out << " cs(" << c.callee << "," << c.symbol << "," << c.symbol_id << ")";
+    }
+    out << " out";
+    DebugPattern(trace, s.outputs, out);
+    for (const Expr& e : s.args) DebugExpr(trace, e, out);
+    for (const auto& [key, e] : s.kwargs) {
+      out << " " << key << "=";
+      DebugExpr(trace, e, out);
+    }
+    for (ValueId id : s.deleted) out << " del" << id;
+    if (s.kind == StatementKind::kReturn) DebugExpr(trace, *s.returned, out);
+    for (const SubSymbol& sub : trace.SubSymbolsOf(s)) {
+      out << "\n  sub " << sub.line << " d" << sub.depth << " " << sub.text;
+    }
+    out << "\n  = " << FormatStatement(trace, s) << "\n";
+  }
+  out << "unpacks";
+  for (std::uint32_t u : trace.unpacks) out << " " << u;
+  out << " listed" << trace.unpacks_listed << "\n";
+  return out.str();
 }
 
 }  // namespace peakmem

@@ -115,6 +115,7 @@ ValueId TraceBuilder::Define(std::string_view name, SourceLocation at) {
   if (!inserted) {
     NameEntry& entry = it->second;
     if (entry.deleted_at == kLive) {
+      if (IsExternal(entry.value)) AbortChunk();  // (the line is in an earlier chunk)
       Fail(at, "'" + std::string(name) + "' is already defined at line " +
                    std::to_string(trace_.value(entry.value).defined_at.line));
     }

@@ -272,6 +272,11 @@ void FlatOutputs(const Statement& statement, std::vector<ValueId>* out);
 // comments): `t0 = torch.mul(x, 2.0)`, `del a, b`, `return (t1, t2)`.
 std::string FormatStatement(const Trace& trace, const Statement& statement);
 
+// Everything a reader put in the trace, one line per value and statement
+// (ids, kinds, locations, types, subsymbols, op names): for tests and
+// fuzzers that compare two readings of one trace.
+std::string DebugString(const Trace& trace);
+
 // The elements a collection value was unpacked into, per collection: the
 // targets of the first `unpack` whose source is that value. Indexed by
 // ValueId; nullptr when a value was never unpacked.
