@@ -10,7 +10,11 @@
 //   simdjson_dom/F    baseline (JSON only): simdjson DOM parse of the buffer
 //   source_index/F    SourceFile construction alone (copy + line-start index)
 //   read/F            ParseTrace: text or JSON reader, the whole trace (its
-//                     teardown untimed: the CLI exits without one)
+//                     teardown untimed: the CLI exits without one), on one
+//                     thread (text: TextReadOptions threads = 1)
+//   read_parallel/F   text only: the text reader as the CLI runs it, in
+//                     chunks on every hardware thread; WALL time (the other
+//                     benchmarks give the process's CPU time)
 //   touch/F           baseline: a loop that reads each statement's kind,
 //                     outputs and argument count (parsed once, outside timing)
 //   analyze_thunder/F Analyze(parsed, "thunder"), the model only, full report
@@ -33,6 +37,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -188,10 +193,19 @@ void BM_SourceIndex(benchmark::State& state, TraceFile f) {
   Common(state, f, cache().Statements(f));
 }
 
-// The reader: ParseTrace on a fresh copy of the text (the copy is made
-// outside the timed region). The parsed trace is destroyed inside it, as
-// it is in the CLI.
-void BM_Read(benchmark::State& state, TraceFile f) {
+// Reads a trace as ParseTrace does, a printed one with `threads` threads.
+peakmem::ParsedTrace ParseWith(const TraceFile& f, std::string text, int threads) {
+  if (f.json) return peakmem::ParseTrace(f.path, std::move(text));
+  peakmem::TextReadOptions options;
+  options.threads = threads;
+  return peakmem::ReadTraceText(
+      std::make_shared<const peakmem::SourceFile>(f.path, std::move(text)), options);
+}
+
+// The reader: on a fresh copy of the text (the copy is made outside the
+// timed region). The parsed trace is freed outside it too, as the CLI never
+// frees it.
+void BM_Read(benchmark::State& state, TraceFile f, int threads) {
   const std::string& text = cache().Text(f);
   std::size_t statements = 0;
   for (auto _ : state) {
@@ -199,8 +213,7 @@ void BM_Read(benchmark::State& state, TraceFile f) {
     std::string copy = text;
     state.ResumeTiming();
     try {
-      auto parsed =
-          std::make_unique<peakmem::ParsedTrace>(peakmem::ParseTrace(f.path, std::move(copy)));
+      auto parsed = std::make_unique<peakmem::ParsedTrace>(ParseWith(f, std::move(copy), threads));
       statements = parsed->trace.statements.size();
       benchmark::DoNotOptimize(parsed->trace.values.data());
       // Freeing the trace is not reading it (and the CLI never does: it
@@ -216,6 +229,7 @@ void BM_Read(benchmark::State& state, TraceFile f) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * statements));
   Common(state, f, statements);
+  state.counters["threads"] = threads > 0 ? threads : static_cast<double>(std::thread::hardware_concurrency());
   const double heap = cache().HeapBytes(f);
   state.counters["heap_per_stmt"] = heap / static_cast<double>(std::max<std::size_t>(statements, 1));
   state.counters["heap_bytes"] = heap;
@@ -338,7 +352,13 @@ int main(int argc, char** argv) {
     reg("scan", [f](benchmark::State& s) { BM_Scan(s, f); });
     if (f.json) reg("simdjson_dom", [f](benchmark::State& s) { BM_SimdjsonDom(s, f); });
     reg("source_index", [f](benchmark::State& s) { BM_SourceIndex(s, f); });
-    reg("read", [f](benchmark::State& s) { BM_Read(s, f); });
+    reg("read", [f](benchmark::State& s) { BM_Read(s, f, 1); });
+    if (!f.json) {
+      benchmark::RegisterBenchmark(("read_parallel/" + f.name).c_str(),
+                                   [f](benchmark::State& s) { BM_Read(s, f, 0); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
     reg("touch", [f](benchmark::State& s) { BM_Touch(s, f); });
     reg("analyze_thunder", [f](benchmark::State& s) { BM_Analyze(s, f, "thunder", true); });
     reg("analyze_runtime", [f](benchmark::State& s) { BM_Analyze(s, f, "runtime", true); });

@@ -10,7 +10,8 @@
 # and also with --format json on traces of up to $PEAKMEM_RSS_JSON_MAX
 # statements (default 1100000: the JSON report of a 10^6-statement trace is
 # ~300 MB and takes ~3 s; bigger ones only repeat that at 10x the disk).
-# PEAKMEM_RSS_FORMATS (default "text json") picks the formats.
+# PEAKMEM_RSS_FORMATS (default "text json") picks the formats, and
+# PEAKMEM_RSS_THREADS (default 0: one per CPU) the reader threads (`-j`).
 # Each run gets a virtual-memory cap of $PEAKMEM_RSS_CAP_GB GiB (default 48;
 # `ulimit -v`), so that a trace far too big for the machine fails cleanly
 # (recorded as "failed") instead of pushing the machine into the OOM killer,
@@ -34,6 +35,7 @@ JSON_MAX=${PEAKMEM_RSS_JSON_MAX:-1100000}
 CAP_GB=${PEAKMEM_RSS_CAP_GB:-48}
 TIMEOUT=${PEAKMEM_RSS_TIMEOUT:-900}
 FILTER=${PEAKMEM_RSS_FILES:-}
+THREADS=${PEAKMEM_RSS_THREADS:-0}
 
 if [[ ! -x /usr/bin/time ]]; then
   echo "rss.sh: /usr/bin/time missing; installing GNU time" >&2
@@ -70,14 +72,14 @@ for f in "${FILES[@]}"; do
       (
         ulimit -v $((CAP_GB * 1024 * 1024))
         exec timeout "$TIMEOUT" /usr/bin/time -v -o "$TMP/time.txt" \
-          "$BIN" analyze "$f" --model "$model" --format "$fmt" > /dev/null 2> "$TMP/err.txt"
+          "$BIN" analyze "$f" --model "$model" --format "$fmt" -j "$THREADS" > /dev/null 2> "$TMP/err.txt"
       )
       rc=$?
       set -e
-      python3 - "$TMP/time.txt" "$TMP/err.txt" "$rc" "$name" "$model" "$fmt" "$stmts" "$bytes" "$load" "$CAP_GB" \
+      python3 - "$TMP/time.txt" "$TMP/err.txt" "$rc" "$name" "$model" "$fmt" "$stmts" "$bytes" "$load" "$CAP_GB" "$THREADS" \
         > "$TMP/row.json" <<'PY'
 import json, re, sys
-tf, ef, rc, name, model, fmt, stmts, nbytes, load, cap = sys.argv[1:]
+tf, ef, rc, name, model, fmt, stmts, nbytes, load, cap, threads = sys.argv[1:]
 text = open(tf).read() if tf else ""
 def field(label):
     m = re.search(re.escape(label) + r":\s*(.+)", text)
@@ -91,7 +93,7 @@ def wall(s):
 rss_kb = field("Maximum resident set size (kbytes)")
 err = open(ef).read().strip()
 row = {
-    "file": name, "model": model, "format": fmt,
+    "file": name, "model": model, "format": fmt, "threads": int(threads),
     "statements": None if stmts == "null" else int(stmts), "bytes": int(nbytes),
     "rc": int(rc),
     "status": "ok" if rc == "0" else ("timeout" if rc == "124" else "failed"),

@@ -109,6 +109,10 @@ fi
 if want rss; then
   log "rss.sh"
   PEAKMEM_BIN="$BUILD/peakmem" bench/rss.sh "$TRACES" "$OUT/rss.json"
+  # The same command on one thread (-j 1), on the 10^6-statement text trace:
+  # what the parallel reader saves.
+  PEAKMEM_BIN="$BUILD/peakmem" PEAKMEM_RSS_THREADS=1 PEAKMEM_RSS_FORMATS=text \
+    PEAKMEM_RSS_FILES=fw_1e6.trace bench/rss.sh "$TRACES" "$OUT/rss_one_thread.json"
 fi
 
 if want python && [[ -n $PY ]]; then
@@ -134,6 +138,7 @@ def load(name):
     return json.load(open(p)) if os.path.exists(p) else None
 
 cpp, rss, py, machine = load("cpp.json"), load("rss.json"), load("python.json"), load("machine.json")
+rss_one = load("rss_one_thread.json") or []
 S = {"targets": [], "cpp": {}, "cli": [], "python": None}
 
 def unit_s(b, key):
@@ -161,6 +166,7 @@ if cpp:
             if what not in r: return None
             return {"cpu": per / r[what]["cpu_s"], "real": per / r[what]["real_s"]}
         r["read_MBps"] = rate("read", nb / 1e6)
+        r["read_parallel_MBps"] = rate("read_parallel", nb / 1e6)
         r["scan_MBps"] = rate("scan", nb / 1e6)
         r["simdjson_MBps"] = rate("simdjson_dom", nb / 1e6)
         r["read_stmts_per_s"] = rate("read", n)
@@ -204,8 +210,14 @@ big_text = at_size(MAIN, "trace", 1e6)
 if big_text and big_text.get("read_MBps"):
     v = big_text["read_MBps"]["cpu"]
     target(f"text reader throughput ({big_text['statements']}-statement trace)", round(v, 1), "MB/s (CPU time)", ">= 200",
-           v >= 200, f"baseline memchr line scan {big_text['scan_MBps']['cpu']:.0f} MB/s; reader/scan = "
+           v >= 200, f"one thread; baseline memchr line scan {big_text['scan_MBps']['cpu']:.0f} MB/s; reader/scan = "
            f"{v / big_text['scan_MBps']['cpu']:.4f}; wall-clock {big_text['read_MBps']['real']:.1f} MB/s")
+    par = big_text.get("read_parallel_MBps")
+    if par:
+        target(f"text reader throughput, chunks on every CPU ({big_text['statements']}-statement trace)",
+               round(par["real"], 1), "MB/s (wall time)", ">= 200", par["real"] >= 200,
+               f"{machine['cpus'] if machine else '?'} CPUs; as the CLI reads; "
+               f"{par['real'] / big_text['read_MBps']['real']:.2f}x the one-thread reader's wall-clock rate")
 big_json = at_size(MAIN, "json", 1e6)
 if big_json and big_json.get("read_MBps"):
     v = big_json["read_MBps"]["cpu"]
@@ -247,9 +259,14 @@ if rss:
         if one and 0.5e6 <= one["statements"] <= 2e6:
             cpu = one["user_s"] + one["sys_s"]
             rss_gib = one["max_rss_kb"] / 2**20
-            target(f"`peakmem analyze --model {model}` on {one['statements']} statements: time", round(cpu, 2),
-                   "s (user+sys; wall %.2f s at load %.1f)" % (one["wall_s"], one["load_avg_1m_before"]),
-                   "< 1", cpu < 1, f"file {one['file']}, {one['bytes'] / 1e6:.0f} MB")
+            single = [r for r in rss_one if r["status"] == "ok" and r["model"] == model and r["file"] == one["file"]]
+            alone = (f"; on one thread (-j 1): wall {single[0]['wall_s']:.2f} s, user+sys "
+                     f"{single[0]['user_s'] + single[0]['sys_s']:.2f} s, peak RSS "
+                     f"{single[0]['max_rss_kb'] / 2**20:.3f} GiB") if single else ""
+            target(f"`peakmem analyze --model {model}` on {one['statements']} statements: time", round(one["wall_s"], 2),
+                   "s wall (user+sys %.2f s; load %.1f)" % (cpu, one["load_avg_1m_before"]),
+                   "< 1", one["wall_s"] < 1, f"file {one['file']}, {one['bytes'] / 1e6:.0f} MB, reader "
+                   f"threads: one per CPU{alone}")
             target(f"`peakmem analyze --model {model}` on {one['statements']} statements: peak RSS",
                    round(rss_gib, 3), "GiB", "< 1", rss_gib < 1, "")
         big = [r for r in pts if r["statements"] >= 1e4]
@@ -313,24 +330,26 @@ for t in S["targets"]:
         L.append(f"- {t['target']}: {t['detail']}")
 if rows:
     L += ["", "## C++ benchmarks (CPU time per iteration)", "",
-          "| file | statements | MB | scan MB/s | read MB/s | read/scan | simdjson MB/s | heap B/stmt | thunder Mstmt/s | runtime Mstmt/s | touch Mstmt/s |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "| file | statements | MB | scan MB/s | read MB/s | read/scan | read, all CPUs, MB/s wall | simdjson MB/s | heap B/stmt | thunder Mstmt/s | runtime Mstmt/s | touch Mstmt/s |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     def fmt(x, k=1e6, d=2):
         return "-" if x is None else f"{x['cpu'] / k:.{d}f}"
     for f, r in sorted(rows.items(), key=lambda kv: (family(kv[0]), kv[1]["statements"])):
         rs = (r["read_MBps"]["cpu"] / r["scan_MBps"]["cpu"]) if r.get("read_MBps") and r.get("scan_MBps") else None
         L.append(f"| {f} | {r['statements']} | {r['bytes'] / 1e6:.1f} | {fmt(r['scan_MBps'], 1, 0)} | "
-                 f"{fmt(r['read_MBps'], 1, 1)} | {'-' if rs is None else f'{rs:.4f}'} | {fmt(r['simdjson_MBps'], 1, 0)} | "
+                 f"{fmt(r['read_MBps'], 1, 1)} | {'-' if rs is None else f'{rs:.4f}'} | "
+                 f"{'-' if not r.get('read_parallel_MBps') else '%.1f' % r['read_parallel_MBps']['real']} | {fmt(r['simdjson_MBps'], 1, 0)} | "
                  f"{r.get('heap_per_stmt', float('nan')):.0f} | {fmt(r['thunder_stmts_per_s'], 1e6, 3)} | "
                  f"{fmt(r['runtime_stmts_per_s'], 1e6, 3)} | {fmt(r['touch_stmts_per_s'], 1e6, 0)} |")
 if rss:
     L += ["", "## `peakmem analyze` (GNU time)", "",
-          "| file | model | format | statements | wall s | user+sys s | peak RSS MiB | RSS B/stmt | load | status |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rss:
+          "| file | model | format | reader threads | statements | wall s | user+sys s | peak RSS MiB | RSS B/stmt | load | status |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rss + rss_one:
         rssm = (r["max_rss_kb"] or 0) / 1024
         per = 1024 * (r["max_rss_kb"] or 0) / r["statements"] if r["statements"] else float("nan")
-        L.append(f"| {r['file']} | {r['model']} | {r['format']} | {r['statements']} | {float('nan') if r['wall_s'] is None else r['wall_s']:.2f} | "
+        threads = {0: "all", None: "all"}.get(r.get("threads"), r.get("threads"))
+        L.append(f"| {r['file']} | {r['model']} | {r['format']} | {threads} | {r['statements']} | {float('nan') if r['wall_s'] is None else r['wall_s']:.2f} | "
                  f"{r['user_s'] + r['sys_s']:.2f} | {rssm:.1f} | {per:.0f} | {r['load_avg_1m_before']:.1f} | {r['status']} |")
 if py:
     L += ["", "## Python: live TraceCtx (bench/bench_python.py)", ""]
