@@ -14,6 +14,11 @@
 // needs its size reports an error at the output.
 //
 // Malformed input throws TraceError (file:line:col, line, caret).
+//
+// A big trace (at least two chunks of TextReadOptions::min_chunk_bytes) is
+// read on several threads, one chunk of its body each, and the chunks are
+// joined; the result, and any error, is exactly that of one pass (see
+// trace_text_reader.cc, "chunks", for how that is guaranteed).
 #pragma once
 
 #include <memory>
