@@ -1245,9 +1245,9 @@ std::vector<ChunkRange> PlanChunks(std::string_view text, int want, std::size_t 
     return_extra = (end - last_line) * (kReturnCostPerByte - 1);
   }
   const std::size_t body_bytes = end - body_begin;
-  const auto chunks = static_cast<int>(
-      std::min<std::size_t>(static_cast<std::size_t>(std::max(want, 1)),
-                            body_bytes / std::max<std::size_t>(min_bytes, 1)));
+  const auto chunks =
+      static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(want, 1)),
+                                             body_bytes / std::max<std::size_t>(min_bytes, 1)));
   if (chunks < 2) return {};
   std::vector<std::size_t> begins{0};
   const std::size_t share = (body_bytes + return_extra) / static_cast<std::size_t>(chunks);
@@ -1277,8 +1277,8 @@ std::vector<ChunkRange> PlanChunks(std::string_view text, int want, std::size_t 
 
 // Sets *joined to the number of chunks joined before the first reader read
 // on alone (1 if none could be).
-Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source,
-                   std::vector<ChunkRange> ranges, int* joined) {
+Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source, std::vector<ChunkRange> ranges,
+                   int* joined) {
   const std::string_view text = source->text();
   const std::size_t n = ranges.size();
   TextReader first(source);
@@ -1288,9 +1288,11 @@ Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source,
   // Each thread counts its chunk's lines; once all have, each knows its
   // first line's number.
   auto count = [&](std::size_t k) {
-    ranges[k].newlines = CountNewlines(text.substr(ranges[k].begin, ranges[k].end - ranges[k].begin));
+    ranges[k].newlines =
+        CountNewlines(text.substr(ranges[k].begin, ranges[k].end - ranges[k].begin));
     counted.arrive_and_wait();
-    for (std::size_t j = 0; j < k; ++j) ranges[k].lines_before += static_cast<int>(ranges[j].newlines);
+    for (std::size_t j = 0; j < k; ++j)
+      ranges[k].lines_before += static_cast<int>(ranges[j].newlines);
   };
   // The preamble first: the chunks need its imports (for op symbols).
   std::size_t body_begin = 0;
@@ -1307,26 +1309,26 @@ Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source,
       threads.reserve(n - 1);
       for (std::size_t k = 1; k < n; ++k, ++started) {
         threads.emplace_back([&, k] {
-        count(k);
-        if (!StartsBodyLine(text, ranges[k].begin, ranges[k].body_indent)) return;
-        try {
-          chunks[k] = std::make_unique<TextReader>(source, ranges[k]);
-          TextReader& reader = *chunks[k];
-          reader.SetImports(imports);
-          reader.Reserve(ranges[k].newlines);
-          reader.ReadLines();
-          if (ranges[k].end == text.size()) {
-            reader.CheckEnd();
-          } else if (reader.stopped_at() == ranges[k].end &&
-                     StartsBodyLine(text, ranges[k].end, ranges[k].body_indent)) {
-            reader.FinishCall();  // as the next chunk's first line would
-          } else {
-            return;  // a statement ran past the next chunk's start, or it starts no statement
+          count(k);
+          if (!StartsBodyLine(text, ranges[k].begin, ranges[k].body_indent)) return;
+          try {
+            chunks[k] = std::make_unique<TextReader>(source, ranges[k]);
+            TextReader& reader = *chunks[k];
+            reader.SetImports(imports);
+            reader.Reserve(ranges[k].newlines);
+            reader.ReadLines();
+            if (k + 1 == n) {
+              reader.CheckEnd();
+            } else if (reader.stopped_at() == ranges[k].end &&
+                       StartsBodyLine(text, ranges[k].end, ranges[k].body_indent)) {
+              reader.FinishCall();  // as the next chunk's first line would
+            } else {
+              return;  // a statement ran past the next chunk's start, or it starts no statement
+            }
+            ok[k] = 1;
+          } catch (...) {
+            // Read again in one pass, which gives the error (if it is one).
           }
-          ok[k] = 1;
-        } catch (...) {
-          // Read again in one pass, which gives the error (if it is one).
-        }
         });
       }
     } catch (const std::system_error&) {
@@ -1339,7 +1341,7 @@ Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source,
     first.Reserve(total);
     first.StopAt(ranges[1].begin);
     first.ReadLines();  // an error here is the error of one pass
-  }  // joins the threads
+  }                     // joins the threads
 
   // Append the chunks in order while each one fits.
   const TextReader* last = &first;
@@ -1349,14 +1351,14 @@ Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source,
   if (appended_all) first.FinishCall();  // as the second chunk's first line would
   for (std::size_t k = 1; k < n && appended_all; ++k) {
     appended_all = ok[k] && last->stopped_at() == ranges[k].begin && !last->returned() &&
-                   first.Append(std::move(*chunks[k]), k + 1 < n || ranges[k].end != text.size());
+                   first.Append(std::move(*chunks[k]), k + 1 < n);
     if (appended_all) {
       last = chunks[k].get();
       ++*joined;
     }
   }
-  if (appended_all && ranges.back().end == text.size()) return first.TakeTrace();
-  // The rest (a chunk not joined, or the long final `return`) in one pass.
+  if (appended_all) return first.TakeTrace();
+  // The rest, from the first chunk not joined, in one pass.
   if (last != &first) first.ResumeAfter(*last);
   first.StopAt(std::string_view::npos);
   first.ReadLines();
@@ -1365,7 +1367,8 @@ Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source,
 
 }  // namespace
 
-ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source, const TextReadOptions& options) {
+ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source,
+                          const TextReadOptions& options) {
   ParsedTrace parsed;
   int threads = options.threads;
   std::size_t min_chunk_bytes = options.min_chunk_bytes;
@@ -1407,8 +1410,8 @@ ParsedTrace ReadTraceTextInChunks(std::shared_ptr<const SourceFile> source,
     if (b > all.back() && b < source->text().size()) all.push_back(b);
   }
   if (all.size() > 1 && FindBody(source->text(), &body_begin, &indent)) {
-    parsed.trace = ReadInChunks(source, RangesFrom(all, source->text().size(), indent),
-                                &parsed.chunks_joined);
+    parsed.trace =
+        ReadInChunks(source, RangesFrom(all, source->text().size(), indent), &parsed.chunks_joined);
   } else {
     TextReader reader(source);
     parsed.trace = reader.Read();

@@ -24,9 +24,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "peakmem/string_hash.h"
-
 #include "peakmem/source.h"
+#include "peakmem/string_hash.h"
 #include "peakmem/trace.h"
 
 namespace peakmem {
@@ -103,11 +102,11 @@ class TraceBuilder {
   struct Deferred {
     enum class Kind : std::uint8_t { kSetType, kSetTypeOfName, kFinishCall };
     Kind kind = Kind::kSetType;
-    ValueId value = kNoValue;       // kSetType
-    std::string_view name;          // kSetTypeOfName
-    std::string_view type_text;     // kSetType, kSetTypeOfName
+    ValueId value = kNoValue;    // kSetType
+    std::string_view name;       // kSetTypeOfName
+    std::string_view type_text;  // kSetType, kSetTypeOfName
     SourceLocation at;
-    std::uint32_t statement = 0;    // kFinishCall: index in the chunk
+    std::uint32_t statement = 0;  // kFinishCall: index in the chunk
   };
   void DeferFinishCall(std::uint32_t statement);
   // Appends `chunk` (built by a chunk builder over the text that follows

@@ -80,7 +80,9 @@ int ExpectSameAtEverySplit(const std::string& text) {
         << text;
     joined_splits += joined > 1;
     for (std::size_t j = i + 1; j < starts.size(); ++j) {
-      EXPECT_EQ(Outcome([&] { return ReadTraceTextInChunks(source, {starts[i], starts[j]}); }),
+      EXPECT_EQ(Outcome([&] {
+                  return ReadTraceTextInChunks(source, {starts[i], starts[j]});
+                }),
                 expected)
           << "split at lines " << i + 2 << " and " << j + 2 << " of\n"
           << text;
@@ -93,8 +95,7 @@ int ExpectSameAtEverySplit(const std::string& text) {
 
 std::vector<std::filesystem::path> CorpusTraces() {
   std::vector<std::filesystem::path> files;
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(PEAKMEM_TEST_DATA_DIR)) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(PEAKMEM_TEST_DATA_DIR)) {
     if (entry.is_regular_file() && entry.path().extension() == ".trace") {
       files.push_back(entry.path());
     }
@@ -146,8 +147,7 @@ TEST(ChunkedRead, CorpusTracesReadTheSameSplitAtEveryStatement) {
     for (std::size_t i = 0; i < starts.size(); i += stride) {
       const std::size_t start = starts[i];
       int joined = 0;
-      EXPECT_EQ(Outcome([&] { return ReadTraceTextInChunks(source, {start}); }, &joined),
-                expected)
+      EXPECT_EQ(Outcome([&] { return ReadTraceTextInChunks(source, {start}); }, &joined), expected)
           << name << " split at byte " << start;
       joined_splits += joined > 1;
     }
@@ -245,7 +245,8 @@ TEST(ChunkedRead, BadInputGivesTheSameErrorAtEverySplit) {
       // a bad type string in a type comment for a value of an earlier chunk,
       // and in a subsymbol
       "def f(a):\n  t0 = torch.neg(a)\n  t1 = torch.neg(a)\n  # t0: \"cpu f32[4\"\n  return t1\n",
-      "def f(a):\n  t0 = torch.neg(a)\n  t1 = torch.neg(t0)\n    # t1 = prims.neg(t0)  # t1: \"cpu q[4]\"\n"
+      "def f(a):\n  t0 = torch.neg(a)\n  t1 = torch.neg(t0)\n    # t1 = prims.neg(t0)  # t1: \"cpu "
+      "q[4]\"\n"
       "  return t1\n",
       // a value called as a function; an undefined name read as a constant
       "def f(a):\n  t0 = torch.neg(a)\n  t1 = torch.neg(a)\n  t2 = t0(a)\n  return t2\n",
