@@ -64,10 +64,7 @@ void TraceBuilder::MarkPending(ValueId id) {
 }
 
 void TraceBuilder::DeferFinishCall(std::uint32_t statement) {
-  Deferred d;
-  d.kind = Deferred::Kind::kFinishCall;
-  d.statement = statement;
-  deferred_.push_back(d);
+  deferred_.push_back({.kind = Deferred::Kind::kFinishCall, .statement = statement});
 }
 
 std::string_view TraceBuilder::Keep(std::string_view text) {
@@ -180,12 +177,8 @@ ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_l
 
 void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {
   if (IsExternal(id)) {
-    Deferred d;
-    d.kind = Deferred::Kind::kSetType;
-    d.value = id;
-    d.type_text = type_text;
-    d.at = type_at;
-    deferred_.push_back(d);
+    deferred_.push_back(
+        {.kind = Deferred::Kind::kSetType, .value = id, .type_text = type_text, .at = type_at});
     return;
   }
   if (const ValueType* known = trace_.FindType(type_text)) {
@@ -206,12 +199,10 @@ void TraceBuilder::SetTypeOfName(std::string_view name, std::string_view type_te
   if (it == names_.end()) {
     if (chunk_) {
       // Bound before the chunk, or a plain comment: known when appended.
-      Deferred d;
-      d.kind = Deferred::Kind::kSetTypeOfName;
-      d.name = name;
-      d.type_text = type_text;
-      d.at = type_at;
-      deferred_.push_back(d);
+      deferred_.push_back({.kind = Deferred::Kind::kSetTypeOfName,
+                           .name = name,
+                           .type_text = type_text,
+                           .at = type_at});
     }
     return;
   }

@@ -91,6 +91,18 @@ int ExpectSameAtEverySplit(const std::string& text) {
   return joined_splits;
 }
 
+// Reads `text` split before its line `line` (1-based), expects one pass's
+// outcome, and returns how many chunks were joined.
+int JoinedSplitAtLine(const std::string& text, int line) {
+  const auto source = Source(text);
+  int joined = 0;
+  const std::size_t at = LineStarts(text)[static_cast<std::size_t>(line) - 2];
+  EXPECT_EQ(Outcome([&] { return ReadTraceTextInChunks(source, {at}); }, &joined), OnePass(source))
+      << "split before line " << line << " of\n"
+      << text;
+  return joined;
+}
+
 // ---------------------------------------------------------------- real traces
 
 std::vector<std::filesystem::path> CorpusTraces() {
@@ -265,11 +277,7 @@ TEST(ChunkedRead, AssumptionsThatFailAreNotJoined) {
   // the chunk is not joined, and is read again in one pass.
   const std::string text =
       "def f(a):\n  g = torch.neg(a)\n  t1 = torch.add(g(a), a)\n  return t1\n";
-  const auto source = Source(text);
-  int joined = 0;
-  EXPECT_EQ(Outcome([&] { return ReadTraceTextInChunks(source, {LineStarts(text)[1]}); }, &joined),
-            OnePass(source));
-  EXPECT_EQ(joined, 1);
+  EXPECT_EQ(JoinedSplitAtLine(text, 3), 1);
 }
 
 TEST(ChunkedRead, NamesNeverBoundAreConstantsAsInOnePass) {
@@ -280,22 +288,16 @@ TEST(ChunkedRead, NamesNeverBoundAreConstantsAsInOnePass) {
   const std::string text =
       "def f(a):\n  t0 = torch.neg(a)\n  t1 = torch.add(t0, zz)\n  # zz: \"cpu f32[4]\"\n"
       "  return t1, zz\n";
-  const auto source = Source(text);
-  int joined = 0;
-  EXPECT_EQ(Outcome([&] { return ReadTraceTextInChunks(source, {LineStarts(text)[1]}); }, &joined),
-            OnePass(source));
-  EXPECT_EQ(joined, 2);
+  EXPECT_EQ(JoinedSplitAtLine(text, 3), 2);
   // Where the chunk needs a value (an assignment's source, a del), it is not
   // joined: one pass gives the error.
   for (const std::string& needs_value :
        {std::string("def f(a):\n  t0 = torch.neg(a)\n  t1 = zz\n  return t1\n"),
         std::string("def f(a):\n  t0 = torch.neg(a)\n  t1 = torch.add(t0, zz)\n  del zz\n"
                     "  return t1\n")}) {
-    const auto s2 = Source(needs_value);
-    const std::string one_pass = OnePass(s2);
+    const std::string one_pass = OnePass(Source(needs_value));
     EXPECT_EQ(one_pass.rfind("read error", 0), 0u) << one_pass;
-    EXPECT_EQ(Outcome([&] { return ReadTraceTextInChunks(s2, {LineStarts(needs_value)[1]}); }),
-              one_pass);
+    JoinedSplitAtLine(needs_value, 3);
   }
   ExpectSameAtEverySplit(text);
 }
