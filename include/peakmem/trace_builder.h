@@ -77,6 +77,8 @@ class TraceBuilder {
                      std::string_view symbol_id);
 
   Trace& trace() { return trace_; }
+  // Room for `n` names in the name table.
+  void ReserveNames(std::size_t n) { names_.reserve(n); }
   const SourceFile& source() const { return *source_; }
 
   // ---- chunks (see the file comment)
