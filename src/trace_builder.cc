@@ -1,5 +1,9 @@
 #include "peakmem/trace_builder.h"
 
+#include <iterator>
+#include <system_error>
+#include <thread>
+
 namespace peakmem {
 
 TraceBuilder::TraceBuilder(std::shared_ptr<const SourceFile> source) : source_(std::move(source)) {
@@ -22,6 +26,25 @@ struct ChunkAssumptionFailed {};
 void TraceBuilder::AbortChunk() const { throw ChunkAssumptionFailed{}; }
 
 namespace {
+constexpr std::size_t kParallelAppendStatements = 4096;
+
+// Runs `a` here and `b` on another thread when `parallel` (and a thread can
+// be had), else one after the other.
+template <typename A, typename B>
+void OnTwoThreads(bool parallel, const A& a, const B& b) {
+  if (parallel) {
+    try {
+      std::jthread other(b);
+      a();
+      return;
+    } catch (const std::system_error&) {
+      // No thread: both here.
+    }
+  }
+  a();
+  b();
+}
+
 // Calls `f` on every ValueId a statement holds, to renumber them.
 template <typename F>
 void RenumberExpr(Expr* e, const F& f) {
@@ -212,22 +235,38 @@ void TraceBuilder::SetTypeOfName(std::string_view name, std::string_view type_te
 
 bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
                                const std::function<void(std::uint32_t)>& finish_call) {
+  // A big chunk is checked and renumbered on two threads (the threads that
+  // read the chunks are idle by now); both only read what they share.
+  const bool two_threads = chunk.trace_.statements.size() >= kParallelAppendStatements;
+
   // 1. Check every assumption against the names bound here, changing nothing.
   std::vector<ValueId> resolved(chunk.externals_.size());
-  for (std::size_t i = 0; i < chunk.externals_.size(); ++i) {
-    auto it = names_.find(chunk.externals_[i]);
-    if (it != names_.end() && it->second.deleted_at == kLive) {
-      resolved[i] = it->second.value;
-    } else if (it == names_.end() && !chunk.external_required_[i]) {
-      resolved[i] = kConstantName;  // never bound: one pass reads the name as a constant
-    } else {
-      return false;
-    }
-  }
-  for (std::string_view name : chunk.unbound_) {
-    auto it = names_.find(name);
-    if (it != names_.end() && it->second.deleted_at == kLive) return false;
-  }
+  bool externals_hold = true;
+  bool unbound_hold = true;
+  OnTwoThreads(
+      two_threads,
+      [&] {
+        for (std::size_t i = 0; i < chunk.externals_.size() && externals_hold; ++i) {
+          auto it = names_.find(chunk.externals_[i]);
+          if (it != names_.end() && it->second.deleted_at == kLive) {
+            resolved[i] = it->second.value;
+          } else if (it == names_.end() && !chunk.external_required_[i]) {
+            resolved[i] = kConstantName;  // never bound: one pass reads the name as a constant
+          } else {
+            externals_hold = false;
+          }
+        }
+      },
+      [&] {
+        for (std::string_view name : chunk.unbound_) {
+          auto it = names_.find(name);
+          if (it != names_.end() && it->second.deleted_at == kLive) {
+            unbound_hold = false;
+            return;
+          }
+        }
+      });
+  if (!externals_hold || !unbound_hold) return false;
 
   // 2. Append, renumbering: the chunk's own values follow this trace's.
   Trace& from = chunk.trace_;
@@ -255,14 +294,21 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
     SetCallSymbol(&probe, c.callee, c.symbol, c.symbol_id);
     call_symbols[i] = probe.call_symbol;
   }
+  auto renumber_statements = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      Statement& s = from.statements[i];
+      RenumberValues(&s, renumber, renumber_expr);
+      if (s.call_symbol != kNoCallSymbol) s.call_symbol = call_symbols[s.call_symbol];
+      if (!s.subsymbols.empty()) s.subsymbols.begin += subsymbol_base;
+    }
+  };
+  const std::size_t half = from.statements.size() / 2;
+  OnTwoThreads(
+      two_threads, [&] { renumber_statements(0, half); },
+      [&] { renumber_statements(half, from.statements.size()); });
   trace_.values.insert(trace_.values.end(), from.values.begin(), from.values.end());
-  trace_.statements.reserve(trace_.statements.size() + from.statements.size());
-  for (Statement& s : from.statements) {
-    RenumberValues(&s, renumber, renumber_expr);
-    if (s.call_symbol != kNoCallSymbol) s.call_symbol = call_symbols[s.call_symbol];
-    if (!s.subsymbols.empty()) s.subsymbols.begin += subsymbol_base;
-    trace_.statements.push_back(std::move(s));
-  }
+  trace_.statements.insert(trace_.statements.end(), std::make_move_iterator(from.statements.begin()),
+                           std::make_move_iterator(from.statements.end()));
   trace_.subsymbols.insert(trace_.subsymbols.end(), from.subsymbols.begin(), from.subsymbols.end());
   for (std::uint32_t u : from.unpacks) trace_.unpacks.push_back(u + statement_base);
 
