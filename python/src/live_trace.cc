@@ -743,24 +743,31 @@ class Gatherer {
   }
   bool has_bsym() const { return bsym_.type != nullptr; }
 
-  // One proxy's _name, _numel and _dtype (borrowed), read as Gather reads an
-  // output's; false where it is not of the calibrated type or misses one.
-  bool ReadProxy(PyObject* proxy, Fields* f) {
+  // The _name, _numel and _dtype (borrowed) of proxies[0..count) (count <=
+  // kMaxBlock), read as Gather reads the outputs', into out[j].output, name,
+  // numel and dtype; all nullptr where a proxy is not of the calibrated type
+  // or misses one.
+  void GatherProxies(PyObject* const* proxies, Py_ssize_t count, Fields* out) {
+    for (Py_ssize_t j = 0; j < count; ++j) out[j] = Fields();
 #if PEAKMEM_CPYTHON_311_LAYOUT
-    if (proxy_.type == nullptr || Py_TYPE(proxy) != proxy_.type) return false;
-    PyObject* found[1][3];
-    proxy_.Read(&proxy, 1, store_, found);
-    if (found[0][0] == nullptr || found[0][1] == nullptr || found[0][2] == nullptr) return false;
-    f->output = proxy;
-    f->name = found[0][0];
-    f->numel = found[0][1];
-    f->dtype = found[0][2];
-    return true;
+    if (proxy_.type == nullptr) return;
+    PyObject* found[kMaxBlock][3];
+    proxy_.Read(proxies, count, store_, found);
+    for (Py_ssize_t j = 0; j < count; ++j) {
+      if (found[j][0] == nullptr || found[j][1] == nullptr || found[j][2] == nullptr) continue;
+      out[j].output = proxies[j];
+      out[j].name = found[j][0];
+      out[j].numel = found[j][1];
+      out[j].dtype = found[j][2];
+    }
 #else
-    (void)proxy;
-    (void)f;
-    return false;
+    (void)proxies;
+    (void)count;
 #endif
+  }
+  bool ReadProxy(PyObject* proxy, Fields* f) {
+    GatherProxies(&proxy, 1, f);
+    return f->name != nullptr;
   }
 
   // Fills out[0..count) for bsyms[0..count) (count <= kMaxBlock).
@@ -969,6 +976,10 @@ class LiveThunder {
         Attr(bsym, names_.output_attr.ptr()).ptr() != f.output) {
       throw Unsupported();
     }
+    CheckGatheredProxy(f);
+  }
+  // The same for a tensor proxy's gathered _name, _numel and _dtype.
+  void CheckGatheredProxy(const Gatherer::Fields& f) {
     if (f.name == nullptr) return;
     if (Attr(f.output, names_.name_attr.ptr()).ptr() != f.name ||
         Attr(f.output, numel_attr_.ptr()).ptr() != f.numel ||
@@ -1023,7 +1034,6 @@ class LiveThunder {
   void FlatOuts(PyObject* obj, int depth, std::vector<PyObject*>* out);
   void FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out);
   void Set(const std::string& key, std::int64_t bytes);
-  nb::object Breakdown();
   std::int64_t Add(std::int64_t a, std::int64_t b) {
     std::int64_t sum;
     if (__builtin_add_overflow(a, b, &sum)) throw Unsupported();
@@ -1050,9 +1060,11 @@ class LiveThunder {
   ThunderNames& names_;
   nb::object bytes_attr_ = Name("bytes"), numel_attr_ = Name("_numel");
   nb::object collection_attr_ = Name("collection");
-  // The breakdown, in Thunder's order: (key, bytes) as set (Set), made
-  // into a dict at the end (Breakdown).
-  std::vector<std::pair<nb::object, nb::object>> entries_;
+  // The breakdown, in Thunder's order: each key is set (Set) as it is made,
+  // while its str is still in the cache (PyDict_SetItem hashes it; done at
+  // the end, each of those reads was a cache miss). A key set again keeps
+  // the place it was first set at, as in Thunder's dict.
+  nb::object breakdown_;
   absl::flat_hash_map<std::int64_t, nb::object> ints_;
   absl::flat_hash_map<PyObject*, SymRule> rules_;
   absl::flat_hash_map<PyObject*, Obj> objs_;
@@ -1267,18 +1279,8 @@ void LiveThunder::Set(const std::string& key, std::int64_t bytes) {
     it->second = nb::steal(PyLong_FromLongLong(bytes));
     if (!it->second.is_valid()) throw nb::python_error();
   }
-  entries_.emplace_back(BreakdownKey(key, nullptr), it->second);
-}
-
-nb::object LiveThunder::Breakdown() {
-  // Made at its final size, rather than grown (and rehashed) entry by entry.
-  // A key set again keeps the place it was first set at, as in Thunder's dict.
-  nb::object dict = nb::steal(_PyDict_NewPresized(static_cast<Py_ssize_t>(entries_.size())));
-  if (!dict.is_valid()) throw nb::python_error();
-  for (const auto& [key, value] : entries_) {
-    if (PyDict_SetItem(dict.ptr(), key.ptr(), value.ptr()) != 0) throw nb::python_error();
-  }
-  return dict;
+  nb::object k = BreakdownKey(key, nullptr);
+  if (PyDict_SetItem(breakdown_.ptr(), k.ptr(), it->second.ptr()) != 0) throw nb::python_error();
 }
 
 std::int64_t LiveThunder::Default(PyObject* bsym, const SymRule& rule) {
@@ -1376,6 +1378,8 @@ std::int64_t LiveThunder::Clear(PyObject* bsym) {
 }
 
 nb::object LiveThunder::Run(nb::handle trace) {
+  breakdown_ = nb::steal(PyDict_New());
+  if (!breakdown_.is_valid()) throw nb::python_error();
   // Arguments: tree_iter((trc.args, trc.kwargs)), each a tensor held twice.
   nb::object si = trace.attr("siginfo")();
   for (nb::handle arg : si.attr("args")) {
@@ -1411,26 +1415,13 @@ nb::object LiveThunder::Run(nb::handle trace) {
     }
   }
   if (proxies_in_args != leaves.size()) throw Unsupported();
-  std::int64_t allocated = 0;
-  for (PyObject* arg : leaves) {
-    Obj& o = ObjOf(arg);
-    if (o.kind != ProxyKind::kTensor && o.kind != ProxyKind::kFutureTensor) throw Unsupported();
-    NameEntry& n = names_table_[o.name];
-    n.data = static_cast<int>(data_.size());
-    data_.push_back({2, o.bytes});
-    allocated = Add(allocated, o.bytes);
-    key_.assign("argument ");
-    key_ += n.text;
-    Set(key_, o.bytes);
-  }
-  std::int64_t max_allocated = 0;
   nb::object bsyms = trace.attr("bound_symbols");
   if (!PyList_CheckExact(bsyms.ptr())) throw Unsupported();
   const std::size_t n = static_cast<std::size_t>(PyList_GET_SIZE(bsyms.ptr()));
-  objs_.reserve(n);
-  name_index_.reserve(n);
-  names_table_.reserve(n);
-  data_.reserve(n);
+  objs_.reserve(n + leaves.size());
+  name_index_.reserve(n + leaves.size());
+  names_table_.reserve(n + leaves.size());
+  data_.reserve(n + leaves.size());
   // Where bound symbols and tensor proxies keep the attributes read here.
   if (n > 0) {
     gatherer_.CalibrateBsym(Py_TYPE(PyList_GET_ITEM(bsyms.ptr(), 0)), names_.sym_attr.ptr(),
@@ -1442,6 +1433,30 @@ nb::object LiveThunder::Run(nb::handle trace) {
   }
   constexpr Py_ssize_t kBlock = Gatherer::kMaxBlock;
   Gatherer::Fields block[kBlock];
+  std::int64_t allocated = 0;
+  // A backward's arguments are its saved tensors (thousands of them): their
+  // attributes are gathered a block at a time, as the bound symbols' are.
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const std::size_t j = i % kBlock;
+    if (j == 0) {
+      const std::size_t count = std::min(leaves.size() - i, static_cast<std::size_t>(kBlock));
+      gatherer_.GatherProxies(&leaves[i], static_cast<Py_ssize_t>(count), block);
+      CheckGatheredProxy(block[0]);
+    }
+    PyObject* arg = leaves[i];
+    fields_ = &block[j];
+    Obj& o = ObjOf(arg);
+    fields_ = nullptr;
+    if (o.kind != ProxyKind::kTensor && o.kind != ProxyKind::kFutureTensor) throw Unsupported();
+    NameEntry& entry = names_table_[o.name];
+    entry.data = static_cast<int>(data_.size());
+    data_.push_back({2, o.bytes});
+    allocated = Add(allocated, o.bytes);
+    key_.assign("argument ");
+    key_ += entry.text;
+    Set(key_, o.bytes);
+  }
+  std::int64_t max_allocated = 0;
   for (Py_ssize_t start = 0; start < PyList_GET_SIZE(bsyms.ptr()); start += kBlock) {
     const Py_ssize_t count = std::min(kBlock, PyList_GET_SIZE(bsyms.ptr()) - start);
     const bool gathered = gatherer_.has_bsym();
@@ -1478,7 +1493,7 @@ nb::object LiveThunder::Run(nb::handle trace) {
     }
   }
   fields_ = nullptr;
-  return nb::make_tuple(nb::int_(max_allocated), Breakdown());
+  return nb::make_tuple(nb::int_(max_allocated), breakdown_);
 }
 
 }  // namespace
