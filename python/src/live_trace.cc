@@ -1060,11 +1060,16 @@ class LiveThunder {
   ThunderNames& names_;
   nb::object bytes_attr_ = Name("bytes"), numel_attr_ = Name("_numel");
   nb::object collection_attr_ = Name("collection");
-  // The breakdown, in Thunder's order: each key is set (Set) as it is made,
-  // while its str is still in the cache (PyDict_SetItem hashes it; done at
-  // the end, each of those reads was a cache miss). A key set again keeps
-  // the place it was first set at, as in Thunder's dict.
-  nb::object breakdown_;
+  // The breakdown, in Thunder's order: (key, bytes) as set (Set), made into
+  // a dict at the end (Breakdown). Each key str is hashed as it is made,
+  // while it is in the cache.
+  struct Entry {
+    nb::object key;
+    PyObject* value;  // held by ints_
+    Py_hash_t hash;
+  };
+  std::vector<Entry> entries_;
+  nb::object Breakdown();
   absl::flat_hash_map<std::int64_t, nb::object> ints_;
   absl::flat_hash_map<PyObject*, SymRule> rules_;
   absl::flat_hash_map<PyObject*, Obj> objs_;
@@ -1280,7 +1285,27 @@ void LiveThunder::Set(const std::string& key, std::int64_t bytes) {
     if (!it->second.is_valid()) throw nb::python_error();
   }
   nb::object k = BreakdownKey(key, nullptr);
-  if (PyDict_SetItem(breakdown_.ptr(), k.ptr(), it->second.ptr()) != 0) throw nb::python_error();
+  const Py_hash_t hash = PyObject_Hash(k.ptr());
+  if (hash == -1) throw nb::python_error();
+  entries_.push_back({std::move(k), it->second.ptr(), hash});
+}
+
+nb::object LiveThunder::Breakdown() {
+  // Made at its final size, rather than grown (and rehashed) entry by entry.
+  // A key set again keeps the place it was first set at, as in Thunder's dict.
+  nb::object dict = nb::steal(_PyDict_NewPresized(static_cast<Py_ssize_t>(entries_.size())));
+  if (!dict.is_valid()) throw nb::python_error();
+  // The keys were made long ago and left the cache: each is prefetched (it
+  // is written: the dict holds a reference) a few entries ahead.
+  constexpr std::size_t kAhead = 8;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (i + kAhead < entries_.size()) __builtin_prefetch(entries_[i + kAhead].key.ptr(), 1);
+    const Entry& e = entries_[i];
+    if (_PyDict_SetItem_KnownHash(dict.ptr(), e.key.ptr(), e.value, e.hash) != 0) {
+      throw nb::python_error();
+    }
+  }
+  return dict;
 }
 
 std::int64_t LiveThunder::Default(PyObject* bsym, const SymRule& rule) {
@@ -1378,8 +1403,6 @@ std::int64_t LiveThunder::Clear(PyObject* bsym) {
 }
 
 nb::object LiveThunder::Run(nb::handle trace) {
-  breakdown_ = nb::steal(PyDict_New());
-  if (!breakdown_.is_valid()) throw nb::python_error();
   // Arguments: tree_iter((trc.args, trc.kwargs)), each a tensor held twice.
   nb::object si = trace.attr("siginfo")();
   for (nb::handle arg : si.attr("args")) {
@@ -1493,7 +1516,7 @@ nb::object LiveThunder::Run(nb::handle trace) {
     }
   }
   fields_ = nullptr;
-  return nb::make_tuple(nb::int_(max_allocated), breakdown_);
+  return nb::make_tuple(nb::int_(max_allocated), Breakdown());
 }
 
 }  // namespace
