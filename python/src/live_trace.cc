@@ -765,6 +765,7 @@ class Gatherer {
     (void)count;
 #endif
   }
+  // One proxy, as GatherProxies reads it; false where it was not read.
   bool ReadProxy(PyObject* proxy, Fields* f) {
     GatherProxies(&proxy, 1, f);
     return f->name != nullptr;
@@ -1062,11 +1063,10 @@ class LiveThunder {
   nb::object collection_attr_ = Name("collection");
   // The breakdown, in Thunder's order: (key, bytes) as set (Set), made into
   // a dict at the end (Breakdown). Each key str is hashed as it is made,
-  // while it is in the cache.
+  // while it is in the cache (the str keeps its hash).
   struct Entry {
     nb::object key;
     PyObject* value;  // held by ints_
-    Py_hash_t hash;
   };
   std::vector<Entry> entries_;
   nb::object Breakdown();
@@ -1285,9 +1285,8 @@ void LiveThunder::Set(const std::string& key, std::int64_t bytes) {
     if (!it->second.is_valid()) throw nb::python_error();
   }
   nb::object k = BreakdownKey(key, nullptr);
-  const Py_hash_t hash = PyObject_Hash(k.ptr());
-  if (hash == -1) throw nb::python_error();
-  entries_.push_back({std::move(k), it->second.ptr(), hash});
+  if (PyObject_Hash(k.ptr()) == -1) throw nb::python_error();
+  entries_.push_back({std::move(k), it->second.ptr()});
 }
 
 nb::object LiveThunder::Breakdown() {
@@ -1295,15 +1294,14 @@ nb::object LiveThunder::Breakdown() {
   // A key set again keeps the place it was first set at, as in Thunder's dict.
   nb::object dict = nb::steal(_PyDict_NewPresized(static_cast<Py_ssize_t>(entries_.size())));
   if (!dict.is_valid()) throw nb::python_error();
-  // The keys were made long ago and left the cache: each is prefetched (it
-  // is written: the dict holds a reference) a few entries ahead.
+  // The keys were made long ago and have left the cache: each is prefetched
+  // a few entries ahead (for writing: the dict takes a reference to it, and
+  // reads the hash Set cached in it).
   constexpr std::size_t kAhead = 8;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     if (i + kAhead < entries_.size()) __builtin_prefetch(entries_[i + kAhead].key.ptr(), 1);
     const Entry& e = entries_[i];
-    if (_PyDict_SetItem_KnownHash(dict.ptr(), e.key.ptr(), e.value, e.hash) != 0) {
-      throw nb::python_error();
-    }
+    if (PyDict_SetItem(dict.ptr(), e.key.ptr(), e.value) != 0) throw nb::python_error();
   }
   return dict;
 }
