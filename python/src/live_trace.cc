@@ -1494,15 +1494,23 @@ nb::object LiveThunder::Run(nb::handle trace) {
       PyObject* bsym = held.ptr();
       fields_ = gathered && PyList_GET_SIZE(bsyms.ptr()) == static_cast<Py_ssize_t>(n)
                     ? &block[j] : nullptr;
-      // The gathered fields stay alive with the bound symbol; hold them too.
+      // The gathered fields stay alive with the bound symbol; those this
+      // bound symbol's rule reads are held too (a call's arguments are not
+      // read: its args tuple, a cache miss, is left alone).
       nb::object sym = fields_ != nullptr && fields_->sym != nullptr
                            ? nb::borrow(fields_->sym)
                            : Attr(bsym, names_.sym_attr.ptr());
-      nb::object args_held = fields_ != nullptr && fields_->args != nullptr
-                                 ? nb::borrow(fields_->args) : nb::object();
-      nb::object output_held = fields_ != nullptr && fields_->output != nullptr
-                                   ? nb::borrow(fields_->output) : nb::object();
+      const std::size_t rules_known = rules_.size();
       const SymRule& rule = RuleOf(sym.ptr());
+      if (rule.rule == Rule::kSkip) continue;
+      // A symbol met for the first time was read by getattr, which could run
+      // Python code: this bound symbol is then read by getattr too.
+      if (rules_.size() != rules_known) fields_ = nullptr;
+      const bool reads_output = rule.rule == Rule::kDefault || rule.rule == Rule::kAlias;
+      nb::object args_held = rule.rule != Rule::kDefault && fields_ != nullptr && fields_->args != nullptr
+                                 ? nb::borrow(fields_->args) : nb::object();
+      nb::object output_held = reads_output && fields_ != nullptr && fields_->output != nullptr
+                                   ? nb::borrow(fields_->output) : nb::object();
       switch (rule.rule) {
         case Rule::kSkip: continue;
         case Rule::kDefault: allocated = Add(allocated, Default(bsym, rule)); break;
