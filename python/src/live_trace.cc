@@ -1506,8 +1506,9 @@ nb::object LiveThunder::Run(nb::handle trace) {
       // A symbol met for the first time was read by getattr, which could run
       // Python code: this bound symbol is then read by getattr too.
       if (rules_.size() != rules_known) fields_ = nullptr;
+      const bool reads_args = rule.rule != Rule::kDefault;
       const bool reads_output = rule.rule == Rule::kDefault || rule.rule == Rule::kAlias;
-      nb::object args_held = rule.rule != Rule::kDefault && fields_ != nullptr && fields_->args != nullptr
+      nb::object args_held = reads_args && fields_ != nullptr && fields_->args != nullptr
                                  ? nb::borrow(fields_->args) : nb::object();
       nb::object output_held = reads_output && fields_ != nullptr && fields_->output != nullptr
                                    ? nb::borrow(fields_->output) : nb::object();
