@@ -1,3 +1,14 @@
+// Optimized for speed, not size. nanobind_add_module builds the extension
+// with -Os (after CMake's -O3), which leaves nanobind's reference counting,
+// absl's hash-table probes and the small helpers below as out-of-line calls:
+// the live drop-in (ThunderAllocMemoryLive) then runs about 1.4x slower
+// (measured on bench/bench_python.py's traces). This TU is the hot one, so it
+// asks for -O3 itself; placed before every #include so that all the inline
+// code it instantiates (nanobind, absl, CPython's headers) is compiled alike.
+// (The build-level equivalent is nanobind_add_module's NOMINSIZE option.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
 #include "live_trace.h"
 
 #include <nanobind/stl/string.h>
@@ -732,24 +743,32 @@ class Gatherer {
   }
   bool has_bsym() const { return bsym_.type != nullptr; }
 
-  // One proxy's _name, _numel and _dtype (borrowed), read as Gather reads an
-  // output's; false where it is not of the calibrated type or misses one.
-  bool ReadProxy(PyObject* proxy, Fields* f) {
+  // The _name, _numel and _dtype (borrowed) of proxies[0..count) (count <=
+  // kMaxBlock), read as Gather reads the outputs', into out[j].output, name,
+  // numel and dtype; all nullptr where a proxy is not of the calibrated type
+  // or misses one.
+  void GatherProxies(PyObject* const* proxies, Py_ssize_t count, Fields* out) {
+    for (Py_ssize_t j = 0; j < count; ++j) out[j] = Fields();
 #if PEAKMEM_CPYTHON_311_LAYOUT
-    if (proxy_.type == nullptr || Py_TYPE(proxy) != proxy_.type) return false;
-    PyObject* found[1][3];
-    proxy_.Read(&proxy, 1, store_, found);
-    if (found[0][0] == nullptr || found[0][1] == nullptr || found[0][2] == nullptr) return false;
-    f->output = proxy;
-    f->name = found[0][0];
-    f->numel = found[0][1];
-    f->dtype = found[0][2];
-    return true;
+    if (proxy_.type == nullptr) return;
+    PyObject* found[kMaxBlock][3];
+    proxy_.Read(proxies, count, store_, found);
+    for (Py_ssize_t j = 0; j < count; ++j) {
+      if (found[j][0] == nullptr || found[j][1] == nullptr || found[j][2] == nullptr) continue;
+      out[j].output = proxies[j];
+      out[j].name = found[j][0];
+      out[j].numel = found[j][1];
+      out[j].dtype = found[j][2];
+    }
 #else
-    (void)proxy;
-    (void)f;
-    return false;
+    (void)proxies;
+    (void)count;
 #endif
+  }
+  // One proxy, as GatherProxies reads it; false where it was not read.
+  bool ReadProxy(PyObject* proxy, Fields* f) {
+    GatherProxies(&proxy, 1, f);
+    return f->name != nullptr;
   }
 
   // Fills out[0..count) for bsyms[0..count) (count <= kMaxBlock).
@@ -958,6 +977,10 @@ class LiveThunder {
         Attr(bsym, names_.output_attr.ptr()).ptr() != f.output) {
       throw Unsupported();
     }
+    CheckGatheredProxy(f);
+  }
+  // The same for a tensor proxy's gathered _name, _numel and _dtype.
+  void CheckGatheredProxy(const Gatherer::Fields& f) {
     if (f.name == nullptr) return;
     if (Attr(f.output, names_.name_attr.ptr()).ptr() != f.name ||
         Attr(f.output, numel_attr_.ptr()).ptr() != f.numel ||
@@ -1012,7 +1035,6 @@ class LiveThunder {
   void FlatOuts(PyObject* obj, int depth, std::vector<PyObject*>* out);
   void FlatArgs(PyObject* obj, int depth, std::vector<PyObject*>* out);
   void Set(const std::string& key, std::int64_t bytes);
-  nb::object Breakdown();
   std::int64_t Add(std::int64_t a, std::int64_t b) {
     std::int64_t sum;
     if (__builtin_add_overflow(a, b, &sum)) throw Unsupported();
@@ -1039,9 +1061,15 @@ class LiveThunder {
   ThunderNames& names_;
   nb::object bytes_attr_ = Name("bytes"), numel_attr_ = Name("_numel");
   nb::object collection_attr_ = Name("collection");
-  // The breakdown, in Thunder's order: (key, bytes) as set (Set), made
-  // into a dict at the end (Breakdown).
-  std::vector<std::pair<nb::object, nb::object>> entries_;
+  // The breakdown, in Thunder's order: (key, bytes) as set (Set), made into
+  // a dict at the end (Breakdown). Each key str is hashed as it is made,
+  // while it is in the cache (the str keeps its hash).
+  struct Entry {
+    nb::object key;
+    PyObject* value;  // held by ints_
+  };
+  std::vector<Entry> entries_;
+  nb::object Breakdown();
   absl::flat_hash_map<std::int64_t, nb::object> ints_;
   absl::flat_hash_map<PyObject*, SymRule> rules_;
   absl::flat_hash_map<PyObject*, Obj> objs_;
@@ -1256,7 +1284,9 @@ void LiveThunder::Set(const std::string& key, std::int64_t bytes) {
     it->second = nb::steal(PyLong_FromLongLong(bytes));
     if (!it->second.is_valid()) throw nb::python_error();
   }
-  entries_.emplace_back(BreakdownKey(key, nullptr), it->second);
+  nb::object k = BreakdownKey(key, nullptr);
+  if (PyObject_Hash(k.ptr()) == -1) throw nb::python_error();
+  entries_.push_back({std::move(k), it->second.ptr()});
 }
 
 nb::object LiveThunder::Breakdown() {
@@ -1264,8 +1294,14 @@ nb::object LiveThunder::Breakdown() {
   // A key set again keeps the place it was first set at, as in Thunder's dict.
   nb::object dict = nb::steal(_PyDict_NewPresized(static_cast<Py_ssize_t>(entries_.size())));
   if (!dict.is_valid()) throw nb::python_error();
-  for (const auto& [key, value] : entries_) {
-    if (PyDict_SetItem(dict.ptr(), key.ptr(), value.ptr()) != 0) throw nb::python_error();
+  // The keys were made long ago and have left the cache: each is prefetched
+  // a few entries ahead (for writing: the dict takes a reference to it, and
+  // reads the hash Set cached in it).
+  constexpr std::size_t kAhead = 8;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (i + kAhead < entries_.size()) __builtin_prefetch(entries_[i + kAhead].key.ptr(), 1);
+    const Entry& e = entries_[i];
+    if (PyDict_SetItem(dict.ptr(), e.key.ptr(), e.value) != 0) throw nb::python_error();
   }
   return dict;
 }
@@ -1400,26 +1436,13 @@ nb::object LiveThunder::Run(nb::handle trace) {
     }
   }
   if (proxies_in_args != leaves.size()) throw Unsupported();
-  std::int64_t allocated = 0;
-  for (PyObject* arg : leaves) {
-    Obj& o = ObjOf(arg);
-    if (o.kind != ProxyKind::kTensor && o.kind != ProxyKind::kFutureTensor) throw Unsupported();
-    NameEntry& n = names_table_[o.name];
-    n.data = static_cast<int>(data_.size());
-    data_.push_back({2, o.bytes});
-    allocated = Add(allocated, o.bytes);
-    key_.assign("argument ");
-    key_ += n.text;
-    Set(key_, o.bytes);
-  }
-  std::int64_t max_allocated = 0;
   nb::object bsyms = trace.attr("bound_symbols");
   if (!PyList_CheckExact(bsyms.ptr())) throw Unsupported();
   const std::size_t n = static_cast<std::size_t>(PyList_GET_SIZE(bsyms.ptr()));
-  objs_.reserve(n);
-  name_index_.reserve(n);
-  names_table_.reserve(n);
-  data_.reserve(n);
+  objs_.reserve(n + leaves.size());
+  name_index_.reserve(n + leaves.size());
+  names_table_.reserve(n + leaves.size());
+  data_.reserve(n + leaves.size());
   // Where bound symbols and tensor proxies keep the attributes read here.
   if (n > 0) {
     gatherer_.CalibrateBsym(Py_TYPE(PyList_GET_ITEM(bsyms.ptr(), 0)), names_.sym_attr.ptr(),
@@ -1431,6 +1454,30 @@ nb::object LiveThunder::Run(nb::handle trace) {
   }
   constexpr Py_ssize_t kBlock = Gatherer::kMaxBlock;
   Gatherer::Fields block[kBlock];
+  std::int64_t allocated = 0;
+  // A backward's arguments are its saved tensors (thousands of them): their
+  // attributes are gathered a block at a time, as the bound symbols' are.
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const std::size_t j = i % kBlock;
+    if (j == 0) {
+      const std::size_t count = std::min(leaves.size() - i, static_cast<std::size_t>(kBlock));
+      gatherer_.GatherProxies(&leaves[i], static_cast<Py_ssize_t>(count), block);
+      CheckGatheredProxy(block[0]);
+    }
+    PyObject* arg = leaves[i];
+    fields_ = &block[j];
+    Obj& o = ObjOf(arg);
+    fields_ = nullptr;
+    if (o.kind != ProxyKind::kTensor && o.kind != ProxyKind::kFutureTensor) throw Unsupported();
+    NameEntry& entry = names_table_[o.name];
+    entry.data = static_cast<int>(data_.size());
+    data_.push_back({2, o.bytes});
+    allocated = Add(allocated, o.bytes);
+    key_.assign("argument ");
+    key_ += entry.text;
+    Set(key_, o.bytes);
+  }
+  std::int64_t max_allocated = 0;
   for (Py_ssize_t start = 0; start < PyList_GET_SIZE(bsyms.ptr()); start += kBlock) {
     const Py_ssize_t count = std::min(kBlock, PyList_GET_SIZE(bsyms.ptr()) - start);
     const bool gathered = gatherer_.has_bsym();
@@ -1447,15 +1494,24 @@ nb::object LiveThunder::Run(nb::handle trace) {
       PyObject* bsym = held.ptr();
       fields_ = gathered && PyList_GET_SIZE(bsyms.ptr()) == static_cast<Py_ssize_t>(n)
                     ? &block[j] : nullptr;
-      // The gathered fields stay alive with the bound symbol; hold them too.
+      // The gathered fields stay alive with the bound symbol; those this
+      // bound symbol's rule reads are held too (a call's arguments are not
+      // read: its args tuple, a cache miss, is left alone).
       nb::object sym = fields_ != nullptr && fields_->sym != nullptr
                            ? nb::borrow(fields_->sym)
                            : Attr(bsym, names_.sym_attr.ptr());
-      nb::object args_held = fields_ != nullptr && fields_->args != nullptr
-                                 ? nb::borrow(fields_->args) : nb::object();
-      nb::object output_held = fields_ != nullptr && fields_->output != nullptr
-                                   ? nb::borrow(fields_->output) : nb::object();
+      const std::size_t rules_known = rules_.size();
       const SymRule& rule = RuleOf(sym.ptr());
+      if (rule.rule == Rule::kSkip) continue;
+      // A symbol met for the first time was read by getattr, which could run
+      // Python code: this bound symbol is then read by getattr too.
+      if (rules_.size() != rules_known) fields_ = nullptr;
+      const bool reads_args = rule.rule != Rule::kDefault;
+      const bool reads_output = rule.rule == Rule::kDefault || rule.rule == Rule::kAlias;
+      nb::object args_held = reads_args && fields_ != nullptr && fields_->args != nullptr
+                                 ? nb::borrow(fields_->args) : nb::object();
+      nb::object output_held = reads_output && fields_ != nullptr && fields_->output != nullptr
+                                   ? nb::borrow(fields_->output) : nb::object();
       switch (rule.rule) {
         case Rule::kSkip: continue;
         case Rule::kDefault: allocated = Add(allocated, Default(bsym, rule)); break;
