@@ -1,14 +1,3 @@
-// Optimized for speed, not size. nanobind_add_module builds the extension
-// with -Os (after CMake's -O3), which leaves nanobind's reference counting,
-// absl's hash-table probes and the small helpers below as out-of-line calls:
-// the live drop-in (ThunderAllocMemoryLive) then runs about 1.4x slower
-// (measured on bench/bench_python.py's traces). This TU is the hot one, so it
-// asks for -O3 itself; placed before every #include so that all the inline
-// code it instantiates (nanobind, absl, CPython's headers) is compiled alike.
-// (The build-level equivalent is nanobind_add_module's NOMINSIZE option.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3")
-#endif
 #include "live_trace.h"
 
 #include <nanobind/stl/string.h>
