@@ -392,7 +392,8 @@ if rss:
     for model, style in (("runtime", "-"), ("thunder", "--")):
         pts = sorted((r["statements"], 1e9 * (r["user_s"] + r["sys_s"]) / r["statements"]) for r in rss
                      if r["status"] == "ok" and r["model"] == model and r["format"] == "text"
-                     and family(r["file"]) == (MAIN, "trace") and r["statements"] >= 1e4)
+                     and family(r["file"]) == (MAIN, "trace") and r["statements"] >= 1e4
+                     and r["user_s"] + r["sys_s"] >= 0.05)  # GNU time's 10 ms steps
         plot(a1, pts, f"CLI end to end, {model} (user+sys)", linestyle=style, color="black" if model == "runtime" else "gray")
 touch = series(MAIN, "trace", "touch_stmts_per_s")
 plot(a1, [(n, 1e9 / v) for n, v in touch], "baseline: touch each statement", linestyle=":", color="silver")
