@@ -9,6 +9,7 @@
 #include "peakmem/model_support.h"
 #include "peakmem/op_registry.h"
 #include "peakmem/scratch.h"
+#include "peakmem/step_recorder.h"
 
 namespace peakmem {
 
@@ -414,8 +415,11 @@ void RuntimeModel::Snapshot() {
   }
   const bool scratch = snapshot_scratch_ > 0 && report_.peak_step >= 0;
   if (scratch) entries.push_back({snapshot_scratch_, storages_.size()});
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const Entry& a, const Entry& b) { return a.bytes > b.bytes; });
+  // Ties keep allocation order: the storage index breaks them (a plain sort
+  // with that key orders as a stable sort by bytes, without its buffer).
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.storage < b.storage;
+  });
   snapshot_.reserve(entries.size());
   for (const Entry& e : entries) {
     LiveTensor t;
@@ -1007,10 +1011,13 @@ Report RuntimeModel::Run() {
   report_.trace_name = trace_.source_name;
   report_.convention = CallingConventionName(convention_);
   SetUpArguments();
-  StepMaker steps(parsed_, &report_);
   if (report_options_.steps) report_.steps.reserve(trace_.statements.size());
   if (report_options_.breakdown) report_.breakdown.Reserve(trace_.statements.size());
   const std::size_t n = trace_.statements.size();
+  const bool rows = report_options_.steps || report_options_.breakdown;
+  StepRecorder recorder(parsed_, &report_, report_options_,
+                        rows && report_options_.second_thread &&
+                            n >= StepRecorder::kConcurrentStatements);
   for (std::size_t i = 0; i < n; ++i) {
     if (i + kPrefetchFar < n) PrefetchStatementData(trace_.statements[i + kPrefetchFar]);
     if (i + kPrefetchNear < n) PrefetchValueState(trace_.statements[i + kPrefetchNear]);
@@ -1018,27 +1025,16 @@ Report RuntimeModel::Run() {
     const std::int64_t before = live_;
     step_peak_ = live_;
     Execute(i);
-    // Breakdown, in Thunder's key style: "{symbol} {storages made or freed}".
-    if (!step_names_.empty()) {
-      key_.assign(trace_.statements[i].SymbolName());
-      key_ += ' ';
-      for (std::size_t n = 0; n < step_names_.size(); ++n) {
-        if (n) key_ += ", ";
-        key_ += ValueOf(step_names_[n].first).name;
-      }
-      report_.breakdown.Set(key_, live_ - before);
-      step_names_.clear();
-    }
-    if (report_options_.steps) {
-      Step step = steps.Make(i, live_ - before, live_);
-      step.peak_bytes = step_peak_;
-      report_.steps.push_back(step);
-    }
+    // The step's row and breakdown key (StepRecorder: on another thread
+    // for a big trace).
+    if (rows) recorder.Record(i, live_ - before, live_, step_peak_, step_names_);
+    step_names_.clear();
   }
   report_.peak_bytes = peak_;
   report_.final_bytes = live_;
   report_.tensor_peak_bytes = tensor_peak_;
   if (report_options_.live_at_peak) Snapshot();
+  recorder.Finish();
   report_.live_at_peak = std::move(snapshot_);
   unknown_.AppendDiagnostics(&report_.diagnostics, "counted as allocating its outputs");
   return std::move(report_);

@@ -106,6 +106,10 @@ struct ReportOptions {
   bool steps = true;         // default true: one Step per statement
   bool breakdown = true;     // default true: the ordered breakdown (a key per allocating op)
   bool live_at_peak = true;  // default true (runtime model): the storages alive at the peak
+  // Default true (runtime model): on a big trace the steps and breakdown keys
+  // are built on a second thread while the model runs (StepRecorder); the
+  // report is the same either way.
+  bool second_thread = true;
 };
 
 // Receives a rendered report piece by piece (about 1 MB at a time).

@@ -22,6 +22,7 @@
 #include "peakmem/source.h"
 #include "peakmem/trace.h"
 #include "peakmem/trace_text_reader.h"
+#include "test_util.h"
 
 namespace peakmem {
 namespace {
@@ -171,27 +172,8 @@ TEST(ChunkedRead, CorpusTracesReadTheSameSplitAtEveryStatement) {
 
 TEST(ChunkedRead, BigTracesJoinOnTwoThreads) {
   // A 40,000-statement chain (big enough that appending a chunk checks and
-  // renumbers it on two threads), with values used far from where they
-  // were bound, types given later, aliases, and a long final return.
-  std::string text = "def f(a, w):\n  # a: \"cpu f32[4]\"\n  # w: \"cpu f32[4]\"\n";
-  text += "  t0 = torch.neg(a)  # t0: \"cpu f32[4]\"\n";
-  std::string returned = "  return (t0";
-  for (int i = 1; i < 20000; ++i) {
-    const std::string t = "t" + std::to_string(i);
-    const std::string prev = "t" + std::to_string(i - 1);
-    if (i % 7 == 0) {
-      text += "  (" + t + ",) = update_aliases((" + prev + ",))\n";
-    } else {
-      text += "  " + t + " = torch.add(" + prev + ", w)  # " + t + ": \"cpu f32[4]\"\n";
-    }
-    if ((i - 1) % 100 == 0) {
-      if (i > 1) returned += ", " + prev;  // kept to the end
-    } else {
-      if (i % 7 == 0) text += "  # " + prev + ": \"cpu f32[4]\"\n";  // a type given later
-      text += "  del " + prev + "\n";
-    }
-  }
-  text += returned + ", t19999)\n";
+  // renumbers it on two threads).
+  const std::string text = testing_util::ChainTrace(20000);
   const auto source = Source(text);
   const std::string expected = OnePass(source);
   ASSERT_EQ(expected.rfind("read error", 0), std::string::npos) << expected.substr(0, 300);

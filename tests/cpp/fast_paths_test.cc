@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "peakmem/analyze.h"
+#include "peakmem/step_recorder.h"
+#include "test_util.h"
 
 namespace peakmem {
 namespace {
@@ -120,6 +122,26 @@ TEST(ReaderFastPaths, JsonFileEndingOnAPageBoundaryReadsInPlace) {
   fs::remove(path);
   EXPECT_EQ(r.peak_bytes, m["fw"]["peak_bytes"].get<std::int64_t>());
   EXPECT_EQ(r.final_bytes, m["fw"]["final_bytes"].get<std::int64_t>());
+}
+
+
+// The runtime model builds a big trace's steps and breakdown keys on a second
+// thread (StepRecorder); the report must be the one it builds on one. 60,000
+// links are ~120,000 statements, past StepRecorder::kConcurrentStatements.
+TEST(FastPaths, ReportRowsBuiltOnASecondThreadAreTheSame) {
+  const ParsedTrace parsed = testing_util::Parse(testing_util::ChainTrace(60000));
+  ASSERT_GE(parsed.trace.statements.size(), StepRecorder::kConcurrentStatements);
+  ReportOptions one_thread;
+  one_thread.second_thread = false;
+  const Report alone = Analyze(parsed, "runtime", {}, one_thread);
+  const Report two = Analyze(parsed, "runtime", {}, {});
+  EXPECT_EQ(alone.steps.size(), parsed.trace.statements.size());
+  EXPECT_EQ(ReportToJson(two, 0), ReportToJson(alone, 0));
+  // And in a Simulator, run after run.
+  Simulator simulator;
+  for (int run = 0; run < 2; ++run) {
+    EXPECT_EQ(ReportToJson(simulator.Analyze(parsed, "runtime"), 0), ReportToJson(alone, 0));
+  }
 }
 
 }  // namespace

@@ -25,6 +25,34 @@ inline constexpr const char* kTraceName = "t.trace";
 
 using Breakdown = std::vector<std::pair<std::string, std::int64_t>>;
 
+// A chain of `links` ops (t_i from t_{i-1}), about two statements each, for
+// tests that need a big trace: values used far from where they were bound
+// (every 100th is kept to the end), types given later (`# t: "..."` after
+// an `update_aliases`, whose output takes its input's type), and a long
+// final return.
+inline std::string ChainTrace(int links) {
+  std::string text = "def f(a, w):\n  # a: \"cpu f32[4]\"\n  # w: \"cpu f32[4]\"\n";
+  text += "  t0 = torch.neg(a)  # t0: \"cpu f32[4]\"\n";
+  std::string returned = "  return (t0";
+  for (int i = 1; i < links; ++i) {
+    const std::string t = "t" + std::to_string(i);
+    const std::string prev = "t" + std::to_string(i - 1);
+    if (i % 7 == 0) {
+      text += "  (" + t + ",) = update_aliases((" + prev + ",))\n";
+    } else {
+      text += "  " + t + " = torch.add(" + prev + ", w)  # " + t + ": \"cpu f32[4]\"\n";
+    }
+    if ((i - 1) % 100 == 0) {
+      if (i > 1) returned += ", " + prev;  // kept to the end
+    } else {
+      if (i % 7 == 0) text += "  # " + prev + ": \"cpu f32[4]\"\n";  // a type given later
+      text += "  del " + prev + "\n";
+    }
+  }
+  text += returned + ", t" + std::to_string(links - 1) + ")\n";
+  return text;
+}
+
 // Reads inline trace text as the file "t.trace".
 inline ParsedTrace Parse(std::string text) {
   return ReadTraceText(kTraceName, std::move(text));

@@ -1,0 +1,94 @@
+// Builds a report's per-step rows and breakdown keys from the numbers a
+// model's simulation hands it, statement by statement.
+//
+// The simulation of a statement is cheap; what the full report wants for it
+// (a Step with the statement's op and source text, a breakdown key naming the
+// storages the statement made or freed, copied into the report) costs about
+// as much again, and none of it feeds back into the simulation. So for a big
+// trace the recorder builds the rows on a second thread while the simulation
+// goes on: the simulation appends each statement's numbers to a block, and
+// full blocks go, in order, to the thread that turns them into rows. On a
+// 2-core machine that takes the report off the simulation's critical path.
+// The rows, keys and their order are the same either way.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "peakmem/model_support.h"
+#include "peakmem/report.h"
+#include "peakmem/trace.h"
+
+namespace peakmem {
+
+class StepRecorder {
+ public:
+  // Rows go to `report` (steps and/or breakdown, as `options` ask). With
+  // `concurrent`, on a second thread (if one can be had).
+  StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
+               bool concurrent);
+  // Stops the second thread (dropping rows not yet built: a model that
+  // throws has no report).
+  ~StepRecorder();
+  StepRecorder(const StepRecorder&) = delete;
+  StepRecorder& operator=(const StepRecorder&) = delete;
+
+  // Statement `index` (called in order, once each): live bytes changed by
+  // `delta` to `live`, at most `peak` inside it; `named`: the values whose
+  // storages it made (bytes > 0) or freed (bytes < 0), for its breakdown key
+  // "{op} {name}, {name}..." (none: no key).
+  void Record(std::size_t index, std::int64_t delta, std::int64_t live, std::int64_t peak,
+              const std::vector<std::pair<ValueId, std::int64_t>>& named);
+  // Waits until every row is built; rethrows what building one threw.
+  void Finish();
+
+  // Traces at least this long are worth a second thread.
+  static constexpr std::size_t kConcurrentStatements = 50000;
+
+ private:
+  struct Row {
+    std::int64_t delta;
+    std::int64_t live;
+    std::int64_t peak;
+    std::uint32_t named_end;  // in Block::named
+  };
+  struct Block {
+    std::size_t first = 0;  // statement index of rows[0]
+    std::vector<Row> rows;
+    std::vector<std::pair<ValueId, std::int64_t>> named;
+  };
+  static constexpr std::size_t kBlockRows = 8192;
+  static constexpr std::size_t kMaxQueuedBlocks = 8;
+
+  void Build(std::size_t index, const Row& row, const std::pair<ValueId, std::int64_t>* named,
+             std::size_t named_count);
+  void BuildBlocks();  // the second thread
+  void Hand(std::unique_ptr<Block> block);
+
+  const ParsedTrace& parsed_;
+  Report* report_;
+  const bool steps_;
+  StepMaker maker_;
+  std::string key_;  // breakdown key being built (reused)
+
+  // Concurrent mode.
+  std::unique_ptr<Block> filling_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::unique_ptr<Block>> queue_;  // full blocks, in order
+  std::vector<std::unique_ptr<Block>> spare_;  // built blocks, for reuse
+  bool done_ = false;                          // no more blocks will come
+  bool stop_ = false;                          // drop what is queued
+  std::exception_ptr failure_;
+  std::thread builder_;
+};
+
+}  // namespace peakmem

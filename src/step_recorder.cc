@@ -1,0 +1,133 @@
+#include "peakmem/step_recorder.h"
+
+#include <system_error>
+
+namespace peakmem {
+
+StepRecorder::StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
+                           bool concurrent)
+    : parsed_(parsed), report_(report), steps_(options.steps), maker_(parsed, report) {
+  if (!concurrent) return;
+  filling_ = std::make_unique<Block>();
+  filling_->rows.reserve(kBlockRows);
+  try {
+    builder_ = std::thread([this] { BuildBlocks(); });
+  } catch (const std::system_error&) {
+    filling_.reset();  // no thread: rows are built as they come
+  }
+}
+
+StepRecorder::~StepRecorder() {
+  if (!builder_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    stop_ = true;
+  }
+  changed_.notify_all();
+  builder_.join();
+}
+
+void StepRecorder::Build(std::size_t index, const Row& row,
+                         const std::pair<ValueId, std::int64_t>* named, std::size_t named_count) {
+  const Statement& s = parsed_.trace.statements[index];
+  if (named_count > 0) {
+    // Thunder's key style: "{symbol} {storages made or freed}".
+    key_.assign(s.SymbolName());
+    key_ += ' ';
+    for (std::size_t n = 0; n < named_count; ++n) {
+      if (n) key_ += ", ";
+      key_ += parsed_.trace.value(named[n].first).name;
+    }
+    report_->breakdown.Set(key_, row.delta);
+  }
+  if (steps_) {
+    Step step = maker_.Make(index, row.delta, row.live);
+    step.peak_bytes = row.peak;
+    report_->steps.push_back(step);
+  }
+}
+
+void StepRecorder::Record(std::size_t index, std::int64_t delta, std::int64_t live,
+                          std::int64_t peak,
+                          const std::vector<std::pair<ValueId, std::int64_t>>& named) {
+  if (!filling_) {
+    Build(index, Row{delta, live, peak, 0}, named.data(), named.size());
+    return;
+  }
+  Block& b = *filling_;
+  if (b.rows.empty()) b.first = index;
+  b.named.insert(b.named.end(), named.begin(), named.end());
+  b.rows.push_back(Row{delta, live, peak, static_cast<std::uint32_t>(b.named.size())});
+  if (b.rows.size() == kBlockRows) {
+    std::unique_ptr<Block> next;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!spare_.empty()) {
+        next = std::move(spare_.back());
+        spare_.pop_back();
+      }
+    }
+    if (!next) {
+      next = std::make_unique<Block>();
+      next->rows.reserve(kBlockRows);
+    }
+    Hand(std::move(filling_));
+    filling_ = std::move(next);
+  }
+}
+
+void StepRecorder::Hand(std::unique_ptr<Block> block) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Bounded: the simulation waits rather than queue the whole trace.
+  changed_.wait(lock, [this] { return queue_.size() < kMaxQueuedBlocks || failure_; });
+  queue_.push_back(std::move(block));
+  lock.unlock();
+  changed_.notify_all();
+}
+
+void StepRecorder::BuildBlocks() {
+  for (;;) {
+    std::unique_ptr<Block> block;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [this] { return !queue_.empty() || done_; });
+      if (stop_ || (queue_.empty() && done_)) return;
+      block = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    changed_.notify_all();
+    try {
+      std::uint32_t named_begin = 0;
+      for (std::size_t r = 0; r < block->rows.size(); ++r) {
+        const Row& row = block->rows[r];
+        Build(block->first + r, row, block->named.data() + named_begin, row.named_end - named_begin);
+        named_begin = row.named_end;
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failure_ = std::current_exception();
+      stop_ = true;
+      changed_.notify_all();
+      return;
+    }
+    block->rows.clear();
+    block->named.clear();
+    std::lock_guard<std::mutex> lock(mutex_);
+    spare_.push_back(std::move(block));
+  }
+}
+
+void StepRecorder::Finish() {
+  if (!builder_.joinable()) return;
+  if (filling_ && !filling_->rows.empty()) Hand(std::move(filling_));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  changed_.notify_all();
+  builder_.join();
+  if (failure_) std::rethrow_exception(failure_);
+}
+
+}  // namespace peakmem
