@@ -547,6 +547,9 @@ bool InferAliasTypes(Trace* trace, const Statement& s, const Pending& pending) {
   }
   const OpInfo* op = FindOp(s.symbol);
   if (op == nullptr || op->effect != OpEffect::kReturnsInput) return true;
+  // Which arguments count depends on which are values (a name a chunk took
+  // for a value may turn out to be a constant): a pending one puts it off.
+  if (any_pending(FlatArgs(s))) return false;
   const std::vector<ValueId> outputs = FlatOutputs(s);
   std::vector<ValueId> sources;
   if (op->returned_arg < 0) {
@@ -556,7 +559,6 @@ bool InferAliasTypes(Trace* trace, const Statement& s, const Pending& pending) {
     sources.push_back(s.args[op->returned_arg].value);
   }
   if (sources.size() != outputs.size()) return true;
-  if (any_pending(sources)) return false;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     Value& out = trace->value(outputs[i]);
     if (out.type->kind == ValueKind::kUnknown) out.type = trace->value(sources[i]).type;

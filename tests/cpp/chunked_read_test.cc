@@ -308,6 +308,12 @@ TEST(ChunkedRead, NamesNeverBoundAreConstantsAsInOnePass) {
       "def f(a):\n  t0 = torch.neg(a)\n  t1 = torch.add(t0, zz)\n  # zz: \"cpu f32[4]\"\n"
       "  return t1, zz\n";
   EXPECT_EQ(JoinedSplitAtLine(text, 3), 2);
+  // An op that returns its input takes the input's type: with the constant
+  // counted out, as one pass does (update_aliases returns all its inputs).
+  const std::string aliases =
+      "def f(a):\n  # a: \"cpu f32[4]\"\n  t0 = torch.neg(a)  # t0: \"cpu f32[4]\"\n"
+      "  (t1,) = update_aliases((t0, zz))\n  return t1\n";
+  EXPECT_EQ(JoinedSplitAtLine(aliases, 4), 2);
   // Where the chunk needs a value (an assignment's source, a del), it is not
   // joined: one pass gives the error.
   for (const std::string& needs_value :
