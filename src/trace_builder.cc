@@ -161,7 +161,11 @@ ValueId TraceBuilder::LookupCallee(std::string_view name) {
     }
     return kNoValue;
   }
-  return it->second.deleted_at == kLive ? it->second.value : kNoValue;
+  if (it->second.deleted_at != kLive) return kNoValue;
+  // Called as a value: a name the chunk took for a value bound before it
+  // must be one (were it never bound, one pass would call it as a global).
+  RequireBound(it->second.value);
+  return it->second.value;
 }
 
 ValueId TraceBuilder::LookupLive(std::string_view name) {

@@ -314,6 +314,12 @@ TEST(ChunkedRead, NamesNeverBoundAreConstantsAsInOnePass) {
       "def f(a):\n  # a: \"cpu f32[4]\"\n  t0 = torch.neg(a)  # t0: \"cpu f32[4]\"\n"
       "  (t1,) = update_aliases((t0, zz))\n  return t1\n";
   EXPECT_EQ(JoinedSplitAtLine(aliases, 4), 2);
+  // A name used as a value and then called: one pass calls the global `zz`
+  // (no value is bound to it); the chunk cannot, and is not joined.
+  const std::string called =
+      "def f(a):\n  t0 = torch.neg(a)\n  t1 = torch.add(t0, zz)\n"
+      "  t2 = torch.add(zz(a), t1)\n  return t2\n";
+  EXPECT_EQ(JoinedSplitAtLine(called, 3), 1);
   // Where the chunk needs a value (an assignment's source, a del), it is not
   // joined: one pass gives the error.
   for (const std::string& needs_value :
