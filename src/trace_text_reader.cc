@@ -1151,15 +1151,19 @@ Trace TextReader::TakeTrace() {
 
 
 bool TextReader::Append(TextReader&& chunk, bool more_follow) {
-  return builder_.AppendChunk(std::move(chunk.builder_), more_follow, [this](std::uint32_t i) {
-    InferOutputTypes(trace_.statements[i]);  // this reader is no chunk: nothing is pending
-  });
+  const bool appended =
+      builder_.AppendChunk(std::move(chunk.builder_), more_follow, [this](std::uint32_t i) {
+        InferOutputTypes(trace_.statements[i]);  // this reader is no chunk: nothing is pending
+      });
+  // The last statement so far (for "ends without a 'return'"): the chunk's,
+  // unless it holds none (only comments).
+  if (appended) last_code_line_ = std::max(last_code_line_, chunk.last_code_line_);
+  return appended;
 }
 
 void TextReader::ResumeAfter(const TextReader& chunk) {
   lines_ = chunk.lines_;
   returned_ = chunk.returned_;
-  last_code_line_ = chunk.last_code_line_;
   open_call_ = nullptr;
   subsymbol_stack_.clear();
   stop_ = std::string_view::npos;

@@ -273,6 +273,9 @@ TEST(ChunkedRead, BadInputGivesTheSameErrorAtEverySplit) {
       "def f(a):\n  t0 = torch.neg(a)\n  return t0\n  t1 = torch.neg(a)\n",
       "def f(a):\n  t0 = torch.neg(a)\n  return t0\nx = 1\n",
       "def f(a):\n  t0 = torch.neg(a)\n  t1 = torch.neg(t0)\n",
+      // ... where the last chunks hold only comments (the error names the
+      // last statement: found by the differential fuzzer)
+      "def f(a):\n  t0 = torch.neg(a)\n  # t0: \"cpu f32[4]\"\n  # a comment\n  # another\n",
       // a bad type string in a type comment for a value of an earlier chunk,
       // and in a subsymbol
       "def f(a):\n  t0 = torch.neg(a)\n  t1 = torch.neg(a)\n  # t0: \"cpu f32[4\"\n  return t1\n",
