@@ -549,11 +549,12 @@ bool InferAliasTypes(Trace* trace, const Statement& s, const Pending& pending) {
   if (op == nullptr || op->effect != OpEffect::kReturnsInput) return true;
   // Which arguments count depends on which are values (a name a chunk took
   // for a value may turn out to be a constant): a pending one puts it off.
-  if (any_pending(FlatArgs(s))) return false;
+  std::vector<ValueId> args = FlatArgs(s);
+  if (any_pending(args)) return false;
   const std::vector<ValueId> outputs = FlatOutputs(s);
   std::vector<ValueId> sources;
   if (op->returned_arg < 0) {
-    sources = FlatArgs(s);
+    sources = std::move(args);
   } else if (static_cast<std::size_t>(op->returned_arg) < s.args.size() &&
              s.args[op->returned_arg].kind == Expr::Kind::kValue) {
     sources.push_back(s.args[op->returned_arg].value);
