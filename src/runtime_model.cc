@@ -199,14 +199,15 @@ class RuntimeModel {
   }
   void Snapshot();
 
-  // Software prefetching, in two stages ahead of the statement being run.
+  // Software prefetching, in three stages ahead of the statement being run
+  // (the first, the statement itself: PrefetchStatementAhead).
   // On a big trace the loop waits on memory, not arithmetic: a statement's
   // arguments are a separate heap block, and the values and objects they
   // name lie anywhere in tables of one entry per value. Statements are
-  // sequential (the hardware prefetches them); the pointers they hold are
-  // not, so: kPrefetchFar statements ahead, fetch the argument blocks; at
-  // kPrefetchNear (by then those blocks have arrived), fetch the per-value
-  // state of the values they name. Prefetches change no state.
+  // sequential; the pointers they hold are not, so: kPrefetchFar statements
+  // ahead, fetch the argument blocks; at kPrefetchNear (by then those blocks
+  // have arrived), fetch the per-value state of the values they name.
+  // Prefetches change no state.
   static constexpr std::size_t kPrefetchFar = 12;
   static constexpr std::size_t kPrefetchNear = 5;
   static void PrefetchStatementData(const Statement& s) {
@@ -1019,6 +1020,7 @@ Report RuntimeModel::Run() {
                         rows && report_options_.second_thread &&
                             n >= StepRecorder::kConcurrentStatements);
   for (std::size_t i = 0; i < n; ++i) {
+    PrefetchStatementAhead(trace_.statements, i);
     if (i + kPrefetchFar < n) PrefetchStatementData(trace_.statements[i + kPrefetchFar]);
     if (i + kPrefetchNear < n) PrefetchValueState(trace_.statements[i + kPrefetchNear]);
     current_step_ = static_cast<int>(i);

@@ -17,6 +17,20 @@
 
 namespace peakmem {
 
+// A model's loop over a big trace waits on memory at every 4 KiB page of
+// the statement array (every ~20 statements: the hardware prefetcher stops
+// at page boundaries, and in a VM a TLB miss is a long walk). Each model
+// calls this at statement i to start loading statement i + 28 whole (the
+// runtime model's simulation of 10^6 statements: ~12% faster; the thunder
+// model's loop, which reads less of each statement, did not gain).
+// Prefetches change no state.
+inline constexpr std::size_t kStatementPrefetchDistance = 28;
+inline void PrefetchStatementAhead(const std::vector<Statement>& statements, std::size_t i) {
+  if (i + kStatementPrefetchDistance >= statements.size()) return;
+  const char* p = reinterpret_cast<const char*>(&statements[i + kStatementPrefetchDistance]);
+  for (std::size_t line = 0; line < sizeof(Statement); line += 64) __builtin_prefetch(p + line);
+}
+
 // Raises TraceError at a location of the parsed trace's source.
 class ModelErrors {
  public:
