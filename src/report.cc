@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <exception>
 #include <iterator>
+#include <system_error>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -251,6 +254,85 @@ std::string HumanBytes(std::int64_t bytes) {
   return fmt::format("{}{:.2f} GiB", sign, b / (1024.0 * 1024 * 1024));
 }
 
+// The step table's rows [begin, end), appended to `out`: one row per step,
+// as "{:>5} {:>5} {:>14} {:>14} {:>14}  {source}". The numbers are written
+// with to_chars (fmt's general path costs more than the rest of the row on a
+// 10^6-step table).
+void AppendStepRows(const Report& report, std::size_t begin, std::size_t end, std::string* out) {
+  for (std::size_t i = begin; i < end; ++i) {
+    const Step& s = report.steps[i];
+    const bool cut = s.source.size() > 80;
+    char row[128];  // the numbers: 5 columns of at most 20 digits and a space each
+    char* at = row;
+    at = PutRight(s.index, 5, at);
+    *at++ = ' ';
+    at = PutRight(s.line, 5, at);
+    *at++ = ' ';
+    at = PutRight(s.delta_bytes, 14, at);
+    *at++ = ' ';
+    at = PutRight(s.live_bytes, 14, at);
+    *at++ = ' ';
+    at = PutRight(s.peak_bytes, 14, at);
+    *at++ = ' ';
+    *at++ = ' ';
+    out->append(row, at);
+    *out += cut ? s.source.substr(0, 77) : s.source;
+    if (cut) *out += "...";
+    if (s.index == report.peak_step) *out += "   <- peak";
+    *out += '\n';
+  }
+}
+
+// Writes `head` and then every step row to `sink`, about a megabyte at a
+// time. A big table (10^6 rows render in ~0.13 s, a tenth of the CLI's run)
+// is rendered on two threads: a second thread renders every other block of
+// rows while this one renders the block before it; the blocks go to `sink`
+// in order, so the output is the same byte for byte, and at most two blocks
+// (a few MB) are held at once.
+void WriteStepRows(const Report& report, std::string head, const ReportSink& sink) {
+  constexpr std::size_t kBlockRows = std::size_t{1} << 13;  // ~1 MB of text
+  const std::size_t n = report.steps.size();
+  std::string out = std::move(head);
+  std::size_t done = 0;
+  if (n >= 8 * kBlockRows && std::thread::hardware_concurrency() > 1) {
+    std::string other;
+    other.reserve(kFlushBytes + 4096);
+    for (; done < n; done = std::min(done + 2 * kBlockRows, n)) {
+      const std::size_t mid = std::min(done + kBlockRows, n);
+      const std::size_t end = std::min(done + 2 * kBlockRows, n);
+      std::exception_ptr failure;
+      std::thread second;
+      try {
+        second = std::thread([&] {
+          try {
+            AppendStepRows(report, mid, end, &other);
+          } catch (...) {
+            failure = std::current_exception();
+          }
+        });
+      } catch (const std::system_error&) {
+        break;  // no thread: the rest on this one
+      }
+      AppendStepRows(report, done, mid, &out);
+      second.join();
+      if (failure) std::rethrow_exception(failure);
+      sink(out);
+      out.clear();
+      sink(other);
+      other.clear();
+    }
+  }
+  out.reserve(out.size() + kFlushBytes + 4096);
+  for (; done < n; done = std::min(done + kBlockRows, n)) {
+    AppendStepRows(report, done, std::min(done + kBlockRows, n), &out);
+    if (out.size() >= kFlushBytes) {
+      sink(out);
+      out.clear();
+    }
+  }
+  sink(out);
+}
+
 }  // namespace
 
 void WriteReportText(const Report& report, const ReportSink& sink) {
@@ -301,36 +383,7 @@ void WriteReportText(const Report& report, const ReportSink& sink) {
   }
   out += fmt::format("\n{:>5} {:>5} {:>14} {:>14} {:>14}  {}\n", "step", "line", "delta", "live",
                      "peak in step", "statement");
-  out.reserve(out.size() + kFlushBytes + 4096);
-  // One row per step, as "{:>5} {:>5} {:>14} {:>14} {:>14}  {source}": the
-  // numbers are written with to_chars (fmt's general path costs more than
-  // the rest of the row on a 10^6-step table).
-  for (const Step& s : report.steps) {
-    const bool cut = s.source.size() > 80;
-    char row[128];  // the numbers: 5 columns of at most 20 digits and a space each
-    char* at = row;
-    at = PutRight(s.index, 5, at);
-    *at++ = ' ';
-    at = PutRight(s.line, 5, at);
-    *at++ = ' ';
-    at = PutRight(s.delta_bytes, 14, at);
-    *at++ = ' ';
-    at = PutRight(s.live_bytes, 14, at);
-    *at++ = ' ';
-    at = PutRight(s.peak_bytes, 14, at);
-    *at++ = ' ';
-    *at++ = ' ';
-    out.append(row, at);
-    out += cut ? s.source.substr(0, 77) : s.source;
-    if (cut) out += "...";
-    if (s.index == report.peak_step) out += "   <- peak";
-    out += '\n';
-    if (out.size() >= kFlushBytes) {
-      sink(out);
-      out.clear();
-    }
-  }
-  sink(out);
+  WriteStepRows(report, std::move(out), sink);
 }
 
 std::string ReportToText(const Report& report) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "peakmem/analyze.h"
@@ -142,6 +143,57 @@ TEST(FastPaths, ReportRowsBuiltOnASecondThreadAreTheSame) {
   for (int run = 0; run < 2; ++run) {
     EXPECT_EQ(ReportToJson(simulator.Analyze(parsed, "runtime"), 0), ReportToJson(alone, 0));
   }
+}
+
+// A big step table is rendered on two threads (WriteStepRows in report.cc):
+// every row must still be there, once, in order, cut and marked as on one
+// thread. 140,001 rows (past the 65,536 at which the second thread starts,
+// and not a whole number of blocks); each row formatted here independently
+// with fmt, as the table's header documents.
+TEST(FastPaths, TextReportRenderedOnTwoThreadsHasEveryRowInOrder) {
+  constexpr int kRows = 140001;
+  std::vector<std::string> sources;
+  sources.reserve(kRows);
+  for (int i = 0; i < kRows; ++i) {
+    // Every seventh statement is longer than the 80 columns shown.
+    sources.push_back(fmt::format("t{} = torch.add(t{}, t{}){}", i, i - 1, i - 2,
+                                  i % 7 == 0 ? std::string(90, 'x') : std::string()));
+  }
+  Report report;
+  report.model = "runtime";
+  report.peak_step = 100003;
+  for (int i = 0; i < kRows; ++i) {
+    Step step;
+    step.index = i;
+    step.line = 10 + 3 * i;
+    step.op = "add";
+    step.source = sources[i];
+    step.delta_bytes = (i % 2 == 0 ? 1 : -1) * static_cast<std::int64_t>(i) * 1024;
+    step.live_bytes = std::int64_t{1} << 33 | i;
+    step.peak_bytes = step.live_bytes + i % 13;
+    report.steps.push_back(step);
+  }
+  std::string expected_rows;
+  for (const Step& s : report.steps) {
+    const bool cut = s.source.size() > 80;
+    expected_rows += fmt::format("{:>5} {:>5} {:>14} {:>14} {:>14}  {}{}{}\n", s.index, s.line,
+                                 s.delta_bytes, s.live_bytes, s.peak_bytes,
+                                 cut ? s.source.substr(0, 77) : s.source, cut ? "..." : "",
+                                 s.index == report.peak_step ? "   <- peak" : "");
+  }
+  std::string text;
+  std::size_t pieces = 0;
+  WriteReportText(report, [&](std::string_view piece) {
+    text += piece;
+    ++pieces;
+  });
+  const std::string header = fmt::format("\n{:>5} {:>5} {:>14} {:>14} {:>14}  {}\n", "step", "line",
+                                         "delta", "live", "peak in step", "statement");
+  const std::size_t table = text.find(header);
+  ASSERT_NE(table, std::string::npos);
+  EXPECT_TRUE(text.compare(table + header.size(), std::string::npos, expected_rows) == 0);
+  EXPECT_EQ(text.size(), table + header.size() + expected_rows.size());
+  EXPECT_GT(pieces, 10u);  // streamed, never held whole
 }
 
 }  // namespace
