@@ -159,6 +159,10 @@ void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
                     {"role", t.role}});
   }
   j["live_at_peak"] = std::move(live);
+  // Only when the list was cut (ReportOptions::live_at_peak_limit).
+  if (report.live_at_peak_total > report.live_at_peak.size()) {
+    j["live_at_peak_total"] = report.live_at_peak_total;
+  }
   j["diagnostics"] = report.diagnostics;
   const std::string head = j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
   const char* colon = indent >= 0 ? ": " : ":";
@@ -354,14 +358,16 @@ void WriteReportText(const Report& report, const ReportSink& sink) {
   }
   if (!report.live_at_peak.empty()) {
     out += "\nlargest live tensors at the peak:\n";
-    const std::size_t shown = std::min<std::size_t>(report.live_at_peak.size(), 10);
+    const std::size_t shown =
+        std::min<std::size_t>(report.live_at_peak.size(), kTextReportLiveTensors);
+    const std::size_t total = std::max(report.live_at_peak_total, report.live_at_peak.size());
     for (std::size_t i = 0; i < shown; ++i) {
       const LiveTensor& t = report.live_at_peak[i];
       out += fmt::format("  {:>14}  {:<12} {:<12} made by {}{}\n", t.bytes, t.name, t.role,
                          t.made_by, t.line > 0 ? fmt::format(" (line {})", t.line) : "");
     }
-    if (report.live_at_peak.size() > shown) {
-      out += fmt::format("  ... and {} more\n", report.live_at_peak.size() - shown);
+    if (total > shown) {
+      out += fmt::format("  ... and {} more\n", total - shown);
     }
   }
   if (!report.diagnostics.empty()) {

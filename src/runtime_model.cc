@@ -417,10 +417,21 @@ void RuntimeModel::Snapshot() {
   const bool scratch = snapshot_scratch_ > 0 && report_.peak_step >= 0;
   if (scratch) entries.push_back({snapshot_scratch_, storages_.size()});
   // Ties keep allocation order: the storage index breaks them (a plain sort
-  // with that key orders as a stable sort by bytes, without its buffer).
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+  // with that key orders as a stable sort by bytes, without its buffer). The
+  // key is a total order, so the largest N of a partial sort are exactly the
+  // full list's first N.
+  const auto larger = [](const Entry& a, const Entry& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.storage < b.storage;
-  });
+  };
+  report_.live_at_peak_total = entries.size();
+  const std::size_t limit = report_options_.live_at_peak_limit;
+  if (limit > 0 && limit < entries.size()) {
+    std::partial_sort(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(limit),
+                      entries.end(), larger);
+    entries.resize(limit);
+  } else {
+    std::sort(entries.begin(), entries.end(), larger);
+  }
   snapshot_.reserve(entries.size());
   for (const Entry& e : entries) {
     LiveTensor t;

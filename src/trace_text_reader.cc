@@ -1235,7 +1235,7 @@ std::size_t LastLineStart(std::string_view text) {
   return nl == std::string_view::npos || end == 0 ? 0 : nl + 1;
 }
 
-constexpr std::size_t kReturnCostPerByte = 5;
+constexpr std::size_t kReturnCostPerByte = 7;
 
 // Where the chunks begin: after the signature, at lines that start a
 // statement at the body's indentation, near equal shares of the text. At
@@ -1248,8 +1248,12 @@ std::vector<ChunkRange> PlanChunks(std::string_view text, int want, std::size_t 
   // The final `return` of a forward trace returns every tensor saved for
   // the backward: a line of megabytes that names hundreds of thousands of
   // values, most bound in earlier chunks. Reading it costs several times
-  // what other lines cost per byte (measured: ~5x on the 10^6-statement
-  // llama trace), so the last chunk is made shorter by that much.
+  // what other lines cost per byte, so the last chunk is made shorter by
+  // that much. The factor also carries what the last chunk costs the join
+  // (every name the line takes from earlier chunks is checked there):
+  // measured on the 10^6-statement llama trace, with 5 the last chunk's
+  // reader finished ~45 ms after the first one (of ~600 ms), with 10 ~50 ms
+  // before it; 7 balances them within the machine's noise (~+-25 ms).
   const std::size_t end = text.size();
   const std::size_t last_line = LastLineStart(text);
   std::size_t return_extra = 0;

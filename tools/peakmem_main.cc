@@ -43,7 +43,12 @@ int RunAnalyze(const AnalyzeArgs& args) {
     peakmem::RuntimeOptions options;
     peakmem::ParseCallingConvention(args.convention, &options.convention);
     options.model_scratch = !args.no_scratch;
-    kept_report = new peakmem::Report(peakmem::Analyze(parsed, args.model, options));
+    peakmem::ReportOptions report_options;
+    // The text report shows the largest few storages alive at the peak (and
+    // how many there were); JSON lists them all.
+    if (args.format == "text") report_options.live_at_peak_limit = peakmem::kTextReportLiveTensors;
+    kept_report =
+        new peakmem::Report(peakmem::Analyze(parsed, args.model, options, report_options));
     const peakmem::Report& report = *kept_report;
     // The report is streamed: a 10^6-step table is never held whole.
     std::FILE* out = args.output.empty() ? stdout : std::fopen(args.output.c_str(), "wb");

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -194,6 +195,37 @@ TEST(FastPaths, TextReportRenderedOnTwoThreadsHasEveryRowInOrder) {
   EXPECT_TRUE(text.compare(table + header.size(), std::string::npos, expected_rows) == 0);
   EXPECT_EQ(text.size(), table + header.size() + expected_rows.size());
   EXPECT_GT(pieces, 10u);  // streamed, never held whole
+}
+
+// The CLI's text report asks for the largest kTextReportLiveTensors storages
+// alive at the peak only (ReportOptions::live_at_peak_limit): the list must
+// be the full list's first entries, the count the full count, and the text
+// report the same byte for byte. On every corpus trace, runtime model.
+TEST(FastPaths, LiveTensorLimitKeepsTheLargestAndTheCount) {
+  int cut = 0;
+  for (const MeasuredTrace& t : CorpusTraces()) {
+    const ParsedTrace parsed = LoadTrace(t.path);
+    const Report full = Analyze(parsed, "runtime");
+    for (std::size_t limit : {std::size_t{1}, std::size_t{3}, kTextReportLiveTensors}) {
+      ReportOptions options;
+      options.live_at_peak_limit = limit;
+      const Report limited = Analyze(parsed, "runtime", {}, options);
+      EXPECT_EQ(limited.live_at_peak_total, full.live_at_peak.size()) << t.path;
+      ASSERT_EQ(limited.live_at_peak.size(), std::min(limit, full.live_at_peak.size())) << t.path;
+      for (std::size_t i = 0; i < limited.live_at_peak.size(); ++i) {
+        const LiveTensor& a = limited.live_at_peak[i];
+        const LiveTensor& b = full.live_at_peak[i];
+        EXPECT_EQ(std::tie(a.name, a.bytes, a.made_by, a.line, a.role),
+                  std::tie(b.name, b.bytes, b.made_by, b.line, b.role))
+            << t.path << " entry " << i;
+      }
+      if (limit == kTextReportLiveTensors) {
+        EXPECT_EQ(ReportToText(limited), ReportToText(full)) << t.path;
+      }
+      cut += full.live_at_peak.size() > limit;
+    }
+  }
+  EXPECT_GT(cut, 5);  // the limit did cut lists (the corpus has big ones)
 }
 
 }  // namespace
