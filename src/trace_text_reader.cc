@@ -11,6 +11,7 @@
 #include <fstream>
 #include <latch>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -1292,6 +1293,18 @@ std::vector<ChunkRange> PlanChunks(std::string_view text, int want, std::size_t 
   return RangesFrom(begins, end, indent);
 }
 
+// Frees `readers` on a detached thread (or here, when no thread can be
+// started). They own nothing another thread uses: the source they view is
+// shared and reference-counted.
+void ReleaseInBackground(std::vector<std::unique_ptr<TextReader>> readers) {
+  auto owned = std::make_unique<std::vector<std::unique_ptr<TextReader>>>(std::move(readers));
+  try {
+    std::thread([held = std::move(owned)]() mutable { held.reset(); }).detach();
+  } catch (const std::system_error&) {
+    // No thread: the lambda, and the readers with it, were freed here.
+  }
+}
+
 // Sets *joined to the number of chunks joined before the first reader read
 // on alone (1 if none could be).
 Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source, std::vector<ChunkRange> ranges,
@@ -1374,7 +1387,13 @@ Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source, std::vector<
       ++*joined;
     }
   }
-  if (appended_all) return first.TakeTrace();
+  if (appended_all) {
+    // The joined chunks' readers hold only what was moved out of them (and
+    // their name tables): ~20 ms to free at 10^6 statements, done on a
+    // thread of its own rather than before the trace can be analysed.
+    ReleaseInBackground(std::move(chunks));
+    return first.TakeTrace();
+  }
   // The rest, from the first chunk not joined, in one pass.
   if (last != &first) first.ResumeAfter(*last);
   first.StopAt(std::string_view::npos);
