@@ -52,6 +52,20 @@ class ThunderModel {
     }
     return sum;
   }
+  // What Thunder counts for a tensor value: numel * dtype.bytes. Its packed
+  // fp4 dtype is half a byte per element, so an odd number of them is a
+  // fraction Thunder reports as a float; there is no integer to give.
+  std::int64_t ThunderBytes(const Value& v) const {
+    if (v.type->thunder_half_byte) {
+      errors_.Fail(v.defined_at,
+                   "Thunder counts '" + std::string(v.name) + "' (" + v.type->text + ") as " +
+                       std::to_string(v.type->thunder_bytes) +
+                       ".5 bytes (half a byte per f4_e2m1fn_x2 element), which the thunder "
+                       "model cannot report as a whole number; the runtime model counts the " +
+                       std::to_string(v.type->bytes) + " bytes PyTorch allocates");
+    }
+    return static_cast<std::int64_t>(v.type->thunder_bytes);
+  }
   bool IsUsed(ValueId id) const {
     std::vector<ValueId> args;
     for (const Statement& s : trace_.statements) {
@@ -91,7 +105,7 @@ void ThunderModel::CountArgument(ValueId id, std::int64_t* allocated, int depth)
     case ValueKind::kFutureTensor: {
       data_of_[id] = static_cast<int>(memory_data_.size());
       memory_data_.push_back({2, id});
-      const auto bytes = static_cast<std::int64_t>(v.type->bytes);
+      const std::int64_t bytes = ThunderBytes(v);
       *allocated = CheckedAdd(*allocated, bytes, v.defined_at);
       key_.assign("argument ");
       key_ += v.name;
@@ -157,7 +171,7 @@ std::int64_t ThunderModel::Default(const Statement& s) {
                                      "': no type comment and no subsymbol defines it");
     }
     if (!IsTensorKind(v.type->kind)) continue;
-    result = CheckedAdd(result, static_cast<std::int64_t>(v.type->bytes), v.defined_at);
+    result = CheckedAdd(result, ThunderBytes(v), v.defined_at);
     if (data_of_[id] < 0) {
       data_of_[id] = static_cast<int>(memory_data_.size());
       memory_data_.push_back({1, id});
@@ -199,7 +213,7 @@ std::int64_t ThunderModel::DropReference(ValueId id, const Statement& s,
     errors_.Fail(s.at, "reference count of '" + std::string(v.name) + "' would become negative");
   }
   if (--data.count != 0) return 0;
-  const auto size = static_cast<std::int64_t>(trace_.value(data.proxy).type->bytes);
+  const std::int64_t size = ThunderBytes(trace_.value(data.proxy));
   key_.assign(key_prefix);
   key_ += v.name;
   if (report_options_.breakdown) report_.breakdown.Set(key_, -size);

@@ -9,13 +9,16 @@ namespace peakmem {
 namespace {
 
 // Thunder's dtypes (thunder/core/dtypes.py): short name = prefix + bits
-// [+ "_" + variant]. The byte size is bits / 8.
+// [+ "_" + variant]; {short name, PyTorch bits per element, Thunder's}.
+// Every one but the packed fp4 type is sized alike by both; that one is a
+// byte per element in PyTorch (torch.float4_e2m1fn_x2.itemsize == 1) and
+// half a byte in Thunder (dtypes.float4_e2m1fn_x2.bytes == 0.5).
 const std::vector<DType> kDTypes = {
-    {"b8", 8},         {"i8", 8},          {"i16", 16},          {"i32", 32},
-    {"i64", 64},       {"ui8", 8},         {"ui64", 64},         {"bf16", 16},       {"f16", 16},          {"f32", 32},
-    {"f64", 64},       {"f8_e5m2", 8},     {"f8_e5m2fnuz", 8},   {"f8_e4m3fn", 8},
-    {"f8_e4m3fnuz", 8}, {"f8_e8m0fnu", 8}, {"f4_e2m1fn_x2", 4},  {"c32", 32},
-    {"c64", 64},       {"c128", 128},
+    {"b8", 8, 8},         {"i8", 8, 8},          {"i16", 16, 16},        {"i32", 32, 32},
+    {"i64", 64, 64},      {"ui8", 8, 8},         {"ui64", 64, 64},       {"bf16", 16, 16},
+    {"f16", 16, 16},      {"f32", 32, 32},       {"f64", 64, 64},        {"f8_e5m2", 8, 8},
+    {"f8_e5m2fnuz", 8, 8}, {"f8_e4m3fn", 8, 8},  {"f8_e4m3fnuz", 8, 8},  {"f8_e8m0fnu", 8, 8},
+    {"f4_e2m1fn_x2", 8, 4}, {"c32", 32, 32},     {"c64", 64, 64},        {"c128", 128, 128},
 };
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
@@ -40,20 +43,18 @@ std::optional<ValueType> FinishTensor(ValueType type, std::size_t error_offset,
       return Fail(error, error_offset, "tensor size overflows 64 bits");
     }
   }
+  // PyTorch's size is a whole number of bytes (bits is a multiple of 8);
+  // Thunder's is at most that, and may end in half a byte.
   std::uint64_t bits = 0;
-  if (__builtin_mul_overflow(numel, static_cast<std::uint64_t>(type.dtype->bits), &bits)) {
+  if (__builtin_mul_overflow(numel, static_cast<std::uint64_t>(type.dtype->bits), &bits) ||
+      bits / 8 > static_cast<std::uint64_t>(INT64_MAX)) {
     return Fail(error, error_offset, "tensor size overflows 64 bits");
   }
-  if (bits % 8 != 0) {
-    return Fail(error, error_offset,
-                "tensor of " + std::to_string(numel) + " " + std::string(type.dtype->short_name) +
-                    " elements is not a whole number of bytes");
-  }
-  if (bits / 8 > static_cast<std::uint64_t>(INT64_MAX)) {
-    return Fail(error, error_offset, "tensor size overflows 64 bits");
-  }
+  const std::uint64_t thunder_bits = numel * static_cast<std::uint64_t>(type.dtype->thunder_bits);
   type.numel = numel;
   type.bytes = bits / 8;
+  type.thunder_bytes = thunder_bits / 8;
+  type.thunder_half_byte = thunder_bits % 8 != 0;
   return type;
 }
 

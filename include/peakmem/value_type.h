@@ -28,7 +28,13 @@ using Dims = absl::InlinedVector<std::int64_t, 4>;
 // `f8_e4m3fn`, ...). Weak and strong variants print alike and have one size.
 struct DType {
   std::string_view short_name;
-  int bits = 0;  // 4 for the packed fp4 type, whose element is half a byte.
+  // What PyTorch stores per element (torch.dtype.itemsize * 8): 8 for the
+  // packed fp4 type f4_e2m1fn_x2, whose one-byte element holds two values.
+  int bits = 0;
+  // What Thunder counts per element (its dtype.bytes * 8): equal to `bits`
+  // except for f4_e2m1fn_x2, which Thunder sizes at half a byte
+  // (thunder/core/dtypes.py: bytes=0.5), half what PyTorch allocates.
+  int thunder_bits = 0;
 };
 
 // Looks a short name up; nullptr when Thunder has no such dtype.
@@ -57,7 +63,12 @@ struct ValueType {
   const DType* dtype = nullptr;
   Dims shape;
   std::uint64_t numel = 0;
-  std::uint64_t bytes = 0;  // numel * bits / 8, checked for overflow
+  std::uint64_t bytes = 0;  // numel * bits / 8 (what PyTorch allocates), checked for overflow
+  // numel * thunder_bits / 8 (what Thunder's get_alloc_memory counts),
+  // rounded down; thunder_half_byte when Thunder's count ends in half a byte
+  // (an odd number of f4_e2m1fn_x2 elements).
+  std::uint64_t thunder_bytes = 0;
+  bool thunder_half_byte = false;
   // The printed type string, verbatim (for numbers: "int 4").
   std::string text;
 };

@@ -44,6 +44,43 @@ TEST(ThunderAliasOps, IsThunderList) {
   EXPECT_EQ(ThunderAliasOps(), expected);
 }
 
+// ---------------------------------------------------------------- packed fp4
+
+// Thunder sizes f4_e2m1fn_x2 at half a byte per element (dtypes.py:
+// bytes=0.5); PyTorch allocates a byte per element (itemsize 1). The thunder
+// model counts as Thunder does, the runtime model as PyTorch does.
+TEST(ThunderModel, PackedFp4CountsHalfAByteAsThunderDoes) {
+  // b = neg(a), a and b f4_e2m1fn_x2[4]: a: +4 * 0.5 = 2 up front; b: +2,
+  // peak 4 (a's 2 + b's 2). The runtime model: 4 + 4 = 8 bytes.
+  const std::string text = R"(def f(a):
+  # a: "cpu f4_e2m1fn_x2[4]"
+  b = torch.neg(a)  # b: "cpu f4_e2m1fn_x2[4]"
+  return b
+)";
+  const Report thunder = RunChecked(text);
+  EXPECT_EQ(thunder.peak_bytes, 4);
+  EXPECT_EQ(Analyze(Parse(text), "runtime").peak_bytes, 8);
+}
+
+TEST(ThunderModel, PackedFp4OfOddLengthIsAnErrorNotARoundedNumber) {
+  // a: f4_e2m1fn_x2[3]: Thunder's count is 1.5 bytes, a float; the error
+  // names the argument's line (2) and what the runtime model counts (3).
+  const std::string text = R"(def f(a):
+  # a: "cpu f4_e2m1fn_x2[3]"
+  return a
+)";
+  try {
+    RunThunderModel(Parse(text));
+    ADD_FAILURE() << "expected an error";
+  } catch (const TraceError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("t.trace:"), std::string::npos) << message;
+    EXPECT_NE(message.find("as 1.5 bytes"), std::string::npos) << message;
+    EXPECT_NE(message.find("counts the 3 bytes PyTorch allocates"), std::string::npos) << message;
+  }
+  EXPECT_EQ(Analyze(Parse(text), "runtime").final_bytes, 3);
+}
+
 // ---------------------------------------------------------------- arguments
 
 TEST(ThunderModel, TraceThatOnlyReturnsItsArgumentHasPeakZero) {
