@@ -1046,6 +1046,7 @@ Report RuntimeModel::Run() {
   report_.peak_bytes = peak_;
   report_.final_bytes = live_;
   report_.tensor_peak_bytes = tensor_peak_;
+  recorder.EndRows();  // the rest of the rows, built while the snapshot is made
   if (report_options_.live_at_peak) Snapshot();
   recorder.Finish();
   report_.live_at_peak = std::move(snapshot_);

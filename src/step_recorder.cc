@@ -92,7 +92,17 @@ void StepRecorder::BuildBlocks() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       changed_.wait(lock, [this] { return !queue_.empty() || done_; });
-      if (stop_ || (queue_.empty() && done_)) return;
+      if (stop_) return;
+      if (queue_.empty() && done_) {
+        lock.unlock();
+        try {
+          report_->breakdown.items();  // merges it here, off the caller's path
+        } catch (...) {
+          std::lock_guard<std::mutex> failed(mutex_);
+          failure_ = std::current_exception();
+        }
+        return;
+      }
       block = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -118,14 +128,20 @@ void StepRecorder::BuildBlocks() {
   }
 }
 
-void StepRecorder::Finish() {
-  if (!builder_.joinable()) return;
+void StepRecorder::EndRows() {
+  if (!builder_.joinable() || ended_) return;
+  ended_ = true;
   if (filling_ && !filling_->rows.empty()) Hand(std::move(filling_));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
   }
   changed_.notify_all();
+}
+
+void StepRecorder::Finish() {
+  if (!builder_.joinable()) return;
+  EndRows();
   builder_.join();
   if (failure_) std::rethrow_exception(failure_);
 }

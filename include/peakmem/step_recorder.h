@@ -47,6 +47,11 @@ class StepRecorder {
   // "{op} {name}, {name}..." (none: no key).
   void Record(std::size_t index, std::int64_t delta, std::int64_t live, std::int64_t peak,
               const std::vector<std::pair<ValueId, std::int64_t>>& named);
+  // No more rows: the second thread builds what is left and then sorts out
+  // the breakdown's repeated keys (OrderedBreakdown's merge, ~20 ms at 10^6
+  // statements) while the caller goes on (the runtime model lists the
+  // storages alive at the peak meanwhile). Finish() calls it if needed.
+  void EndRows();
   // Waits until every row is built; rethrows what building one threw.
   void Finish();
 
@@ -87,6 +92,7 @@ class StepRecorder {
   std::vector<std::unique_ptr<Block>> spare_;  // built blocks, for reuse
   bool done_ = false;                          // no more blocks will come
   bool stop_ = false;                          // drop what is queued
+  bool ended_ = false;                         // EndRows was called (this thread only)
   std::exception_ptr failure_;
   std::thread builder_;
 };
