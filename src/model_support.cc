@@ -18,10 +18,10 @@ std::string_view StepMaker::Op(const Statement& s) {
   if (s.call_symbol != kNoCallSymbol) {
     if (by_call_symbol_.size() <= s.call_symbol) by_call_symbol_.resize(s.call_symbol + 1);
     std::string_view& kept = by_call_symbol_[s.call_symbol];
-    if (kept.data() == nullptr) kept = report_->strings->Save(s.symbol);
+    if (kept.data() == nullptr) kept = report_->strings->Save(parsed_.trace.SymbolOf(s));
     if (kept.data() != nullptr) return kept;
   }
-  const std::string_view name = s.SymbolName();
+  const std::string_view name = parsed_.trace.SymbolName(s);
   auto [it, inserted] = ops_.try_emplace(name);
   if (inserted) it->second = report_->strings->Save(name);
   return it->second;
@@ -52,9 +52,9 @@ OpLookup::OpLookup(const Trace& trace) {
   for (const CallSymbol& c : trace.call_symbols) ops_.push_back(FindOp(c.symbol));
 }
 
-void UnknownOps::Note(const Statement& statement, const OpInfo* op) {
+void UnknownOps::Note(const Trace& trace, const Statement& statement, const OpInfo* op) {
   if (op != nullptr) return;
-  const std::string_view name = statement.SymbolName();
+  const std::string_view name = trace.SymbolName(statement);
   auto [it, inserted] = ops_.try_emplace(std::string(name), Seen{statement.source_line, 0});
   ++it->second.calls;
 }

@@ -301,7 +301,7 @@ ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
     // the layout cannot be followed, so it is taken as contiguous.
     if (current_step_ >= 0) {
       const Statement& s = trace_.statements[current_step_];
-      Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(s.symbol) +
+      Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(trace_.SymbolOf(s)) +
                "' output '" + std::string(ValueOf(value).name) + "' has " +
                std::to_string(o.shape->size()) + " dimensions, but the op's layout gives " +
                std::to_string(o.strides.size()) + "; assumed contiguous");
@@ -439,7 +439,7 @@ void RuntimeModel::Snapshot() {
     if (e.storage == storages_.size()) {
       const Statement& st = trace_.statements[report_.peak_step];
       t.name = "(scratch)";
-      t.made_by = std::string(st.SymbolName());
+      t.made_by = std::string(trace_.SymbolName(st));
       t.line = st.source_line;
       t.role = "scratch";
     } else {
@@ -447,7 +447,7 @@ void RuntimeModel::Snapshot() {
       t.name = s.named == kNoValue ? "?" : std::string(ValueOf(s.named).name);
       if (s.made_at >= 0) {
         const Statement& st = trace_.statements[s.made_at];
-        t.made_by = std::string(st.SymbolName());
+        t.made_by = std::string(trace_.SymbolName(st));
         t.line = st.source_line;
       } else {
         t.made_by = "caller";
@@ -717,7 +717,7 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
     case LayoutRule::kExpand: {
       Dims strides(out_shape.size(), 0);
       const std::size_t offset = out_shape.size() - std::min(out_shape.size(), in_shape.size());
-      if (s.symbol == "broadcast_in_dim" && s.args.size() >= 3) {
+      if (trace_.SymbolOf(s) == "broadcast_in_dim" && s.args.size() >= 3) {
         auto bdims = IntList(s.args[2]);
         if (bdims && bdims->size() == in_shape.size()) {
           for (std::size_t i = 0; i < in_shape.size(); ++i) {
@@ -747,7 +747,7 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
   if (out_shape == in_shape) return in_strides;
   if (IsContiguous(in_shape, in_strides)) return ContiguousStrides(out_shape);
   *known = false;
-  Diagnose("line " + std::to_string(s.source_line) + ": the strides of view op '" + std::string(s.symbol) +
+  Diagnose("line " + std::to_string(s.source_line) + ": the strides of view op '" + std::string(trace_.SymbolOf(s)) +
            "' are not followed; its output is assumed contiguous");
   return ContiguousStrides(out_shape);
 }
@@ -760,7 +760,7 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
 // Found by the differential tester: `v = x.unsqueeze(0).expand(2, 3);
 // v @ v.t()` measures two 24-byte clones on top of the output.
 std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
-  if (s.symbol != "matmul" && s.symbol != "mm") return 0;
+  if (trace_.SymbolOf(s) != "matmul" && trace_.SymbolOf(s) != "mm") return 0;
   std::int64_t bytes = 0;
   int operands = 0;
   for (const Expr& a : s.args) {
@@ -828,7 +828,7 @@ Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const 
 
 void RuntimeModel::ExecuteCall(const Statement& s) {
   const OpInfo* op = ops_.Find(s);
-  unknown_.Note(s, op);
+  unknown_.Note(trace_, s, op);
   const OpEffect effect = op == nullptr ? OpEffect::kAllocates : op->effect;
   std::vector<ValueId>& outputs = flat_outs_;
   FlatOutputs(s, &outputs);
@@ -863,7 +863,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
           }
         }
         if (in != kNone && objects_[in].kind == Object::Kind::kTensor) return in;
-        Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(s.symbol) +
+        Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(trace_.SymbolOf(s)) +
                  "' should return an input tensor, but its argument is not a live tensor; "
                  "counted as allocating");
         return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
@@ -881,7 +881,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
         if (in == kNone) break;
         const Object& input = objects_[in];
         if (!input.layout_known) {
-          Diagnose("line " + std::to_string(s.source_line) + ": whether '" + std::string(s.symbol) +
+          Diagnose("line " + std::to_string(s.source_line) + ": whether '" + std::string(trace_.SymbolOf(s)) +
                    "' copies depends on strides peakmem did not follow; assumed a view");
         }
         if (op->layout == LayoutRule::kReshape) {
@@ -890,7 +890,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
           }
           return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
         }
-        if (s.symbol == "contiguous") {
+        if (trace_.SymbolOf(s) == "contiguous") {
           if (input.contiguous) return in;  // returns self
           return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
         }

@@ -52,13 +52,14 @@ ScratchEstimate VjpScratch(const Trace& trace, const Statement& s) {
 }
 
 ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s) {
-  return EstimateScratch(trace, s, FindOp(s.symbol));
+  return EstimateScratch(trace, s, FindOp(trace.SymbolOf(s)));
 }
 
 ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const OpInfo* op) {
   ScratchEstimate out;
   if (s.kind != StatementKind::kCall) return out;
-  if (s.symbol.size() > 4 && s.symbol.compare(s.symbol.size() - 4, 4, "_vjp") == 0) {
+  const std::string_view symbol = trace.SymbolOf(s);
+  if (symbol.size() > 4 && symbol.compare(symbol.size() - 4, 4, "_vjp") == 0) {
     return VjpScratch(trace, s);
   }
   if (op == nullptr || op->layout != LayoutRule::kElementwise) return out;
@@ -71,7 +72,7 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
     }
   }
   if (tensor == nullptr || tensor->type->dtype == nullptr) return out;
-  if (s.symbol == "where") {
+  if (symbol == "where") {
     // where(cond, x, 2.0) takes the ScalarOther overload, which makes a 0-d
     // `scalar_tensor` of the result's dtype (measured: 4 bytes for f32), not
     // a wrapped double.

@@ -33,7 +33,7 @@ void StepRecorder::Build(std::size_t index, const Row& row,
   const Statement& s = parsed_.trace.statements[index];
   if (named_count > 0) {
     // Thunder's key style: "{symbol} {storages made or freed}".
-    key_.assign(s.SymbolName());
+    key_.assign(parsed_.trace.SymbolName(s));
     key_ += ' ';
     for (std::size_t n = 0; n < named_count; ++n) {
       if (n) key_ += ", ";

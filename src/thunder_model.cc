@@ -159,7 +159,7 @@ std::int64_t ThunderModel::Default(const Statement& s) {
   // The key: "{symbol} {output names}".
   const bool keyed = report_options_.breakdown;
   if (keyed) {
-    key_.assign(s.SymbolName());
+    key_.assign(trace_.SymbolName(s));
     key_ += ' ';
   }
   const std::size_t names_at = key_.size();
@@ -188,7 +188,7 @@ std::int64_t ThunderModel::Default(const Statement& s) {
 std::int64_t ThunderModel::Alias(const Statement& s) {
   FlatArgs(s, &flat_);
   if (flat_.empty() || data_of_[flat_[0]] < 0) {
-    errors_.Fail(s.at, "alias op '" + std::string(s.SymbolName()) +
+    errors_.Fail(s.at, "alias op '" + std::string(trace_.SymbolName(s)) +
                            "' on a value Thunder never counted (its get_alloc_memory asserts here)");
   }
   const int data = data_of_[flat_[0]];
@@ -298,9 +298,9 @@ Report ThunderModel::Run() {
         allocated = CheckedAdd(allocated, s.legacy_clear ? Default(s) : Clear(s), s.at);
         break;
       case StatementKind::kCall: {
-        unknown.Note(s, ops.Find(s));
+        unknown.Note(trace_, s, ops.Find(s));
         const bool alias = s.call_symbol < alias_.size() ? alias_[s.call_symbol] != 0
-                                                         : IsThunderAlias(s.symbol_id);
+                                                         : IsThunderAlias(trace_.SymbolIdOf(s));
         allocated = CheckedAdd(allocated, alias ? Alias(s) : Default(s), s.at);
         break;
       }

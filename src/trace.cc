@@ -29,17 +29,17 @@ const char* StatementKindName(StatementKind kind) {
   return "?";
 }
 
-std::string_view Statement::SymbolName() const {
-  switch (kind) {
+std::string_view Trace::SymbolName(const Statement& s) const {
+  switch (s.kind) {
     case StatementKind::kDel: return "python_del";
     case StatementKind::kReturn: return "python_return";
     case StatementKind::kUnpack: return "unpack_sequence";
     case StatementKind::kAssign: return "assign";
     case StatementKind::kCall:
     case StatementKind::kClear:
-      return symbol;
+      return SymbolOf(s);
   }
-  return callee;
+  return CalleeOf(s);
 }
 
 NumberKind ClassifyNumber(std::string_view t) {
@@ -227,7 +227,7 @@ std::string FormatStatement(const Trace& trace, const Statement& s) {
   switch (s.kind) {
     case StatementKind::kCall: {
       targets();
-      out += s.callee;
+      out += trace.CalleeOf(s);
       out += "(";
       bool first = true;
       for (const Expr& a : s.args) {
@@ -267,7 +267,7 @@ std::string FormatStatement(const Trace& trace, const Statement& s) {
       }
       break;
     case StatementKind::kClear:
-      out = s.callee;
+      out = trace.CalleeOf(s);
       out += "(";
       out += trace.value(s.source).name;
       out += ")";
@@ -344,7 +344,7 @@ std::string DebugString(const Trace& trace) {
   }
   for (const Statement& s : trace.statements) {
     out << "stmt k" << static_cast<int>(s.kind) << " " << DebugLoc(s.at) << " line" << s.source_line
-        << " @" << s.line_offset << " '" << s.callee << "' '" << s.symbol << "' '" << s.symbol_id
+        << " @" << s.line_offset << " '" << trace.CalleeOf(s) << "' '" << trace.SymbolOf(s) << "' '" << trace.SymbolIdOf(s)
         << "' legacy" << s.legacy_clear << " src" << s.source;
     if (s.call_symbol != kNoCallSymbol) {
       const CallSymbol& c = trace.call_symbols[s.call_symbol];

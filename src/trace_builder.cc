@@ -117,10 +117,6 @@ void TraceBuilder::SetCallSymbol(Statement* s, std::string_view callee, std::str
     it = call_symbols_.emplace(std::make_tuple(kept.callee, kept.symbol, kept.symbol_id), index)
              .first;
   }
-  const CallSymbol& kept = trace_.call_symbols[it->second];
-  s->callee = kept.callee;
-  s->symbol = kept.symbol;
-  s->symbol_id = kept.symbol_id;
   s->call_symbol = it->second;
 }
 

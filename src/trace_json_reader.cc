@@ -339,6 +339,7 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
   s.at = at;
   s.source_line = at.line;
   bool have_kind = false;
+  std::string_view callee, symbol, symbol_id;  // interned into call_symbols below
   bool have_outputs = false;
   if (returned_) Fail(at, "statement after 'return'");
   for (auto field : object) {
@@ -354,12 +355,12 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
       continue;
     }
     if (key == "callee") {
-      s.callee = builder_.Intern(String(value, "'callee'"));
+      callee = builder_.Intern(String(value, "'callee'"));
     } else if (key == "symbol") {
-      s.symbol = builder_.Intern(String(value, "'symbol'"));
+      symbol = builder_.Intern(String(value, "'symbol'"));
     } else if (key == "id") {
       if (value.is_null()) continue;
-      s.symbol_id = builder_.Intern(String(value, "'id'"));
+      symbol_id = builder_.Intern(String(value, "'id'"));
     } else if (key == "legacy") {
       bool legacy = false;
       if (value.get_bool().get(legacy) != simdjson::SUCCESS) Fail(At(value), "'legacy' must be a bool");
@@ -427,20 +428,20 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
   if (!have_kind) Fail(at, "a statement needs a 'kind'");
   switch (s.kind) {
     case StatementKind::kCall:
-      if (s.callee.empty()) Fail(at, "a call needs a 'callee'");
-      if (s.symbol.empty()) {
-        const std::size_t dot = s.callee.rfind('.');
-        s.symbol = dot == std::string::npos ? s.callee : s.callee.substr(dot + 1);
+      if (callee.empty()) Fail(at, "a call needs a 'callee'");
+      if (symbol.empty()) {
+        const std::size_t dot = callee.rfind('.');
+        symbol = dot == std::string::npos ? callee : callee.substr(dot + 1);
       }
       if (!have_outputs) s.outputs.kind = Pattern::Kind::kTuple;
-      builder_.SetCallSymbol(&s, s.callee, s.symbol, s.symbol_id);
+      builder_.SetCallSymbol(&s, callee, symbol, symbol_id);
       break;
     case StatementKind::kClear:
       if (s.source == kNoValue) Fail(at, "a clear needs a 'source'");
-      if (s.callee.empty()) s.callee = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
-      if (s.symbol.empty()) s.symbol = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
-      if (s.symbol_id.empty()) s.symbol_id = s.symbol;
-      builder_.SetCallSymbol(&s, s.callee, s.symbol, s.symbol_id);
+      if (callee.empty()) callee = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
+      if (symbol.empty()) symbol = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
+      if (symbol_id.empty()) symbol_id = symbol;
+      builder_.SetCallSymbol(&s, callee, symbol, symbol_id);
       break;
     case StatementKind::kUnpack:
     case StatementKind::kAssign:

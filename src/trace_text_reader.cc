@@ -531,7 +531,8 @@ bool InferAliasTypes(Trace* trace, const Statement& s, const Pending& pending) {
   auto any_pending = [&](const std::vector<ValueId>& ids) {
     return std::any_of(ids.begin(), ids.end(), pending);
   };
-  if (s.symbol.size() > 4 && s.symbol.compare(s.symbol.size() - 4, 4, "_vjp") == 0 &&
+  const std::string_view symbol = trace->SymbolOf(s);
+  if (symbol.size() > 4 && symbol.compare(symbol.size() - 4, 4, "_vjp") == 0 &&
       !s.args.empty()) {
     std::vector<ValueId> inputs;
     FlattenValues(s.args[0], &inputs);
@@ -546,7 +547,7 @@ bool InferAliasTypes(Trace* trace, const Statement& s, const Pending& pending) {
     }
     return true;
   }
-  const OpInfo* op = FindOp(s.symbol);
+  const OpInfo* op = FindOp(symbol);
   if (op == nullptr || op->effect != OpEffect::kReturnsInput) return true;
   // Which arguments count depends on which are values (a name a chunk took
   // for a value may turn out to be a constant): a pending one puts it off.
@@ -993,10 +994,6 @@ void TextReader::ReadStatement() {
     // per distinct callee.
     auto known = callees_.find(callee);
     if (known != callees_.end()) {
-      const CallSymbol& c = trace_.call_symbols[known->second];
-      s.callee = c.callee;
-      s.symbol = c.symbol;
-      s.symbol_id = c.symbol_id;
       s.call_symbol = known->second;
     } else {
       const std::string_view symbol = SymbolOf(callee);
@@ -1005,7 +1002,7 @@ void TextReader::ReadStatement() {
       const bool qualified_id =
           callee.rfind("prims.", 0) == 0 || callee.rfind("ltorch.", 0) == 0;
       builder_.SetCallSymbol(&s, callee, symbol, qualified_id ? std::string_view() : symbol);
-      callees_.emplace(s.callee, s.call_symbol);
+      callees_.emplace(trace_.CalleeOf(s), s.call_symbol);  // the interned view
     }
     const std::size_t positional = rhs.items.size() - rhs.keywords->size();
     if (positional == rhs.items.size()) {

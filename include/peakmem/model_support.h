@@ -64,7 +64,7 @@ class OpLookup {
  public:
   explicit OpLookup(const Trace& trace);
   const OpInfo* Find(const Statement& s) const {
-    return s.call_symbol < ops_.size() ? ops_[s.call_symbol] : FindOp(s.symbol);
+    return s.call_symbol < ops_.size() ? ops_[s.call_symbol] : FindOp(std::string_view());
   }
 
  private:
@@ -75,7 +75,7 @@ class OpLookup {
 class UnknownOps {
  public:
   // `op` is the statement's registry entry (nullptr: unknown).
-  void Note(const Statement& statement, const OpInfo* op);
+  void Note(const Trace& trace, const Statement& statement, const OpInfo* op);
   // One line per unknown op: "op 'foo' (line 12, 3 calls) is not in ...; <consequence>".
   void AppendDiagnostics(std::vector<std::string>* out, const std::string& consequence) const;
 

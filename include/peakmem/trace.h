@@ -176,28 +176,17 @@ struct Statement {
   // Byte offset of that line in a printed trace's source (kNoOffset when the
   // statement was not read from one), so reports quote it without a line index.
   std::uint64_t line_offset = kNoOffset;
-  std::string_view callee;  // kCall, kClear: the printed callee, e.g. "torch.mul"
   Pattern outputs;        // kCall, kUnpack, kAssign
   std::vector<Expr> args; // kCall, kClear: positional arguments
   std::vector<std::pair<std::string_view, Expr>> kwargs;  // kCall
   ValueId source = kNoValue;      // kUnpack, kAssign, kClear
-  // Index of (callee, symbol, symbol_id) in Trace::call_symbols, or
-  // kNoCallSymbol when the reader did not intern it (models then look the
-  // names up directly).
+  // kCall, kClear: the index of its (callee, symbol, symbol_id) in
+  // Trace::call_symbols (Trace::CalleeOf and the like read them); every
+  // reader sets it. kNoCallSymbol for the other kinds.
   std::uint32_t call_symbol = kNoCallSymbol;
   absl::InlinedVector<ValueId, 4> deleted;  // kDel
   Box<Expr> returned;             // kReturn
   SubSymbolRange subsymbols;          // kCall: see Trace::SubSymbolsOf
-  // kCall, kClear: Thunder's `bsym.sym.name` (the printed text gives the
-  // callee's last dotted component: `torch.nn.functional.linear` -> `linear`)
-  // and `bsym.sym.id` where it is a string (empty for prims/ltorch symbols,
-  // whose ids are enum values or qualified names).
-  std::string_view symbol;
-  std::string_view symbol_id;
-
-  // `symbol` for calls and clears; Thunder's names for the other kinds
-  // (python_del, python_return, unpack_sequence).
-  std::string_view SymbolName() const;
 };
 
 struct Parameter {
@@ -224,10 +213,27 @@ struct Trace {
   std::vector<std::uint32_t> unpacks;
   bool unpacks_listed = false;
 
+  // A call's or clear's printed callee ("torch.mul"), Thunder's
+  // `bsym.sym.name` (the printed text gives the callee's last dotted
+  // component: `torch.nn.functional.linear` -> `linear`) and `bsym.sym.id`
+  // where it is a string (empty for prims/ltorch symbols, whose ids are enum
+  // values or qualified names). Empty for statements of other kinds.
+  std::string_view CalleeOf(const Statement& s) const { return CallSymbolOf(s).callee; }
+  std::string_view SymbolOf(const Statement& s) const { return CallSymbolOf(s).symbol; }
+  std::string_view SymbolIdOf(const Statement& s) const { return CallSymbolOf(s).symbol_id; }
+  // SymbolOf for calls and clears; Thunder's names for the other kinds
+  // (python_del, python_return, unpack_sequence).
+  std::string_view SymbolName(const Statement& s) const;
+
   const Value& value(ValueId id) const { return values[id]; }
   Value& value(ValueId id) { return values[id]; }
   std::span<const SubSymbol> SubSymbolsOf(const Statement& s) const {
     return std::span<const SubSymbol>(subsymbols).subspan(s.subsymbols.begin, s.subsymbols.count);
+  }
+
+  const CallSymbol& CallSymbolOf(const Statement& s) const {
+    static const CallSymbol kNone;
+    return s.call_symbol < call_symbols.size() ? call_symbols[s.call_symbol] : kNone;
   }
 
   // What views into outside text (the printed source) keep alive.

@@ -132,7 +132,9 @@ class LiveReader {
   enum class Special { kNone, kUnpackTrivial, kUnpackSequence, kDel, kReturn, kClear };
   struct SymInfo {
     Special special = Special::kNone;
-    std::string_view symbol, callee, symbol_id;
+    // Calls and clears: the (callee, symbol, id) interned in the trace's
+    // call_symbols (Statement::call_symbol).
+    std::uint32_t call_symbol = peakmem::kNoCallSymbol;
   };
 
   [[noreturn]] void Fail(const std::string& message) const {
@@ -265,12 +267,18 @@ const LiveReader::SymInfo& LiveReader::SymOf(PyObject* sym) {
   } else if (PyUnicode_Check(id.ptr()) &&
              PyUnicode_Compare(id.ptr(), names_.clear_mutable_collection.ptr()) == 0) {
     info.special = Special::kClear;
-    info.callee = info.symbol = info.symbol_id = "clear_mutable_collection";
+    Statement probe;
+    builder_.SetCallSymbol(&probe, "clear_mutable_collection", "clear_mutable_collection",
+                           "clear_mutable_collection");
+    info.call_symbol = probe.call_symbol;
   } else {
     nb::object name = Attr(sym, names_.sym_name_attr.ptr());
-    info.symbol = builder_.Intern(Utf8(name.ptr()));
-    info.callee = builder_.Intern(ModuleOf(sym) + std::string(info.symbol));
-    if (PyUnicode_Check(id.ptr())) info.symbol_id = builder_.Intern(Utf8(id.ptr()));
+    const std::string symbol(Utf8(name.ptr()));
+    const std::string callee = ModuleOf(sym) + symbol;
+    const std::string symbol_id = PyUnicode_Check(id.ptr()) ? std::string(Utf8(id.ptr())) : std::string();
+    Statement probe;
+    builder_.SetCallSymbol(&probe, callee, symbol, symbol_id);  // interns all three
+    info.call_symbol = probe.call_symbol;
   }
   return syms_.emplace(sym, info).first->second;
 }
@@ -572,16 +580,12 @@ peakmem::Trace LiveReader::Read(nb::handle trace) {
       }
       case Special::kClear:
         s.kind = StatementKind::kClear;
-        s.callee = info.callee;
-        s.symbol = info.symbol;
-        s.symbol_id = info.symbol_id;
+        s.call_symbol = info.call_symbol;
         s.source = Use(FirstArg(args.ptr()));
         break;
       default: {
         s.kind = StatementKind::kCall;
-        s.symbol = info.symbol;
-        s.callee = info.callee;
-        s.symbol_id = info.symbol_id;
+        s.call_symbol = info.call_symbol;
         nb::object kwargs = Attr(bsym, names_.kwargs_attr.ptr());
         if (!PyTuple_Check(args.ptr())) Fail("bound symbol arguments are not a tuple");
         if (!PyDict_Check(kwargs.ptr())) Fail("bound symbol keyword arguments are not a dict");

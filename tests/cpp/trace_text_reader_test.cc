@@ -153,7 +153,7 @@ TEST(TraceTextReader, ReadsAnUnpack) {
   EXPECT_EQ(OutputNames(trace, unpack), (std::vector<std::string>{"C0", "C1"}));
   EXPECT_EQ(FindValue(trace, "C0")->type->kind, ValueKind::kCollection);
   EXPECT_EQ(FindValue(trace, "C1")->type->kind, ValueKind::kCollection);
-  EXPECT_EQ(unpack.SymbolName(), "unpack_sequence");
+  EXPECT_EQ(parsed.trace.SymbolName(unpack), "unpack_sequence");
 }
 
 TEST(TraceTextReader, ReadsASingleElementUnpack) {
@@ -285,8 +285,8 @@ TEST(TraceTextReader, ReadsTypeCommentOnOpLine) {
   const Trace& trace = parsed.trace;
   const Statement& mul = trace.statements[0];
   EXPECT_EQ(mul.kind, StatementKind::kCall);
-  EXPECT_EQ(mul.callee, "torch.mul");
-  EXPECT_EQ(mul.SymbolName(), "mul");
+  EXPECT_EQ(parsed.trace.CalleeOf(mul), "torch.mul");
+  EXPECT_EQ(parsed.trace.SymbolName(mul), "mul");
   EXPECT_EQ(mul.source_line, 4);
   EXPECT_EQ(Names(trace, FlatArgs(mul)), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(OutputNames(trace, mul), (std::vector<std::string>{"t0"}));
@@ -311,16 +311,16 @@ TEST(TraceTextReader, ReadsThunderSymbolNameAndId) {
   return (t1, t2, t3, t4)
 )");
   const std::vector<Statement>& s = parsed.trace.statements;
-  EXPECT_EQ(s[0].symbol, "linear");
-  EXPECT_EQ(s[0].symbol_id, "linear");
-  EXPECT_EQ(s[0].SymbolName(), "linear");
-  EXPECT_EQ(s[1].symbol, "reshape");
-  EXPECT_EQ(s[1].symbol_id, "");
-  EXPECT_EQ(s[2].symbol, "reshape");
-  EXPECT_EQ(s[2].symbol_id, "");
-  EXPECT_EQ(s[3].symbol_id, "torch_prims_reshape_impl");
-  EXPECT_EQ(s[4].symbol, "expand");
-  EXPECT_EQ(s[4].symbol_id, "expand");
+  EXPECT_EQ(parsed.trace.SymbolOf(s[0]), "linear");
+  EXPECT_EQ(parsed.trace.SymbolIdOf(s[0]), "linear");
+  EXPECT_EQ(parsed.trace.SymbolName(s[0]), "linear");
+  EXPECT_EQ(parsed.trace.SymbolOf(s[1]), "reshape");
+  EXPECT_EQ(parsed.trace.SymbolIdOf(s[1]), "");
+  EXPECT_EQ(parsed.trace.SymbolOf(s[2]), "reshape");
+  EXPECT_EQ(parsed.trace.SymbolIdOf(s[2]), "");
+  EXPECT_EQ(parsed.trace.SymbolIdOf(s[3]), "torch_prims_reshape_impl");
+  EXPECT_EQ(parsed.trace.SymbolOf(s[4]), "expand");
+  EXPECT_EQ(parsed.trace.SymbolIdOf(s[4]), "expand");
 }
 
 TEST(TraceTextReader, ReadsTypeCommentOnOpLineWithTrailingSpace) {
@@ -347,8 +347,8 @@ TEST(TraceTextReader, ReadsACallWithoutOutputs) {
 )");
   const Statement& call = parsed.trace.statements[0];
   EXPECT_EQ(call.kind, StatementKind::kCall);
-  EXPECT_EQ(call.callee, "torch._C._set_grad_enabled");
-  EXPECT_EQ(call.SymbolName(), "_set_grad_enabled");
+  EXPECT_EQ(parsed.trace.CalleeOf(call), "torch._C._set_grad_enabled");
+  EXPECT_EQ(parsed.trace.SymbolName(call), "_set_grad_enabled");
   EXPECT_TRUE(FlatOutputs(call).empty());
   ASSERT_EQ(call.args.size(), 1u);
   EXPECT_EQ(call.args[0].text, "False");
@@ -362,8 +362,8 @@ TEST(TraceTextReader, ReadsKeywordArguments) {
 )");
   const Trace& trace = parsed.trace;
   const Statement& to = trace.statements[0];
-  EXPECT_EQ(to.callee, "Tensor.to");
-  EXPECT_EQ(to.SymbolName(), "to");
+  EXPECT_EQ(parsed.trace.CalleeOf(to), "Tensor.to");
+  EXPECT_EQ(parsed.trace.SymbolName(to), "to");
   ASSERT_EQ(to.args.size(), 1u);
   EXPECT_EQ(to.args[0].kind, Expr::Kind::kValue);
   ASSERT_EQ(to.kwargs.size(), 2u);
@@ -445,7 +445,7 @@ TEST(TraceTextReader, ReadsListOutputs) {
   const Statement& s = parsed.trace.statements[0];
   EXPECT_EQ(s.outputs.kind, Pattern::Kind::kList);
   EXPECT_EQ(OutputNames(parsed.trace, s), (std::vector<std::string>{"t0"}));
-  EXPECT_EQ(s.SymbolName(), "nvFusion0");
+  EXPECT_EQ(parsed.trace.SymbolName(s), "nvFusion0");
 }
 
 TEST(TraceTextReader, ReadsIgnoredOutputs) {
@@ -640,7 +640,7 @@ TEST(TraceTextReader, ReadsDel) {
   const Statement& del = parsed.trace.statements[1];
   EXPECT_EQ(del.kind, StatementKind::kDel);
   EXPECT_EQ(Names(parsed.trace, std::vector<ValueId>(del.deleted.begin(), del.deleted.end())), (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(del.SymbolName(), "python_del");
+  EXPECT_EQ(parsed.trace.SymbolName(del), "python_del");
   EXPECT_EQ(Names(parsed.trace, FlatArgs(del)), (std::vector<std::string>{"a", "b"}));
 }
 
@@ -670,10 +670,10 @@ TEST(TraceTextReader, ReadsClearMutableCollection) {
 )");
   const Statement& clear = parsed.trace.statements[0];
   EXPECT_EQ(clear.kind, StatementKind::kClear);
-  EXPECT_EQ(clear.callee, "clear_mutable_collection");
+  EXPECT_EQ(parsed.trace.CalleeOf(clear), "clear_mutable_collection");
   EXPECT_FALSE(clear.legacy_clear);
   EXPECT_EQ(parsed.trace.value(clear.source).name, "saved");
-  EXPECT_EQ(clear.SymbolName(), "clear_mutable_collection");
+  EXPECT_EQ(parsed.trace.SymbolName(clear), "clear_mutable_collection");
 }
 
 TEST(TraceTextReader, ReadsLegacyClearCollection) {
@@ -684,7 +684,7 @@ TEST(TraceTextReader, ReadsLegacyClearCollection) {
 )");
   const Statement& clear = parsed.trace.statements[0];
   EXPECT_EQ(clear.kind, StatementKind::kClear);
-  EXPECT_EQ(clear.callee, "clear_collection");
+  EXPECT_EQ(parsed.trace.CalleeOf(clear), "clear_collection");
   EXPECT_TRUE(clear.legacy_clear);
   EXPECT_EQ(parsed.trace.value(clear.source).name, "saved");
 }
@@ -714,7 +714,7 @@ TEST(TraceTextReader, ReadsNestedDictReturn) {
   const Trace& trace = parsed.trace;
   const Statement& ret = trace.statements.back();
   EXPECT_EQ(ret.kind, StatementKind::kReturn);
-  EXPECT_EQ(ret.SymbolName(), "python_return");
+  EXPECT_EQ(parsed.trace.SymbolName(ret), "python_return");
   const Expr& top = *ret.returned;
   ASSERT_EQ(top.kind, Expr::Kind::kTuple);
   ASSERT_EQ(top.items.size(), 2u);
