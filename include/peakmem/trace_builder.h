@@ -25,6 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "peakmem/huge_page_allocator.h"
+#include "peakmem/name_key.h"
 #include "peakmem/source.h"
 #include "peakmem/string_hash.h"
 #include "peakmem/trace.h"
@@ -147,7 +148,10 @@ class TraceBuilder {
     ValueId value = kNoValue;
     int deleted_at = kLive;
   };
-  NameMap<NameEntry> names_;
+  // (Keys hold short names in themselves: see name_key.h.)
+  absl::flat_hash_map<NameKey, NameEntry, NameKeyHash, NameKeyEq,
+                      HugePageAllocator<std::pair<const NameKey, NameEntry>>>
+      names_;
   // Chunks only: the names taken for values bound before the chunk (external
   // id i is externals_[i]), the names assumed unbound then, the work put
   // off, and which values' types are pending (see TypePending).
