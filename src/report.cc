@@ -317,8 +317,14 @@ void WriteStepRows(const Report& report, std::string head, const ReportSink& sin
       } catch (const std::system_error&) {
         break;  // no thread: the rest on this one
       }
-      AppendStepRows(report, done, mid, &out);
+      std::exception_ptr own;  // (the second thread is joined before anything is thrown)
+      try {
+        AppendStepRows(report, done, mid, &out);
+      } catch (...) {
+        own = std::current_exception();
+      }
       second.join();
+      if (own) std::rethrow_exception(own);
       if (failure) std::rethrow_exception(failure);
       sink(out);
       out.clear();
