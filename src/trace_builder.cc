@@ -107,8 +107,8 @@ std::string_view TraceBuilder::Intern(std::string_view text) {
   return kept;
 }
 
-void TraceBuilder::SetCallSymbol(Statement* s, std::string_view callee, std::string_view symbol,
-                                 std::string_view symbol_id) {
+std::uint32_t TraceBuilder::InternCallSymbol(std::string_view callee, std::string_view symbol,
+                                             std::string_view symbol_id) {
   auto it = call_symbols_.find(std::make_tuple(callee, symbol, symbol_id));
   if (it == call_symbols_.end()) {
     const CallSymbol kept{Intern(callee), Intern(symbol), Intern(symbol_id)};
@@ -117,7 +117,7 @@ void TraceBuilder::SetCallSymbol(Statement* s, std::string_view callee, std::str
     it = call_symbols_.emplace(std::make_tuple(kept.callee, kept.symbol, kept.symbol_id), index)
              .first;
   }
-  s->call_symbol = it->second;
+  return it->second;
 }
 
 ValueId TraceBuilder::Define(std::string_view name, SourceLocation at) {
@@ -290,9 +290,7 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
   std::vector<std::uint32_t> call_symbols(from.call_symbols.size());
   for (std::size_t i = 0; i < from.call_symbols.size(); ++i) {
     const CallSymbol& c = from.call_symbols[i];
-    Statement probe;
-    SetCallSymbol(&probe, c.callee, c.symbol, c.symbol_id);
-    call_symbols[i] = probe.call_symbol;
+    call_symbols[i] = InternCallSymbol(c.callee, c.symbol, c.symbol_id);
   }
   auto renumber_statements = [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {

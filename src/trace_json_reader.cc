@@ -434,14 +434,14 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
         symbol = dot == std::string::npos ? callee : callee.substr(dot + 1);
       }
       if (!have_outputs) s.outputs.kind = Pattern::Kind::kTuple;
-      builder_.SetCallSymbol(&s, callee, symbol, symbol_id);
+      s.call_symbol = builder_.InternCallSymbol(callee, symbol, symbol_id);
       break;
     case StatementKind::kClear:
       if (s.source == kNoValue) Fail(at, "a clear needs a 'source'");
       if (callee.empty()) callee = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
       if (symbol.empty()) symbol = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
       if (symbol_id.empty()) symbol_id = symbol;
-      builder_.SetCallSymbol(&s, callee, symbol, symbol_id);
+      s.call_symbol = builder_.InternCallSymbol(callee, symbol, symbol_id);
       break;
     case StatementKind::kUnpack:
     case StatementKind::kAssign:

@@ -980,7 +980,7 @@ void TextReader::ReadStatement() {
     if ((last == "clear_mutable_collection" || last == "clear_collection") &&
         assign == std::string::npos) {
       s.kind = StatementKind::kClear;
-      builder_.SetCallSymbol(&s, callee, last, last);
+      s.call_symbol = builder_.InternCallSymbol(callee, last, last);
       s.legacy_clear = last == "clear_collection";
       if (rhs.items.size() != 1 || rhs.items[0].kind != Expr::Kind::kValue) {
         Fail(rhs.at, std::string(last) + " expects one collection name");
@@ -1001,7 +1001,8 @@ void TextReader::ReadStatement() {
       // ltorch's are qualified ("torch.reshape"): neither is a plain name.
       const bool qualified_id =
           callee.rfind("prims.", 0) == 0 || callee.rfind("ltorch.", 0) == 0;
-      builder_.SetCallSymbol(&s, callee, symbol, qualified_id ? std::string_view() : symbol);
+      s.call_symbol =
+          builder_.InternCallSymbol(callee, symbol, qualified_id ? std::string_view() : symbol);
       callees_.emplace(trace_.CalleeOf(s), s.call_symbol);  // the interned view
     }
     const std::size_t positional = rhs.items.size() - rhs.keywords->size();

@@ -73,10 +73,10 @@ class TraceBuilder {
   // Like Keep, but equal strings share one copy: for callees, symbols and
   // keyword names, which repeat on every statement.
   std::string_view Intern(std::string_view text);
-  // Sets the statement's callee, symbol and id (interned) and its
-  // call_symbol index (equal triples share one).
-  void SetCallSymbol(Statement* s, std::string_view callee, std::string_view symbol,
-                     std::string_view symbol_id);
+  // The index in Trace::call_symbols of (callee, symbol, id), interned
+  // (equal triples share one): a call's or clear's Statement::call_symbol.
+  std::uint32_t InternCallSymbol(std::string_view callee, std::string_view symbol,
+                                 std::string_view symbol_id);
 
   Trace& trace() { return trace_; }
   // Room for `n` names in the name table.

@@ -267,18 +267,14 @@ const LiveReader::SymInfo& LiveReader::SymOf(PyObject* sym) {
   } else if (PyUnicode_Check(id.ptr()) &&
              PyUnicode_Compare(id.ptr(), names_.clear_mutable_collection.ptr()) == 0) {
     info.special = Special::kClear;
-    Statement probe;
-    builder_.SetCallSymbol(&probe, "clear_mutable_collection", "clear_mutable_collection",
-                           "clear_mutable_collection");
-    info.call_symbol = probe.call_symbol;
+    info.call_symbol = builder_.InternCallSymbol(
+        "clear_mutable_collection", "clear_mutable_collection", "clear_mutable_collection");
   } else {
     nb::object name = Attr(sym, names_.sym_name_attr.ptr());
     const std::string symbol(Utf8(name.ptr()));
     const std::string callee = ModuleOf(sym) + symbol;
     const std::string symbol_id = PyUnicode_Check(id.ptr()) ? std::string(Utf8(id.ptr())) : std::string();
-    Statement probe;
-    builder_.SetCallSymbol(&probe, callee, symbol, symbol_id);  // interns all three
-    info.call_symbol = probe.call_symbol;
+    info.call_symbol = builder_.InternCallSymbol(callee, symbol, symbol_id);
   }
   return syms_.emplace(sym, info).first->second;
 }
