@@ -72,7 +72,7 @@ ValueId TraceBuilder::External(std::string_view name, int deleted_at, bool requi
   if ((id & ~kExternalBit) != externals_.size() || id >= kConstantName) AbortChunk();
   externals_.push_back(name);
   external_required_.push_back(required);
-  names_.emplace(name, NameEntry{id, deleted_at});
+  names_.Insert(name, NameEntry{id, deleted_at});
   return id;
 }
 
@@ -126,10 +126,10 @@ ValueId TraceBuilder::Define(std::string_view name, SourceLocation at) {
   v.name = Keep(name);
   v.defined_at = at;
   // The key views the kept name, which lives as long as the trace.
-  auto [it, inserted] = names_.try_emplace(v.name, NameEntry{id, kLive});
+  auto [found, inserted] = names_.Insert(v.name, NameEntry{id, kLive});
   if (inserted && chunk_) unbound_.push_back(v.name);  // not live before the chunk either
   if (!inserted) {
-    NameEntry& entry = it->second;
+    NameEntry& entry = *found;
     if (entry.deleted_at == kLive) {
       if (IsExternal(entry.value)) AbortChunk();  // (the line is in an earlier chunk)
       Fail(at, "'" + std::string(name) + "' is already defined at line " +
@@ -142,52 +142,52 @@ ValueId TraceBuilder::Define(std::string_view name, SourceLocation at) {
 }
 
 ValueId TraceBuilder::Lookup(std::string_view name) const {
-  auto it = names_.find(name);
-  if (it == names_.end() || it->second.deleted_at != kLive) return kNoValue;
-  return it->second.value;
+  const NameEntry* it = names_.Find(name);
+  if (it == nullptr || it->deleted_at != kLive) return kNoValue;
+  return it->value;
 }
 
 ValueId TraceBuilder::LookupCallee(std::string_view name) {
-  auto it = names_.find(name);
-  if (it == names_.end()) {
+  const NameEntry* it = names_.Find(name);
+  if (it == nullptr) {
     if (chunk_) {
       // A global function, assumed: checked when the chunk is appended.
       unbound_.push_back(name);
-      names_.emplace(name, NameEntry{kNoValue, kAssumedUnbound});
+      names_.Insert(name, NameEntry{kNoValue, kAssumedUnbound});
     }
     return kNoValue;
   }
-  if (it->second.deleted_at != kLive) return kNoValue;
+  if (it->deleted_at != kLive) return kNoValue;
   // Called as a value: a name the chunk took for a value bound before it
   // must be one (were it never bound, one pass would call it as a global).
-  RequireBound(it->second.value);
-  return it->second.value;
+  RequireBound(it->value);
+  return it->value;
 }
 
 ValueId TraceBuilder::LookupLive(std::string_view name) {
-  auto it = names_.find(name);
-  if (it == names_.end()) return chunk_ ? External(name, kLive, /*required=*/true) : kNoValue;
-  return it->second.deleted_at == kLive ? it->second.value : kNoValue;
+  const NameEntry* it = names_.Find(name);
+  if (it == nullptr) return chunk_ ? External(name, kLive, /*required=*/true) : kNoValue;
+  return it->deleted_at == kLive ? it->value : kNoValue;
 }
 
 ValueId TraceBuilder::LookupForUse(std::string_view name, SourceLocation at) {
-  auto it = names_.find(name);
-  if (it == names_.end()) return chunk_ ? External(name, kLive, /*required=*/false) : kNoValue;
-  if (it->second.deleted_at == kAssumedUnbound) AbortChunk();  // a name read as a constant
-  if (it->second.deleted_at != kLive) {
+  const NameEntry* it = names_.Find(name);
+  if (it == nullptr) return chunk_ ? External(name, kLive, /*required=*/false) : kNoValue;
+  if (it->deleted_at == kAssumedUnbound) AbortChunk();  // a name read as a constant
+  if (it->deleted_at != kLive) {
     Fail(at, "'" + std::string(name) + "' is used after 'del' at line " +
-                 std::to_string(it->second.deleted_at));
+                 std::to_string(it->deleted_at));
   }
-  return it->second.value;
+  return it->value;
 }
 
 ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_line) {
-  auto it = names_.find(name);
-  if (it == names_.end()) {
+  NameEntry* it = names_.Find(name);
+  if (it == nullptr) {
     if (chunk_) return External(name, del_line, /*required=*/true);
     Fail(at, "'del' of unknown name '" + std::string(name) + "'");
   }
-  NameEntry& entry = it->second;
+  NameEntry& entry = *it;
   if (entry.deleted_at == kAssumedUnbound) AbortChunk();
   RequireBound(entry.value);
   if (entry.deleted_at != kLive) {
@@ -218,8 +218,8 @@ void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocatio
 
 void TraceBuilder::SetTypeOfName(std::string_view name, std::string_view type_text,
                                  SourceLocation type_at) {
-  auto it = names_.find(name);
-  if (it == names_.end()) {
+  const NameEntry* it = names_.Find(name);
+  if (it == nullptr) {
     if (chunk_) {
       // Bound before the chunk, or a plain comment: known when appended.
       deferred_.push_back({.kind = Deferred::Kind::kSetTypeOfName,
@@ -229,8 +229,8 @@ void TraceBuilder::SetTypeOfName(std::string_view name, std::string_view type_te
     }
     return;
   }
-  if (it->second.deleted_at != kLive) return;
-  SetType(it->second.value, type_text, type_at);
+  if (it->deleted_at != kLive) return;
+  SetType(it->value, type_text, type_at);
 }
 
 bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
@@ -247,10 +247,10 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
       two_threads,
       [&] {
         for (std::size_t i = 0; i < chunk.externals_.size() && externals_hold; ++i) {
-          auto it = names_.find(chunk.externals_[i]);
-          if (it != names_.end() && it->second.deleted_at == kLive) {
-            resolved[i] = it->second.value;
-          } else if (it == names_.end() && !chunk.external_required_[i]) {
+          const NameEntry* it = names_.Find(chunk.externals_[i]);
+          if (it != nullptr && it->deleted_at == kLive) {
+            resolved[i] = it->value;
+          } else if (it == nullptr && !chunk.external_required_[i]) {
             resolved[i] = kConstantName;  // never bound: one pass reads the name as a constant
           } else {
             externals_hold = false;
@@ -259,8 +259,8 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
       },
       [&] {
         for (std::string_view name : chunk.unbound_) {
-          auto it = names_.find(name);
-          if (it != names_.end() && it->second.deleted_at == kLive) {
+          const NameEntry* it = names_.Find(name);
+          if (it != nullptr && it->deleted_at == kLive) {
             unbound_hold = false;
             return;
           }
@@ -300,14 +300,22 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
       if (!s.subsymbols.empty()) s.subsymbols.begin += subsymbol_base;
     }
   };
+  // Each thread renumbers half the statements, then copies the values or
+  // the subsymbols over (a chunk's statements are appended as a segment of
+  // their own: see segmented_vector.h).
   const std::size_t half = from.statements.size() / 2;
   OnTwoThreads(
-      two_threads, [&] { renumber_statements(0, half); },
-      [&] { renumber_statements(half, from.statements.size()); });
-  trace_.values.insert(trace_.values.end(), from.values.begin(), from.values.end());
-  trace_.statements.insert(trace_.statements.end(), std::make_move_iterator(from.statements.begin()),
-                           std::make_move_iterator(from.statements.end()));
-  trace_.subsymbols.insert(trace_.subsymbols.end(), from.subsymbols.begin(), from.subsymbols.end());
+      two_threads,
+      [&] {
+        renumber_statements(0, half);
+        trace_.values.insert(trace_.values.end(), from.values.begin(), from.values.end());
+      },
+      [&] {
+        renumber_statements(half, from.statements.size());
+        trace_.subsymbols.insert(trace_.subsymbols.end(), from.subsymbols.begin(),
+                                 from.subsymbols.end());
+      });
+  trace_.statements.Append(std::move(from.statements));
   for (std::uint32_t u : from.unpacks) trace_.unpacks.push_back(u + statement_base);
 
   // 3. The work the chunk put off, in text order.
@@ -322,9 +330,9 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
       case Deferred::Kind::kSetTypeOfName: {
         // The name had no entry in the chunk before this comment: what it
         // means is what it meant where the chunk starts.
-        auto it = names_.find(d.name);
-        if (it != names_.end() && it->second.deleted_at == kLive) {
-          SetType(it->second.value, d.type_text, d.at);
+        const NameEntry* it = names_.Find(d.name);
+        if (it != nullptr && it->deleted_at == kLive) {
+          SetType(it->value, d.type_text, d.at);
         }
         break;
       }
@@ -336,12 +344,12 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
 
   // 4. The names the chunk leaves bound (or deleted), for the next chunk.
   if (more_follow) {
-    for (const auto& [name, entry] : chunk.names_) {
+    for (const auto& [key, entry] : chunk.names_.entries()) {
       if (entry.deleted_at == kAssumedUnbound) continue;
       ValueId id = entry.value;
       renumber(id);
       if (id == kConstantName) continue;  // (still never bound)
-      names_.insert_or_assign(name, NameEntry{id, entry.deleted_at});
+      names_.InsertOrAssign(key.view(), NameEntry{id, entry.deleted_at});
     }
   }
   trace_.AdoptStorage(std::move(from));

@@ -321,6 +321,7 @@ class TextReader {
   int last_code_line_ = 0;
   // The op call that subsymbol lines attach to, and the open subsymbol nodes.
   Statement* open_call_ = nullptr;
+  std::uint32_t open_call_index_ = 0;  // its index in trace_.statements
   std::vector<int> subsymbol_stack_;  // indentation of the open subsymbol lines
 
   const LogicalLine* line_ = nullptr;
@@ -574,7 +575,7 @@ void TextReader::FinishCall() {
     // A chunk: the types come from values bound before it. The statement
     // is finished when the chunk is appended; until then its outputs'
     // types are pending too.
-    builder_.DeferFinishCall(static_cast<std::uint32_t>(open_call_ - trace_.statements.data()));
+    builder_.DeferFinishCall(open_call_index_);
     for (ValueId id : FlatOutputs(*open_call_)) builder_.MarkPending(id);
   }
   open_call_ = nullptr;
@@ -893,6 +894,14 @@ void TextReader::ReadTrailingComment(std::size_t comment_start) {
   const std::size_t type_start = pos_ + 1;
   const std::string_view type =
       text().substr(type_start, text().size() - 1 - type_start);
+  // Nearly always the comment types the one output the line just bound:
+  // that value is the name's live one, so no name lookup is needed.
+  const Pattern& outputs = trace_.statements.back().outputs;
+  if (outputs.kind == Pattern::Kind::kValue && outputs.value != kNoValue &&
+      trace_.value(outputs.value).name == name) {
+    builder_.SetType(outputs.value, type, line_->At(type_start));
+    return;
+  }
   builder_.SetTypeOfName(name, type, line_->At(type_start));
 }
 
@@ -1047,6 +1056,7 @@ void TextReader::ReadStatement() {
   if (scan.comment != std::string_view::npos) ReadTrailingComment(scan.comment);
   if (trace_.statements.back().kind == StatementKind::kCall) {
     open_call_ = &trace_.statements.back();
+    open_call_index_ = static_cast<std::uint32_t>(trace_.statements.size() - 1);
   }
 }
 

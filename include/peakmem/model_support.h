@@ -25,7 +25,7 @@ namespace peakmem {
 // model's loop, which reads less of each statement, did not gain).
 // Prefetches change no state.
 inline constexpr std::size_t kStatementPrefetchDistance = 28;
-inline void PrefetchStatementAhead(const std::vector<Statement>& statements, std::size_t i) {
+inline void PrefetchStatementAhead(const SegmentedVector<Statement>& statements, std::size_t i) {
   if (i + kStatementPrefetchDistance >= statements.size()) return;
   const char* p = reinterpret_cast<const char*>(&statements[i + kStatementPrefetchDistance]);
   for (std::size_t line = 0; line < sizeof(Statement); line += 64) __builtin_prefetch(p + line);

@@ -28,6 +28,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "peakmem/segmented_vector.h"
 #include "peakmem/source.h"
 #include "peakmem/string_arena.h"
 #include "peakmem/string_hash.h"
@@ -203,7 +204,9 @@ struct Trace {
   std::vector<std::string> decorators;
   std::vector<Parameter> params;
   std::vector<Value> values;
-  std::vector<Statement> statements;
+  // One segment per chunk a big printed trace was read in (see
+  // segmented_vector.h); indexed and iterated as one sequence.
+  SegmentedVector<Statement> statements;
   std::vector<CallSymbol> call_symbols;  // distinct op names (see CallSymbol)
   std::vector<SubSymbol> subsymbols;     // every statement's, in order (see SubSymbol)
   // The indices of the kUnpack statements, in order, when unpacks_listed

@@ -25,7 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "peakmem/huge_page_allocator.h"
-#include "peakmem/name_key.h"
+#include "peakmem/name_table.h"
 #include "peakmem/source.h"
 #include "peakmem/string_hash.h"
 #include "peakmem/trace.h"
@@ -80,7 +80,7 @@ class TraceBuilder {
 
   Trace& trace() { return trace_; }
   // Room for `n` names in the name table.
-  void ReserveNames(std::size_t n) { names_.reserve(n); }
+  void ReserveNames(std::size_t n) { names_.Reserve(n); }
   const SourceFile& source() const { return *source_; }
 
   // ---- chunks (see the file comment)
@@ -148,10 +148,8 @@ class TraceBuilder {
     ValueId value = kNoValue;
     int deleted_at = kLive;
   };
-  // (Keys hold short names in themselves: see name_key.h.)
-  absl::flat_hash_map<NameKey, NameEntry, NameKeyHash, NameKeyEq,
-                      HugePageAllocator<std::pair<const NameKey, NameEntry>>>
-      names_;
+  // (Entries in the order names first appear: see name_table.h.)
+  NameTable<NameEntry> names_;
   // Chunks only: the names taken for values bound before the chunk (external
   // id i is externals_[i]), the names assumed unbound then, the work put
   // off, and which values' types are pending (see TypePending).

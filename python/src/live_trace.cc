@@ -513,7 +513,7 @@ peakmem::Trace LiveReader::Read(nb::handle trace) {
     if (!bsyms.is_valid()) throw nb::python_error();
   }
   const Items all = ItemsOf(bsyms.ptr());
-  std::vector<Statement>& statements = builder_.trace().statements;
+  peakmem::SegmentedVector<Statement>& statements = builder_.trace().statements;
   statements.reserve(statements.size() + static_cast<std::size_t>(all.size));
   for (Py_ssize_t i = 0; i < all.size; ++i) {
     // The list may not change while it is read: nothing here runs Python code

@@ -11,6 +11,7 @@
 // not joined where the one-pass meaning cannot be known inside a chunk.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -32,6 +33,15 @@ std::string Outcome(const std::function<ParsedTrace()>& read, int* joined = null
   try {
     const ParsedTrace parsed = read();
     if (joined != nullptr) *joined = parsed.chunks_joined;
+    // The joined chunks' statements are segments of one sequence (at most
+    // one per chunk): iterating it and indexing it must meet the same
+    // statements, in order.
+    const SegmentedVector<Statement>& statements = parsed.trace.statements;
+    EXPECT_LE(statements.segment_count(),
+              static_cast<std::size_t>(std::max(1, parsed.chunks_joined)));
+    std::size_t index = 0;
+    for (const Statement& s : statements) EXPECT_EQ(&s, &statements[index++]);
+    EXPECT_EQ(index, statements.size());
     std::string result = DebugString(parsed.trace);
     for (const char* model : {"thunder", "runtime"}) {
       try {
@@ -226,6 +236,9 @@ TEST(ChunkedRead, TypesInferredFromValuesBoundBeforeAChunk) {
   EXPECT_GT(ExpectSameAtEverySplit(text), 3);
   const auto parsed = ReadTraceTextInChunks(Source(text), {LineStarts(text)[3]});
   EXPECT_EQ(parsed.chunks_joined, 2);
+  // Joined as two segments: the second chunk's statements were not moved.
+  EXPECT_EQ(parsed.trace.statements.segment_count(), 2u);
+  EXPECT_EQ(parsed.trace.statements.segment(0).size(), 2u);
   EXPECT_EQ(parsed.trace.statements[1].outputs.items[0].kind, Pattern::Kind::kValue);
   const ValueId t2 = parsed.trace.statements[2].outputs.items[0].value;
   EXPECT_EQ(parsed.trace.value(t2).type->text, "cpu f32[8]");

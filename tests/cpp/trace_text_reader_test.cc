@@ -310,7 +310,7 @@ TEST(TraceTextReader, ReadsThunderSymbolNameAndId) {
   t4 = Tensor.expand(t0, (2, 2, 4))  # t4: "cpu f32[2, 2, 4]"
   return (t1, t2, t3, t4)
 )");
-  const std::vector<Statement>& s = parsed.trace.statements;
+  const SegmentedVector<Statement>& s = parsed.trace.statements;
   EXPECT_EQ(parsed.trace.SymbolOf(s[0]), "linear");
   EXPECT_EQ(parsed.trace.SymbolIdOf(s[0]), "linear");
   EXPECT_EQ(parsed.trace.SymbolName(s[0]), "linear");
