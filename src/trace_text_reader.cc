@@ -1194,15 +1194,18 @@ void TextReader::ResumeAfter(const TextReader& chunk) {
 // is exactly that of one pass.
 
 // Where the body starts (the first line after `def` that is neither blank
-// nor a comment in column 1) and its indentation; false if the signature is
-// not in the first megabyte or the body is not indented.
-bool FindBody(std::string_view text, std::size_t* body_begin, int* indent) {
+// nor a comment in column 1) and its indentation, and where the `def` line
+// starts (`def_begin`, if given); false if the signature is not in the first
+// megabyte or the body is not indented.
+bool FindBody(std::string_view text, std::size_t* body_begin, int* indent,
+              std::size_t* def_begin = nullptr) {
   LineCursor lines(text);
   std::string_view line;
   bool after_def = false;
   while (lines.begin() < (std::size_t{1} << 20) && lines.Next(&line)) {
     if (!after_def) {
       after_def = line.substr(0, 4) == "def ";
+      if (after_def && def_begin != nullptr) *def_begin = lines.begin();
       continue;
     }
     const std::string_view t = Trim(line);
@@ -1332,11 +1335,14 @@ Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source, std::vector<
     for (std::size_t j = 0; j < k; ++j)
       ranges[k].lines_before += static_cast<int>(ranges[j].newlines);
   };
-  // The preamble first: the chunks need its imports (for op symbols).
+  // The imports first: the chunks need them (for op symbols). They come
+  // before the `def` line; the signature after it, which can be long (one
+  // parameter per weight), is read by this thread while the chunks are.
   std::size_t body_begin = 0;
+  std::size_t def_begin = 0;
   int indent = 0;
-  if (FindBody(text, &body_begin, &indent) && body_begin <= ranges[1].begin) {
-    first.StopAt(body_begin);
+  if (FindBody(text, &body_begin, &indent, &def_begin) && body_begin <= ranges[1].begin) {
+    first.StopAt(def_begin);
     first.ReadLines();
   }
   const std::vector<std::string> imports = first.imports();
