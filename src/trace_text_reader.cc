@@ -195,8 +195,11 @@ class TextReader {
   Trace Read();
 
   // ---- reading in chunks (see ReadInChunks)
-  // Room for the statements of `newlines` lines.
-  void Reserve(std::size_t newlines);
+  // Room for the statements of `newlines` lines, and for the names of
+  // `named_newlines` lines (a first reader's table gets the names of every
+  // chunk but the last).
+  void Reserve(std::size_t newlines, std::size_t named_newlines);
+  void Reserve(std::size_t newlines) { Reserve(newlines, newlines); }
   // Reads lines up to the stop offset (or the end), then ends the last op.
   void ReadLines();
   // The end-of-input checks (ending the last op), then TakeTrace.
@@ -1070,7 +1073,7 @@ std::size_t CountNewlines(std::string_view text) {
   return newlines;
 }
 
-void TextReader::Reserve(std::size_t newlines) {
+void TextReader::Reserve(std::size_t newlines, std::size_t named_newlines) {
   // Room for every statement and value up front: a printed trace has at
   // least two lines per statement in practice (the op and its comments), and
   // growing these vectors would copy them and briefly hold both copies.
@@ -1086,7 +1089,7 @@ void TextReader::Reserve(std::size_t newlines) {
   // lines (the op line, its type and subsymbol comments, `del`s); where they
   // bind more the table still grows, and where fewer it is at most one size
   // step larger than it would have grown to.
-  builder_.ReserveNames(newlines / 5);
+  builder_.ReserveNames(named_newlines / 5);
 }
 
 Trace TextReader::Read() {
@@ -1382,7 +1385,9 @@ Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source, std::vector<
     count(0);
     std::size_t total = 0;
     for (const ChunkRange& r : ranges) total += r.newlines;
-    first.Reserve(total);
+    // Every chunk's values and subsymbols are copied into this reader's trace;
+    // the names of every chunk but the last into its name table.
+    first.Reserve(total, total - ranges[n - 1].newlines);
     first.StopAt(ranges[1].begin);
     first.ReadLines();  // an error here is the error of one pass
   }                     // joins the threads
