@@ -263,8 +263,11 @@ if rss:
             alone = (f"; on one thread (-j 1): wall {single[0]['wall_s']:.2f} s, user+sys "
                      f"{single[0]['user_s'] + single[0]['sys_s']:.2f} s, peak RSS "
                      f"{single[0]['max_rss_kb'] / 2**20:.3f} GiB") if single else ""
+            walls = one.get("wall_runs_s") or [one["wall_s"]]
+            spread = (f"median of {len(walls)} runs, {walls[0]:.2f}-{walls[-1]:.2f} s; "
+                      if len(walls) > 1 else "")
             target(f"`peakmem analyze --model {model}` on {one['statements']} statements: time", round(one["wall_s"], 2),
-                   "s wall (user+sys %.2f s; load %.1f)" % (cpu, one["load_avg_1m_before"]),
+                   "s wall (%suser+sys %.2f s; load %.1f)" % (spread, cpu, one["load_avg_1m_before"]),
                    "< 1", one["wall_s"] < 1, f"file {one['file']}, {one['bytes'] / 1e6:.0f} MB, reader "
                    f"threads: one per CPU{alone}")
             target(f"`peakmem analyze --model {model}` on {one['statements']} statements: peak RSS",
