@@ -272,9 +272,9 @@ void AppendStepRows(const Report& report, std::size_t begin, std::size_t end, st
   constexpr std::size_t kAhead = 12;
   for (std::size_t i = begin; i < end; ++i) {
     if (i + kAhead < end) {
-      const char* ahead = report.steps[i + kAhead].source.data();
-      __builtin_prefetch(ahead);
-      __builtin_prefetch(ahead + 64);
+      const std::string_view ahead = report.steps[i + kAhead].source;
+      if (!ahead.empty()) __builtin_prefetch(ahead.data());
+      if (ahead.size() > 64) __builtin_prefetch(ahead.data() + 64);
     }
     const Step& s = report.steps[i];
     const bool cut = s.source.size() > 80;
