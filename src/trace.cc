@@ -1,6 +1,9 @@
 #include "peakmem/trace.h"
 
+#include <memory>
 #include <sstream>
+#include <stdexcept>
+#include <type_traits>
 
 #include <charconv>
 
@@ -142,6 +145,30 @@ const ValueType* Trace::InternType(ValueType type) {
   return stored;
 }
 
+ExprList Trace::SaveExprs(std::span<const Expr> items,
+                          std::span<const std::string_view> keywords) {
+  static_assert(std::is_trivially_copyable_v<Expr> && std::is_trivially_destructible_v<Expr>);
+  if (items.empty()) return {};
+  if (items.size() > UINT32_MAX) throw std::length_error("an expression list of over 2^32 items");
+  // The keyword names follow the items (ExprList::keywords).
+  static_assert(alignof(std::string_view) <= alignof(Expr) && sizeof(Expr) % alignof(std::string_view) == 0);
+  void* room = strings_.Allocate(items.size_bytes() + keywords.size_bytes(), alignof(Expr));
+  Expr* data = static_cast<Expr*>(room);
+  std::uninitialized_copy(items.begin(), items.end(), data);
+  std::uninitialized_copy(keywords.begin(), keywords.end(),
+                          reinterpret_cast<std::string_view*>(data + items.size()));
+  return ExprList(data, items.size(), keywords.size());
+}
+
+ArenaSpan<KeywordArg> Trace::SaveKeywordArgs(std::span<const KeywordArg> kwargs) {
+  static_assert(std::is_trivially_destructible_v<KeywordArg>);
+  if (kwargs.empty()) return {};
+  if (kwargs.size() > UINT32_MAX) throw std::length_error("over 2^32 keyword arguments");
+  auto* data = static_cast<KeywordArg*>(strings_.Allocate(kwargs.size_bytes(), alignof(KeywordArg)));
+  std::uninitialized_copy(kwargs.begin(), kwargs.end(), data);
+  return ArenaSpan<KeywordArg>(data, kwargs.size());
+}
+
 void Trace::AdoptStorage(Trace&& other) {
   adopted_strings_.push_back(std::move(other.strings_));
   adopted_types_.push_back(std::move(other.types_));
@@ -181,11 +208,11 @@ void FormatExpr(const Trace& trace, const Expr& e, std::string* out) {
     case Expr::Kind::kCall: {
       *out += e.text;
       *out += "(";
-      const std::size_t positional = e.items.size() - e.keywords->size();
+      const std::size_t positional = e.items.size() - e.keywords().size();
       for (std::size_t i = 0; i < e.items.size(); ++i) {
         if (i) *out += ", ";
         if (i >= positional) {
-          *out += (*e.keywords)[i - positional];
+          *out += e.keywords()[i - positional];
           *out += "=";
         }
         FormatExpr(trace, e.items[i], out);
@@ -313,7 +340,7 @@ void DebugExpr(const Trace& trace, const Expr& e, std::ostringstream& out) {
   if (e.kind == Expr::Kind::kValue) out << " v" << e.value << "=" << trace.value(e.value).name;
   if (!e.text.empty()) out << " '" << e.text << "'";
   if (e.has_int) out << " i" << e.int_value;
-  for (std::string_view kw : *e.keywords) out << " kw=" << kw;
+  for (std::string_view kw : e.keywords()) out << " kw=" << kw;
   for (const Expr& item : e.items) DebugExpr(trace, item, out);
   out << "}";
 }

@@ -266,7 +266,7 @@ Expr JsonReader::ReadExpr(od::value v, int depth) {
       e.kind = key == "tuple" ? Expr::Kind::kTuple
                : key == "list" ? Expr::Kind::kList
                                : Expr::Kind::kSet;
-      e.items = ReadExprList(value, depth);
+      e.items = builder_.trace().SaveExprs(ReadExprList(value, depth));
     } else if (key == "dict") {
       e.kind = Expr::Kind::kDict;
       const SourceLocation dict_at = At(value);
@@ -274,17 +274,19 @@ Expr JsonReader::ReadExpr(od::value v, int depth) {
       if (value.get_array().get(pairs) != simdjson::SUCCESS) {
         Fail(dict_at, "'dict' needs an array of [key, value] pairs");
       }
+      std::vector<Expr> items;
       for (auto pair_item : pairs) {
         std::vector<Expr> pair = ReadExprList(pair_item.value(), depth + 1);
         if (pair.size() != 2) Fail(dict_at, "'dict' needs an array of [key, value] pairs");
-        e.items.push_back(std::move(pair[0]));
-        e.items.push_back(std::move(pair[1]));
+        items.push_back(pair[0]);
+        items.push_back(pair[1]);
       }
+      e.items = builder_.trace().SaveExprs(items);
     } else if (key == "call") {
       e.kind = Expr::Kind::kCall;
       e.text = builder_.Intern(String(value, "'call'"));
     } else if (key == "args") {
-      e.items = ReadExprList(value, depth);
+      e.items = builder_.trace().SaveExprs(ReadExprList(value, depth));
     } else {
       Fail(At(value), "unknown key '" + std::string(key) + "' in an expression");
     }
@@ -368,11 +370,12 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
     } else if (have_outputs && (key == "args" || key == "kwargs")) {
       Fail(At(value), "'outputs' must come after 'args' and 'kwargs'");
     } else if (key == "args") {
-      s.args = ReadExprList(value, 0);
+      s.args = builder_.trace().SaveExprs(ReadExprList(value, 0));
     } else if (key == "kwargs") {
       const SourceLocation kw_at = At(value);
       od::array pairs;
       if (value.get_array().get(pairs) != simdjson::SUCCESS) Fail(kw_at, "'kwargs' must be an array");
+      std::vector<KeywordArg> kwargs;
       for (auto pair_item : pairs) {
         od::value pair_value = pair_item.value();
         const SourceLocation pair_at = At(pair_value);
@@ -385,12 +388,13 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
         for (auto part : pair) {
           od::value part_value = part.value();
           if (n == 0) name = builder_.Intern(String(part_value, "a keyword name"));
-          if (n == 1) s.kwargs.emplace_back(name, ReadExpr(part_value, 1));
+          if (n == 1) kwargs.emplace_back(name, ReadExpr(part_value, 1));
           if (n >= 2) Fail(pair_at, "a keyword argument must be [name, expression]");
           ++n;
         }
         if (n != 2) Fail(pair_at, "a keyword argument must be [name, expression]");
       }
+      s.kwargs = builder_.trace().SaveKeywordArgs(kwargs);
     } else if (key == "source") {
       const SourceLocation src_at = At(value);
       const std::string_view name = String(value, "'source'");

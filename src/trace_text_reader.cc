@@ -304,9 +304,11 @@ class TextReader {
 
   Expr ParseExpression(int depth);
   Expr ParsePrimary(int depth);
-  void ParseCallArguments(Expr* call, int depth);
+  // Parses the arguments of `call` up to its ')' into call->items, after
+  // `first` when given (the called expression, for `<call>`).
+  void ParseCallArguments(Expr* call, int depth, const Expr* first);
   Expr ParseSequence(char close, Expr::Kind kind, int depth);
-  void TakeItems(std::size_t base, std::vector<Expr>* out);
+  ExprList TakeItems(std::size_t base, std::size_t keyword_base);
   Pattern ParsePatternList(bool* is_sequence);
   Pattern ParsePatternItem(int depth);
   void ReadTrailingComment(std::size_t comment_start);
@@ -334,6 +336,8 @@ class TextReader {
   std::size_t statement_offset_ = 0;  // where the statement being read starts
   std::string joined_;  // the pieces of a statement spanning several lines
   std::vector<Expr> expr_stack_;  // items of the lists being parsed (see TakeItems)
+  std::vector<std::string_view> keyword_stack_;  // their keyword names (calls)
+  std::vector<KeywordArg> kwargs_;  // a statement's keyword arguments (reused)
   LineScan scan_;       // the scan of current_ when GatherLogicalLine made one
   bool have_scan_ = false;
   absl::flat_hash_map<std::string_view, std::uint32_t, StringHash> callees_;  // callee -> call_symbol
@@ -657,13 +661,16 @@ int TextReader::GatherLogicalLine(int first_line, std::string_view first) {
 
 // ---------------------------------------------------------------- expressions
 
-// Items are parsed onto expr_stack_ and moved into an exactly sized vector
-// at the end: one allocation per list instead of a vector growing item by
-// item (nested lists push above and pop before the outer one ends).
-void TextReader::TakeItems(std::size_t base, std::vector<Expr>* out) {
-  out->reserve(out->size() + (expr_stack_.size() - base));
-  for (std::size_t i = base; i < expr_stack_.size(); ++i) out->push_back(std::move(expr_stack_[i]));
-  expr_stack_.erase(expr_stack_.begin() + static_cast<std::ptrdiff_t>(base), expr_stack_.end());
+// Items are parsed onto expr_stack_ (a call's keyword names onto
+// keyword_stack_) and copied into the trace's arena when the list ends
+// (nested lists push above and pop before the outer one ends).
+ExprList TextReader::TakeItems(std::size_t base, std::size_t keyword_base) {
+  const ExprList list = trace_.SaveExprs(
+      std::span<const Expr>(expr_stack_).subspan(base),
+      std::span<const std::string_view>(keyword_stack_).subspan(keyword_base));
+  expr_stack_.resize(base);
+  keyword_stack_.resize(keyword_base);
+  return list;
 }
 
 Expr TextReader::ParseSequence(char close, Expr::Kind kind, int depth) {
@@ -693,14 +700,16 @@ Expr TextReader::ParseSequence(char close, Expr::Kind kind, int depth) {
     expr_stack_.pop_back();
     return inner;
   }
-  TakeItems(base, &e.items);
+  e.items = TakeItems(base, keyword_stack_.size());
   if (e.kind == Expr::Kind::kSet && e.items.empty()) e.kind = Expr::Kind::kDict;  // `{}`
   return e;
 }
 
-void TextReader::ParseCallArguments(Expr* call, int depth) {
+void TextReader::ParseCallArguments(Expr* call, int depth, const Expr* first) {
   bool keywords_started = false;
   const std::size_t base = expr_stack_.size();
+  const std::size_t keyword_base = keyword_stack_.size();
+  if (first != nullptr) expr_stack_.push_back(*first);
   while (!Accept(')')) {
     if (AtEnd()) FailAt(pos_, "expected ')', got end of line");
     SkipSpaces();
@@ -709,7 +718,7 @@ void TextReader::ParseCallArguments(Expr* call, int depth) {
     const std::string_view key = Identifier();
     if (!key.empty() && Peek() == '=' && !(pos_ + 1 < end_ && text()[pos_ + 1] == '=')) {
       ++pos_;
-      call->keywords.Mutable().emplace_back(key);
+      keyword_stack_.push_back(key);
       expr_stack_.push_back(ParseExpression(depth + 1));
       keywords_started = true;
     } else {
@@ -723,7 +732,7 @@ void TextReader::ParseCallArguments(Expr* call, int depth) {
       break;
     }
   }
-  TakeItems(base, &call->items);
+  call->items = TakeItems(base, keyword_base);
 }
 
 Expr TextReader::ParsePrimary(int depth) {
@@ -796,27 +805,25 @@ Expr TextReader::ParsePrimary(int depth) {
       Expr call;
       call.kind = Expr::Kind::kCall;
       call.at = e.at;
-      if (e.kind == Expr::Kind::kConstant) {
-        call.text = e.text;
-      } else {
-        call.text = "<call>";
-        call.items.push_back(std::move(e));
-      }
-      ParseCallArguments(&call, depth);
-      e = std::move(call);
+      const bool named = e.kind == Expr::Kind::kConstant;
+      call.text = named ? e.text : "<call>";
+      ParseCallArguments(&call, depth, named ? nullptr : &e);
+      e = call;
     } else if (Peek() == '[') {
       ++pos_;
       Expr sub;
       sub.kind = Expr::Kind::kCall;
       sub.text = "<subscript>";
       sub.at = e.at;
-      sub.items.push_back(std::move(e));
+      const std::size_t base = expr_stack_.size();
+      expr_stack_.push_back(e);
       while (!Accept(']')) {
         if (AtEnd()) FailAt(pos_, "expected ']', got end of line");
         if (Accept(':') || Accept(',')) continue;
-        sub.items.push_back(ParseExpression(depth + 1));
+        expr_stack_.push_back(ParseExpression(depth + 1));
       }
-      e = std::move(sub);
+      sub.items = TakeItems(base, keyword_stack_.size());
+      e = sub;
     } else {
       break;
     }
@@ -961,12 +968,14 @@ void TextReader::ReadStatement() {
         Expr tuple;
         tuple.kind = Expr::Kind::kTuple;
         tuple.at = first.at;
-        tuple.items.push_back(std::move(first));
+        const std::size_t base = expr_stack_.size();
+        expr_stack_.push_back(first);
         while (!AtEnd()) {
-          tuple.items.push_back(ParseExpression(0));
+          expr_stack_.push_back(ParseExpression(0));
           if (!Accept(',') && !AtEnd()) FailAt(pos_, "expected ',' or end of line");
         }
-        s.returned = std::move(tuple);
+        tuple.items = TakeItems(base, keyword_stack_.size());
+        s.returned = tuple;
       } else {
         s.returned = std::move(first);
       }
@@ -1017,19 +1026,14 @@ void TextReader::ReadStatement() {
           builder_.InternCallSymbol(callee, symbol, qualified_id ? std::string_view() : symbol);
       callees_.emplace(trace_.CalleeOf(s), s.call_symbol);  // the interned view
     }
-    const std::size_t positional = rhs.items.size() - rhs.keywords->size();
-    if (positional == rhs.items.size()) {
-      s.args = std::move(rhs.items);
-      rhs.items.clear();
-    } else {
-      s.args.reserve(positional);
-    }
-    for (std::size_t i = 0; i < rhs.items.size(); ++i) {
-      if (i < positional) {
-        s.args.push_back(std::move(rhs.items[i]));
-      } else {
-        s.kwargs.emplace_back((*rhs.keywords)[i - positional], std::move(rhs.items[i]));
+    const std::size_t positional = rhs.items.size() - rhs.items.keyword_count();
+    s.args = rhs.items.first(positional);
+    if (positional != rhs.items.size()) {
+      kwargs_.clear();
+      for (std::size_t i = positional; i < rhs.items.size(); ++i) {
+        kwargs_.emplace_back(rhs.keywords()[i - positional], rhs.items[i]);
       }
+      s.kwargs = trace_.SaveKeywordArgs(kwargs_);
     }
   } else if (rhs.kind == Expr::Kind::kValue && assign != std::string::npos) {
     s.source = rhs.value;

@@ -7,7 +7,8 @@
 // are appended to large chunks, never moved or freed one by one, so a view
 // stays valid as long as the arena lives, and saving costs one memcpy
 // instead of a heap allocation per string (a 10^6-statement trace has
-// millions of them).
+// millions of them). A trace's expression lists live here too (Allocate;
+// see arena_span.h).
 #pragma once
 
 #include <cstddef>
@@ -27,11 +28,19 @@ class StringArena {
 
   // Copies `text` into the arena; the view stays valid while the arena lives.
   std::string_view Save(std::string_view text);
+  // Room for `bytes` bytes aligned to `align` (a power of two no larger
+  // than alignof(std::max_align_t)), valid while the arena lives. Never
+  // freed one by one: for trivially destructible objects only.
+  void* Allocate(std::size_t bytes, std::size_t align);
   // Bytes held (for memory accounting in benchmarks).
   std::size_t bytes_reserved() const { return reserved_; }
 
  private:
   static constexpr std::size_t kChunkBytes = 64 * 1024;
+  // A new chunk of at least `bytes`; returns its start. The current chunk
+  // stays the one allocations come from unless the new one has more room
+  // left after `bytes`.
+  char* NewChunk(std::size_t bytes);
   std::vector<std::unique_ptr<char[]>> chunks_;
   char* next_ = nullptr;
   std::size_t left_ = 0;

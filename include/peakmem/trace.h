@@ -28,6 +28,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "peakmem/arena_span.h"
 #include "peakmem/segmented_vector.h"
 #include "peakmem/source.h"
 #include "peakmem/string_arena.h"
@@ -53,8 +54,8 @@ struct Value {
 };
 
 // A value kept on the heap, copied deeply: for a member that only a few
-// statements or expressions use (only `return` needs an Expr; only nested
-// calls have keywords), so that the rest do not carry it. An empty Box reads as a default T.
+// statements use (only `return` needs an Expr), so that the rest do not
+// carry it. An empty Box reads as a default T.
 template <typename T>
 class Box {
  public:
@@ -94,9 +95,29 @@ class Box {
 enum class NumberKind : std::uint8_t { kNone, kBool, kInt, kFloat, kComplex };
 NumberKind ClassifyNumber(std::string_view text);
 
+struct Expr;
+
+// The items of a container or call expression (see Expr::items), in the
+// trace's arena: for a call, its positional arguments then its keyword
+// arguments' values; the names of those last keyword_count() items are
+// stored right after the items (keywords()).
+class ExprList : public ArenaSpan<Expr> {
+ public:
+  ExprList() = default;
+  ExprList(Expr* data, std::size_t size, std::size_t keyword_count)
+      : ArenaSpan<Expr>(data, size) {
+    extra_ = static_cast<std::uint32_t>(keyword_count);
+  }
+  std::size_t keyword_count() const { return extra_; }
+  // The keyword names (a call's), in order: names of the last
+  // keyword_count() items.
+  std::span<const std::string_view> keywords() const;
+};
+
 // An expression in an argument list or a return: a reference to a trace value,
 // a constant (number, string, None, a dotted global such as `dtypes.float32`),
-// a container literal, or a nested call.
+// a container literal, or a nested call. Trivially copyable (56 bytes): a
+// trace holds millions, and its nested lists live in the trace's arena.
 struct Expr {
   enum class Kind : std::uint8_t { kValue, kConstant, kTuple, kList, kDict, kSet, kCall };
   Kind kind = Kind::kConstant;
@@ -105,16 +126,26 @@ struct Expr {
   ValueId value = kNoValue;  // kValue
   std::string_view text;     // kConstant: its source text; kCall: the callee
   // kTuple/kList/kSet: elements; kDict: key, value, key, value, ...;
-  // kCall: positional arguments then keyword argument values.
-  std::vector<Expr> items;
-  Box<std::vector<std::string_view>> keywords;  // kCall: names of the trailing keyword items
+  // kCall: positional arguments then keyword argument values (their names:
+  // keywords()). Made by Trace::SaveExprs.
+  ExprList items;
   SourceLocation at;
   std::int64_t int_value = 0;  // kConstant with has_int
 
+  // kCall: names of the trailing keyword items.
+  std::span<const std::string_view> keywords() const { return items.keywords(); }
   // Makes this a constant spelled `text` (a view that outlives the trace),
   // with its number classified.
   void SetConstant(std::string_view constant_text);
 };
+
+inline std::span<const std::string_view> ExprList::keywords() const {
+  if (extra_ == 0) return {};
+  return {reinterpret_cast<const std::string_view*>(data_ + size_), extra_};
+}
+
+// A call's keyword argument: its name and value.
+using KeywordArg = std::pair<std::string_view, Expr>;
 
 // An assignment target: `t0`, `_`, `(a, b)`, `[a, b]`, nested.
 struct Pattern {
@@ -167,8 +198,9 @@ enum class StatementKind : std::uint8_t {
 };
 const char* StatementKindName(StatementKind kind);
 
-// Fields are ordered so that no padding is left between them (208 bytes):
-// a trace holds one Statement per statement, 10^7 of them on the largest.
+// Fields are ordered so that little padding is left between them (144
+// bytes): a trace holds one Statement per statement, 10^7 of them on the
+// largest. Its lists (args, kwargs) live in the trace's arena.
 struct Statement {
   StatementKind kind = StatementKind::kCall;
   bool legacy_clear = false;      // kClear spelled `clear_collection` (older Thunder)
@@ -178,8 +210,8 @@ struct Statement {
   // statement was not read from one), so reports quote it without a line index.
   std::uint64_t line_offset = kNoOffset;
   Pattern outputs;        // kCall, kUnpack, kAssign
-  std::vector<Expr> args; // kCall, kClear: positional arguments
-  std::vector<std::pair<std::string_view, Expr>> kwargs;  // kCall
+  ArenaSpan<Expr> args;           // kCall, kClear: positional arguments (Trace::SaveExprs)
+  ArenaSpan<KeywordArg> kwargs;   // kCall (Trace::SaveKeywordArgs)
   ValueId source = kNoValue;      // kUnpack, kAssign, kClear
   // kCall, kClear: the index of its (callee, symbol, symbol_id) in
   // Trace::call_symbols (Trace::CalleeOf and the like read them); every
@@ -243,6 +275,10 @@ struct Trace {
   std::shared_ptr<const void> backing;
   // Copies `text` into the trace's arena and returns the stable view.
   std::string_view Save(std::string_view text) { return strings_.Save(text); }
+  // Copies `items` (and the names of the last keywords.size() of them, for
+  // a call) into the trace's arena: an Expr's items or a Statement's args.
+  ExprList SaveExprs(std::span<const Expr> items, std::span<const std::string_view> keywords = {});
+  ArenaSpan<KeywordArg> SaveKeywordArgs(std::span<const KeywordArg> kwargs);
   // The shared copy of `type`: equal type strings are stored once.
   const ValueType* InternType(ValueType type);
   // The shared type printed as `text`, or nullptr if none was interned yet.

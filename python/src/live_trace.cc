@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -178,6 +179,17 @@ class LiveReader {
   // while it is read.
   absl::flat_hash_map<PyObject*, ValueId> proxies_;
   std::vector<std::uint8_t> dead_;  // ValueId -> deleted
+  // Items of the lists being converted, copied into the trace's arena when
+  // a list ends (Trace::SaveExprs); a statement's keyword arguments.
+  std::vector<Expr> expr_stack_;
+  std::vector<peakmem::KeywordArg> kwargs_;
+  // The items on expr_stack_ from `base` on, saved, and popped.
+  peakmem::ExprList TakeItems(std::size_t base) {
+    const peakmem::ExprList list =
+        builder_.trace().SaveExprs(std::span<const Expr>(expr_stack_).subspan(base));
+    expr_stack_.resize(base);
+    return list;
+  }
   absl::flat_hash_map<PyObject*, SymInfo> syms_;
   absl::flat_hash_map<TypeKey, const peakmem::ValueType*> types_;
   TypeKey key_;  // reused
@@ -396,19 +408,26 @@ Expr LiveReader::ToExpr(PyObject* p, int depth) {
   }
   if (PyTuple_CheckExact(p) || PyList_CheckExact(p)) {
     e.kind = PyTuple_CheckExact(p) ? Expr::Kind::kTuple : Expr::Kind::kList;
-    const Items items = ItemsOf(p);
-    e.items.reserve(items.size);
-    for (PyObject* item : items) e.items.push_back(ToExpr(item, depth + 1));
+    const std::size_t base = expr_stack_.size();
+    for (PyObject* item : ItemsOf(p)) {
+      const Expr item_expr = ToExpr(item, depth + 1);
+      expr_stack_.push_back(item_expr);
+    }
+    e.items = TakeItems(base);
     return e;
   }
   if (PyDict_CheckExact(p)) {
     e.kind = Expr::Kind::kDict;
     PyObject *key, *value;
     Py_ssize_t pos = 0;
+    const std::size_t base = expr_stack_.size();
     while (PyDict_Next(p, &pos, &key, &value)) {
-      e.items.push_back(ToExpr(key, depth + 1));
-      e.items.push_back(ToExpr(value, depth + 1));
+      const Expr key_expr = ToExpr(key, depth + 1);
+      expr_stack_.push_back(key_expr);
+      const Expr value_expr = ToExpr(value, depth + 1);
+      expr_stack_.push_back(value_expr);
     }
+    e.items = TakeItems(base);
     return e;
   }
   if (KindOf(p) != ProxyKind::kNotProxy) {
@@ -587,16 +606,24 @@ peakmem::Trace LiveReader::Read(nb::handle trace) {
         if (!PyDict_Check(kwargs.ptr())) Fail("bound symbol keyword arguments are not a dict");
         PyObject *key, *value;
         Py_ssize_t pos = 0;
+        const std::size_t base = expr_stack_.size();
         if (lean_) {
           // Thunder's flat_proxy_args: positional then keyword values.
-          for (PyObject* a : ItemsOf(args.ptr())) FlattenArgs(a, 1, &s.args);
-          while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) FlattenArgs(value, 1, &s.args);
+          for (PyObject* a : ItemsOf(args.ptr())) FlattenArgs(a, 1, &expr_stack_);
+          while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) FlattenArgs(value, 1, &expr_stack_);
+          s.args = TakeItems(base);
         } else {
-          s.args.reserve(PyTuple_GET_SIZE(args.ptr()));
-          for (PyObject* a : ItemsOf(args.ptr())) s.args.push_back(ToExpr(a, 1));
-          while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) {
-            s.kwargs.emplace_back(builder_.Intern(Utf8(key)), ToExpr(value, 1));
+          for (PyObject* a : ItemsOf(args.ptr())) {
+            const Expr arg = ToExpr(a, 1);
+            expr_stack_.push_back(arg);
           }
+          s.args = TakeItems(base);
+          kwargs_.clear();
+          while (PyDict_Next(kwargs.ptr(), &pos, &key, &value)) {
+            const std::string_view name = builder_.Intern(Utf8(key));
+            kwargs_.emplace_back(name, ToExpr(value, 1));
+          }
+          s.kwargs = builder_.trace().SaveKeywordArgs(kwargs_);
         }
         nb::object output = Attr(bsym, names_.output_attr.ptr());
         s.outputs = ToPattern(output.ptr(), 0);

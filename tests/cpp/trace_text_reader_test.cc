@@ -896,7 +896,7 @@ TEST(TraceTextReader, ClassifiesConstantsOnce) {
       "  # t0: \"cpu f32[2]\"\n"
       "  return t0\n";
   const ParsedTrace parsed = Parse(text);
-  const std::vector<Expr>& args = parsed.trace.statements[0].args;
+  const auto& args = parsed.trace.statements[0].args;
   ASSERT_EQ(args.size(), 11u);
   EXPECT_EQ(args[0].kind, Expr::Kind::kValue);
   EXPECT_EQ(args[1].number, NumberKind::kInt);
