@@ -68,13 +68,20 @@ struct Storage {
   std::uint64_t freed_seq = 0;  // which free this was (1-based); 0 while alive
 };
 
-// Fields ordered largest first: one Object per value, so its size is the
-// model's memory per statement.
+// One Object per value, so its size (32 bytes) is much of the model's memory
+// per statement: what most objects do not need lies outside it. A tensor's
+// strides are kept only when they differ from ContiguousStrides(*shape) (a
+// few views and permuted outputs); a container's elements are a list of
+// their own. (Both inline, an Object was 88 bytes.)
 struct Object {
   enum class Kind : std::uint8_t { kTensor, kList, kTuple, kDict, kSet, kOther };
-  const Dims* shape = nullptr;     // tensors: the shape of the value's type (shared)
-  Dims strides;                    // tensors
-  std::vector<ObjectId> elements;  // containers
+  const Dims* shape = nullptr;  // tensors: the shape of the value's type (shared)
+  // Tensors: index of their strides in Buffers::strides; kNone when they are
+  // ContiguousStrides(*shape) (see RuntimeModel::StridesOf).
+  std::uint32_t strides = kNone;
+  // Containers: index of their elements in Buffers::elements; kNone while
+  // there are none (see RuntimeModel::ElementsOf).
+  std::uint32_t elements = kNone;
   int refs = 0;
   StorageId storage = kNone;  // tensors
   Kind kind = Kind::kOther;
@@ -116,6 +123,8 @@ struct RuntimeWorkspace::Buffers {
   std::vector<bool> bound;               // ValueId currently a live frame local
   std::vector<Object> objects;
   std::vector<Storage> storages;
+  std::vector<Dims> strides;                    // Object::strides indexes it
+  std::vector<std::vector<ObjectId>> elements;  // Object::elements indexes it
 };
 
 RuntimeWorkspace::RuntimeWorkspace() : buffers_(std::make_unique<Buffers>()) {}
@@ -137,7 +146,9 @@ class RuntimeModel {
         object_of_(buffers.object_of),
         bound_(buffers.bound),
         objects_(buffers.objects),
-        storages_(buffers.storages) {
+        storages_(buffers.storages),
+        strides_(buffers.strides),
+        elements_(buffers.elements) {
     // A workspace that ran before keeps its capacity: these neither allocate
     // nor touch fresh pages unless this trace is bigger.
     CollectionContents(trace_, &contents_);
@@ -145,6 +156,9 @@ class RuntimeModel {
     bound_.assign(trace_.values.size(), false);
     objects_.clear();
     storages_.clear();
+    strides_.clear();
+    for (auto& list : elements_) list.clear();  // keeps their memory for the next run
+    element_lists_used_ = 0;
     // About one object and one storage per value; growing would copy them all.
     objects_.reserve(trace_.values.size() + 16);
     storages_.reserve(trace_.values.size() + 16);
@@ -163,6 +177,23 @@ class RuntimeModel {
                      int contiguous = -1);  // -1: work it out
   ObjectId NewAllocatedTensor(ValueId value, Dims strides, Role role, bool layout_known = true);
   void IncRef(ObjectId id) { ++objects_[id].refs; }
+  // A tensor's strides (see Object::strides).
+  Dims StridesOf(const Object& o) const {
+    return o.strides == kNone ? ContiguousStrides(*o.shape) : strides_[o.strides];
+  }
+  // A container's elements (see Object::elements).
+  const std::vector<ObjectId>& ElementsOf(const Object& o) const {
+    static const std::vector<ObjectId> kEmpty;
+    return o.elements == kNone ? kEmpty : elements_[o.elements];
+  }
+  std::vector<ObjectId>& MutableElements(ObjectId id) {
+    Object& o = objects_[id];
+    if (o.elements == kNone) {
+      o.elements = static_cast<std::uint32_t>(element_lists_used_++);
+      if (elements_.size() < element_lists_used_) elements_.emplace_back();
+    }
+    return elements_[o.elements];
+  }
   void DecRef(ObjectId id);
   void Bind(ValueId value, ObjectId object);
   void Unbind(ValueId value);
@@ -243,6 +274,9 @@ class RuntimeModel {
   std::vector<bool>& bound_;
   std::vector<Object>& objects_;
   std::vector<Storage>& storages_;
+  std::vector<Dims>& strides_;
+  std::vector<std::vector<ObjectId>>& elements_;
+  std::size_t element_lists_used_ = 0;  // elements_[0, used) belong to this run
   std::int64_t live_ = 0;
   std::int64_t peak_ = 0;
   std::int64_t tensor_peak_ = 0;
@@ -265,6 +299,7 @@ class RuntimeModel {
   std::vector<ValueId> flat_outs_;
   std::vector<ObjectId> results_;
   std::vector<Operand> operands_;
+  std::vector<Dims> operand_strides_;  // AllocatedStrides: contiguous operands' strides
 };
 
 // ---------------------------------------------------------------- heap
@@ -294,8 +329,7 @@ ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
   Object& o = objects_[id];
   o.storage = storage;
   o.shape = &ValueOf(value).type->shape;
-  o.strides = std::move(strides);
-  if (o.strides.size() != o.shape->size()) {
+  if (strides.size() != o.shape->size()) {
     // The op's layout rule gave strides of another rank than the output's
     // printed shape (a malformed trace: `t` of a 0-d tensor typed [14]):
     // the layout cannot be followed, so it is taken as contiguous.
@@ -304,13 +338,17 @@ ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
       Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(trace_.SymbolOf(s)) +
                "' output '" + std::string(ValueOf(value).name) + "' has " +
                std::to_string(o.shape->size()) + " dimensions, but the op's layout gives " +
-               std::to_string(o.strides.size()) + "; assumed contiguous");
+               std::to_string(strides.size()) + "; assumed contiguous");
     }
-    o.strides = ContiguousStrides(*o.shape);
+    strides = ContiguousStrides(*o.shape);
     layout_known = false;
     contiguous = 1;
   }
-  o.contiguous = contiguous >= 0 ? contiguous != 0 : IsContiguous(*o.shape, o.strides);
+  o.contiguous = contiguous >= 0 ? contiguous != 0 : IsContiguous(*o.shape, strides);
+  if (!o.contiguous || strides != ContiguousStrides(*o.shape)) {
+    o.strides = static_cast<std::uint32_t>(strides_.size());
+    strides_.push_back(std::move(strides));
+  }
   o.layout_known = layout_known;
   ++storages_[storage].tensors;
   return id;
@@ -347,8 +385,9 @@ void RuntimeModel::DecRef(ObjectId id) {
     }
     return;
   }
-  std::vector<ObjectId> elements = std::move(o.elements);
-  o.elements.clear();
+  if (o.elements == kNone) return;
+  std::vector<ObjectId> elements = std::move(elements_[o.elements]);
+  elements_[o.elements].clear();
   for (ObjectId e : elements) DecRef(e);
 }
 
@@ -504,7 +543,7 @@ ObjectId RuntimeModel::MakeValueObject(ValueId value, Role role, bool allocate_t
             self(self, item, element);
           }
           IncRef(element);
-          objects_[container].elements.push_back(element);
+          MutableElements(container).push_back(element);
         }
       };
       if (items->kind == Pattern::Kind::kValue) {
@@ -545,13 +584,14 @@ void RuntimeModel::SetUpArguments() {
       object = MakeValueObject(p.value, role, true, 0);
       Object& o = objects_[object];
       if (o.kind != Object::Kind::kTensor) o.kind = Object::Kind::kList;
-      if (saved && o.elements.size() == 2) {
-        objects_[o.elements[0]].kind = Object::Kind::kList;   // saved_tensors_list
-        objects_[o.elements[1]].kind = Object::Kind::kTuple;  // ctx.saved_other
+      const std::vector<ObjectId>& elements = ElementsOf(o);
+      if (saved && elements.size() == 2) {
+        objects_[elements[0]].kind = Object::Kind::kList;   // saved_tensors_list
+        objects_[elements[1]].kind = Object::Kind::kTuple;  // ctx.saved_other
         // ThunderFunction.backward keeps `saved_tensors_list` in a local and
         // ctx keeps `saved_other`: the caller holds both for the whole call.
-        IncRef(objects_[object].elements[0]);
-        IncRef(objects_[object].elements[1]);
+        IncRef(elements[0]);
+        IncRef(elements[1]);
       }
     } else {
       object = MakeValueObject(p.value, role, true, 0);
@@ -580,12 +620,11 @@ void RuntimeModel::BindPattern(const Pattern& pattern, ObjectId object, int dept
       return;
     case Pattern::Kind::kTuple:
     case Pattern::Kind::kList: {
-      const Object& o = objects_[object];
-      if (o.elements.size() != pattern.items.size()) {
-        Fail(pattern.at, "cannot unpack " + std::to_string(o.elements.size()) + " elements into " +
+      const std::vector<ObjectId> elements = ElementsOf(objects_[object]);
+      if (elements.size() != pattern.items.size()) {
+        Fail(pattern.at, "cannot unpack " + std::to_string(elements.size()) + " elements into " +
                              std::to_string(pattern.items.size()) + " targets");
       }
-      const std::vector<ObjectId> elements = o.elements;
       for (std::size_t i = 0; i < pattern.items.size(); ++i) {
         BindPattern(pattern.items[i], elements[i], depth + 1);
       }
@@ -620,7 +659,7 @@ ObjectId RuntimeModel::FirstTensorArg(const Statement& s, const Expr** expr_out)
 Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Object& input,
                                const Value& out, std::size_t output_index, bool* known) {
   const Dims& in_shape = *input.shape;
-  const Dims& in_strides = input.strides;
+  const Dims in_strides = StridesOf(input);
   const Dims& out_shape = out.type->shape;
   *known = input.layout_known;
   (void)output_index;
@@ -770,7 +809,8 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     ++operands;
     if (o.shape->size() != 2) return 0;  // only plain 2-D products are modelled
     const std::int64_t rows = (*o.shape)[0], cols = (*o.shape)[1];
-    const std::int64_t s0 = o.strides[0], s1 = o.strides[1];
+    const Dims strides = StridesOf(o);
+    const std::int64_t s0 = strides[0], s1 = strides[1];
     const bool row_major = (s1 == 1 || cols == 1) && s0 >= std::max<std::int64_t>(1, cols);
     const bool col_major = (s0 == 1 || rows == 1) && s1 >= std::max<std::int64_t>(1, rows);
     if (!row_major && !col_major) {
@@ -789,11 +829,29 @@ Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const 
       std::vector<Operand>& operands = operands_;
       operands.clear();
       FlatArgs(s, &flat_args_);
+      // Operands point at their strides: those of contiguous tensors are
+      // made in operand_strides_, sized first so that none moves.
+      std::size_t made = 0;
       for (ValueId v : flat_args_) {
         if (!IsTensorKind(ValueOf(v).type->kind) || !bound_[v]) continue;
         const Object& o = objects_[object_of_[v]];
         if (o.kind != Object::Kind::kTensor || o.shape->size() > shape.size()) continue;
-        operands.push_back({o.shape, &o.strides, o.contiguous});
+        operands.push_back({o.shape, nullptr, o.contiguous});
+        if (o.strides == kNone) ++made;
+      }
+      if (operand_strides_.size() < made) operand_strides_.resize(made);
+      made = 0;
+      std::size_t next = 0;
+      for (ValueId v : flat_args_) {
+        if (!IsTensorKind(ValueOf(v).type->kind) || !bound_[v]) continue;
+        const Object& o = objects_[object_of_[v]];
+        if (o.kind != Object::Kind::kTensor || o.shape->size() > shape.size()) continue;
+        if (o.strides != kNone) {
+          operands[next++].strides = &strides_[o.strides];
+        } else {
+          operand_strides_[made] = ContiguousStrides(*o.shape);
+          operands[next++].strides = &operand_strides_[made++];
+        }
       }
       if (operands.empty()) return ContiguousStrides(shape);
       return ElementwiseOutputStrides(shape, operands);
@@ -817,7 +875,7 @@ Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const 
     case LayoutRule::kPreserve: {
       const ObjectId in = FirstTensorArg(s);
       if (in != kNone && *objects_[in].shape == shape) {
-        return PreserveFormatStrides(shape, objects_[in].strides);
+        return PreserveFormatStrides(shape, StridesOf(objects_[in]));
       }
       return ContiguousStrides(shape);
     }
@@ -885,7 +943,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
                    "' copies depends on strides peakmem did not follow; assumed a view");
         }
         if (op->layout == LayoutRule::kReshape) {
-          if (auto strides = ComputeViewStrides(*input.shape, input.strides, v.type->shape)) {
+          if (auto strides = ComputeViewStrides(*input.shape, StridesOf(input), v.type->shape)) {
             return NewTensor(out, input.storage, std::move(*strides), input.layout_known);
           }
           return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
@@ -910,7 +968,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
             *input.shape == v.type->shape) {
           return in;
         }
-        return NewAllocatedTensor(out, PreserveFormatStrides(v.type->shape, input.strides),
+        return NewAllocatedTensor(out, PreserveFormatStrides(v.type->shape, StridesOf(input)),
                                   Role::kIntermediate);
       }
       case OpEffect::kFusion: {
@@ -962,7 +1020,7 @@ ObjectId RuntimeModel::BuildReturned(const Expr& e, int depth) {
                                                                  : Object::Kind::kTuple);
       for (const Expr& item : e.items) {
         const ObjectId element = BuildReturned(item, depth + 1);
-        if (element != kNone) objects_[c].elements.push_back(element);
+        if (element != kNone) MutableElements(c).push_back(element);
       }
       IncRef(c);
       return c;
@@ -1006,8 +1064,9 @@ void RuntimeModel::Execute(std::size_t index) {
       Object& o = objects_[object_of_[s.source]];
       if (o.kind == Object::Kind::kList || o.kind == Object::Kind::kDict ||
           o.kind == Object::Kind::kSet) {
-        std::vector<ObjectId> elements = std::move(o.elements);
-        o.elements.clear();
+        if (o.elements == kNone) return;
+        std::vector<ObjectId> elements = std::move(elements_[o.elements]);
+        elements_[o.elements].clear();
         for (ObjectId e : elements) DecRef(e);
       }
       return;
