@@ -31,8 +31,13 @@ StepRecorder::~StepRecorder() {
 void StepRecorder::Build(std::size_t index, const Row& row,
                          const std::pair<ValueId, std::int64_t>* named, std::size_t named_count) {
   const Statement& s = parsed_.trace.statements[index];
-  if (named_count > 0) {
-    // Thunder's key style: "{symbol} {storages made or freed}".
+  if (row.keys == Keys::kEachDeleted || row.keys == Keys::kEachCleared) {
+    for (std::size_t n = 0; n < named_count; ++n) {
+      key_.assign(row.keys == Keys::kEachDeleted ? "python_del " : "clear_mutable_collection ");
+      key_ += parsed_.trace.value(named[n].first).name;
+      report_->breakdown.Set(key_, named[n].second);
+    }
+  } else if (row.keys == Keys::kAlways || (row.keys == Keys::kTogether && named_count > 0)) {
     key_.assign(parsed_.trace.SymbolName(s));
     key_ += ' ';
     for (std::size_t n = 0; n < named_count; ++n) {
@@ -50,15 +55,15 @@ void StepRecorder::Build(std::size_t index, const Row& row,
 
 void StepRecorder::Record(std::size_t index, std::int64_t delta, std::int64_t live,
                           std::int64_t peak,
-                          const std::vector<std::pair<ValueId, std::int64_t>>& named) {
+                          const std::vector<std::pair<ValueId, std::int64_t>>& named, Keys keys) {
   if (!filling_) {
-    Build(index, Row{delta, live, peak, 0}, named.data(), named.size());
+    Build(index, Row{delta, live, peak, 0, keys}, named.data(), named.size());
     return;
   }
   Block& b = *filling_;
   if (b.rows.empty()) b.first = index;
   b.named.insert(b.named.end(), named.begin(), named.end());
-  b.rows.push_back(Row{delta, live, peak, static_cast<std::uint32_t>(b.named.size())});
+  b.rows.push_back(Row{delta, live, peak, static_cast<std::uint32_t>(b.named.size()), keys});
   if (b.rows.size() == kBlockRows) {
     std::unique_ptr<Block> next;
     {

@@ -6,6 +6,7 @@
 
 #include "peakmem/model_support.h"
 #include "peakmem/op_registry.h"
+#include "peakmem/step_recorder.h"
 
 namespace peakmem {
 
@@ -82,7 +83,7 @@ class ThunderModel {
   std::int64_t Alias(const Statement& s);
   std::int64_t Del(const Statement& s);
   std::int64_t Clear(const Statement& s);
-  std::int64_t DropReference(ValueId id, const Statement& s, std::string_view key_prefix);
+  std::int64_t DropReference(ValueId id, const Statement& s);
   void ClearLeaves(const Pattern& pattern, const Statement& s, std::int64_t* freed);
 
   const ParsedTrace& parsed_;
@@ -94,6 +95,9 @@ class ThunderModel {
   Report report_;
   ModelErrors errors_{parsed_};
   std::string key_;            // breakdown key being built (reused: no allocation per step)
+  // The values a statement's breakdown entries name, with their bytes (see
+  // StepRecorder::Keys; reused).
+  std::vector<std::pair<ValueId, std::int64_t>> named_;
   std::vector<ValueId> flat_;  // flattened arguments or outputs (reused)
   std::vector<char> alias_;    // call_symbol -> Thunder alias op
 };
@@ -154,15 +158,10 @@ std::int64_t ThunderModel::CountArguments() {
   return allocated;
 }
 
+// Thunder's key: "{symbol} {output names}" (StepRecorder::Keys::kAlways).
 std::int64_t ThunderModel::Default(const Statement& s) {
   std::int64_t result = 0;
-  // The key: "{symbol} {output names}".
   const bool keyed = report_options_.breakdown;
-  if (keyed) {
-    key_.assign(trace_.SymbolName(s));
-    key_ += ' ';
-  }
-  const std::size_t names_at = key_.size();
   FlatOutputs(s, &flat_);
   for (ValueId id : flat_) {
     const Value& v = trace_.value(id);
@@ -176,12 +175,8 @@ std::int64_t ThunderModel::Default(const Statement& s) {
       data_of_[id] = static_cast<int>(memory_data_.size());
       memory_data_.push_back({1, id});
     }
-    if (keyed) {
-      if (key_.size() > names_at) key_ += ", ";
-      key_ += v.name;
-    }
+    if (keyed) named_.emplace_back(id, 0);
   }
-  if (report_options_.breakdown) report_.breakdown.Set(key_, result);
   return result;
 }
 
@@ -200,8 +195,9 @@ std::int64_t ThunderModel::Alias(const Statement& s) {
   return 0;
 }
 
-std::int64_t ThunderModel::DropReference(ValueId id, const Statement& s,
-                                         std::string_view key_prefix) {
+// The key: "python_del {name}" or "clear_mutable_collection {name}"
+// (StepRecorder::Keys::kEachDeleted, kEachCleared).
+std::int64_t ThunderModel::DropReference(ValueId id, const Statement& s) {
   const Value& v = trace_.value(id);
   if (data_of_[id] < 0) {
     errors_.Fail(s.at, "Thunder's get_alloc_memory never counted tensor '" + std::string(v.name) +
@@ -214,9 +210,7 @@ std::int64_t ThunderModel::DropReference(ValueId id, const Statement& s,
   }
   if (--data.count != 0) return 0;
   const std::int64_t size = ThunderBytes(trace_.value(data.proxy));
-  key_.assign(key_prefix);
-  key_ += v.name;
-  if (report_options_.breakdown) report_.breakdown.Set(key_, -size);
+  if (report_options_.breakdown) named_.emplace_back(id, -size);
   return -size;
 }
 
@@ -231,7 +225,7 @@ std::int64_t ThunderModel::Del(const Statement& s) {
       errors_.Fail(s.at, "cannot determine the type of '" + std::string(v.name) + "' deleted here");
     }
     if (!IsTensorKind(v.type->kind) && !registered_alias) continue;
-    freed += DropReference(id, s, "python_del ");
+    freed += DropReference(id, s);
   }
   return freed;
 }
@@ -239,7 +233,7 @@ std::int64_t ThunderModel::Del(const Statement& s) {
 void ThunderModel::ClearLeaves(const Pattern& pattern, const Statement& s, std::int64_t* freed) {
   if (pattern.kind == Pattern::Kind::kValue) {
     if (IsTensorKind(trace_.value(pattern.value).type->kind)) {
-      *freed += DropReference(pattern.value, s, "clear_mutable_collection ");
+      *freed += DropReference(pattern.value, s);
     }
     return;
   }
@@ -276,45 +270,59 @@ Report ThunderModel::Run() {
   const OpLookup ops(trace_);
   // Whether each distinct call is one of Thunder's alias ops (by its id).
   for (const CallSymbol& c : trace_.call_symbols) alias_.push_back(IsThunderAlias(c.symbol_id));
-  StepMaker steps(parsed_, &report_);
   if (report_options_.steps) report_.steps.reserve(trace_.statements.size());
   if (report_options_.breakdown) report_.breakdown.Reserve(trace_.statements.size());
-  for (std::size_t i = 0; i < trace_.statements.size(); ++i) {
+  const std::size_t n = trace_.statements.size();
+  const bool rows = report_options_.steps || report_options_.breakdown;
+  // Rows and breakdown keys on a second thread for a big trace, as the
+  // runtime model does: they cost more than this model's counting.
+  StepRecorder recorder(parsed_, &report_, report_options_,
+                        rows && report_options_.second_thread &&
+                            n >= StepRecorder::kConcurrentStatements);
+  using Keys = StepRecorder::Keys;
+  for (std::size_t i = 0; i < n; ++i) {
     const Statement& s = trace_.statements[i];
     const std::int64_t before = allocated;
-    bool skipped = false;
+    Keys keys = Keys::kNone;
     switch (s.kind) {
       case StatementKind::kUnpack:
       case StatementKind::kAssign:
       case StatementKind::kReturn:
-        skipped = true;
         break;
       case StatementKind::kDel:
         allocated = CheckedAdd(allocated, Del(s), s.at);
+        keys = Keys::kEachDeleted;
         break;
       case StatementKind::kClear:
         // Thunder's current estimator knows only `clear_mutable_collection`;
         // the older `clear_collection` falls through to the default rule.
         allocated = CheckedAdd(allocated, s.legacy_clear ? Default(s) : Clear(s), s.at);
+        keys = s.legacy_clear ? Keys::kAlways : Keys::kEachCleared;
         break;
       case StatementKind::kCall: {
         unknown.Note(trace_, s, ops.Find(s));
         const bool alias = s.call_symbol < alias_.size() ? alias_[s.call_symbol] != 0
                                                          : IsThunderAlias(trace_.SymbolIdOf(s));
         allocated = CheckedAdd(allocated, alias ? Alias(s) : Default(s), s.at);
+        keys = alias ? Keys::kNone : Keys::kAlways;
         break;
       }
     }
+    const bool skipped = s.kind == StatementKind::kUnpack || s.kind == StatementKind::kAssign ||
+                         s.kind == StatementKind::kReturn;
     if (!skipped && allocated > max_allocated) {
       max_allocated = allocated;
       report_.peak_step = static_cast<int>(i);
     }
-    if (report_options_.steps) {
-      report_.steps.push_back(steps.Make(i, allocated - before, allocated));
+    if (rows) {
+      recorder.Record(i, allocated - before, allocated, allocated, named_,
+                      report_options_.breakdown ? keys : Keys::kNone);
     }
+    named_.clear();
   }
   report_.peak_bytes = max_allocated;
   report_.final_bytes = allocated;
+  recorder.Finish();
   unknown.AppendDiagnostics(&report_.diagnostics, "counted as allocating its outputs, as Thunder does");
   return std::move(report_);
 }

@@ -41,12 +41,30 @@ class StepRecorder {
   StepRecorder(const StepRecorder&) = delete;
   StepRecorder& operator=(const StepRecorder&) = delete;
 
+  // How a statement's breakdown entries are keyed, from its op ("{op}":
+  // Trace::SymbolName) and the values `named` to Record (Thunder's
+  // get_alloc_memory key styles).
+  enum class Keys : std::uint8_t {
+    // "{op} {name}, {name}..." = the statement's delta, when a value is
+    // named (the runtime model: the storages it made or freed).
+    kTogether,
+    // The same even when none is ("{op} " = delta): the thunder model's
+    // default rule (the tensors a call outputs).
+    kAlways,
+    // "python_del {name}" / "clear_mutable_collection {name}" = its bytes,
+    // one entry per named value: the thunder model's `del` and collection
+    // clears (the tensors they free).
+    kEachDeleted,
+    kEachCleared,
+    kNone,  // no entry (the thunder model's alias ops)
+  };
+
   // Statement `index` (called in order, once each): live bytes changed by
-  // `delta` to `live`, at most `peak` inside it; `named`: the values whose
-  // storages it made (bytes > 0) or freed (bytes < 0), for its breakdown key
-  // "{op} {name}, {name}..." (none: no key).
+  // `delta` to `live`, at most `peak` inside it; `named`: the values for its
+  // breakdown entries (see Keys), with their bytes (> 0 made, < 0 freed).
   void Record(std::size_t index, std::int64_t delta, std::int64_t live, std::int64_t peak,
-              const std::vector<std::pair<ValueId, std::int64_t>>& named);
+              const std::vector<std::pair<ValueId, std::int64_t>>& named,
+              Keys keys = Keys::kTogether);
   // No more rows: the second thread builds what is left and then sorts out
   // the breakdown's repeated keys (OrderedBreakdown's merge, ~20 ms at 10^6
   // statements) while the caller goes on (the runtime model lists the
@@ -64,6 +82,7 @@ class StepRecorder {
     std::int64_t live;
     std::int64_t peak;
     std::uint32_t named_end;  // in Block::named
+    Keys keys;
   };
   struct Block {
     std::size_t first = 0;  // statement index of rows[0]
