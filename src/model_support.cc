@@ -27,6 +27,23 @@ std::string_view StepMaker::Op(const Statement& s) {
   return it->second;
 }
 
+void StepMaker::Warm() {
+  Statement s;
+  for (std::size_t c = 0; c < parsed_.trace.call_symbols.size(); ++c) {
+    s.call_symbol = static_cast<std::uint32_t>(c);
+    for (StatementKind kind : {StatementKind::kCall, StatementKind::kClear}) {
+      s.kind = kind;
+      Op(s);
+    }
+  }
+  s.call_symbol = kNoCallSymbol;
+  for (StatementKind kind : {StatementKind::kCall, StatementKind::kUnpack, StatementKind::kAssign,
+                             StatementKind::kDel, StatementKind::kClear, StatementKind::kReturn}) {
+    s.kind = kind;
+    Op(s);
+  }
+}
+
 Step StepMaker::Make(std::size_t index, std::int64_t delta, std::int64_t live) {
   const Statement& s = parsed_.trace.statements[index];
   Step step;

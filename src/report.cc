@@ -20,6 +20,18 @@ void OrderedBreakdown::Set(std::string_view key, std::int64_t bytes) {
   items_.emplace_back(keys_->Save(key), bytes);
 }
 
+void OrderedBreakdown::Append(OrderedBreakdown* part) {
+  items_.insert(items_.end(), part->items_.begin(), part->items_.end());
+  hashes_.insert(hashes_.end(), part->hashes_.begin(), part->hashes_.end());
+  appended_keys_.push_back(std::move(part->keys_));
+  for (auto& arena : part->appended_keys_) appended_keys_.push_back(std::move(arena));
+  part->appended_keys_.clear();
+  part->keys_ = std::make_shared<StringArena>();
+  part->items_.clear();
+  part->hashes_.clear();
+  part->merged_ = 0;
+}
+
 void OrderedBreakdown::Merge() const {
   const std::size_t n = items_.size();
   merged_ = n;

@@ -5,8 +5,20 @@
 namespace peakmem {
 
 StepRecorder::StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
-                           bool concurrent)
-    : parsed_(parsed), report_(report), steps_(options.steps), maker_(parsed, report) {
+                           bool concurrent, int caller_period)
+    : parsed_(parsed),
+      report_(report),
+      steps_(options.steps),
+      thread_rows_{StepMaker(parsed, report), {}, &report->steps, &report->breakdown},
+      caller_rows_{StepMaker(parsed, report), {}, nullptr, nullptr},
+      caller_period_(concurrent && parsed.source_is_printed_trace ? caller_period : 0) {
+  if (caller_period_ > 0) {
+    // Two StepMakers at once: each copies every op name into the report
+    // now, so that neither writes to the report's strings later (a printed
+    // trace's steps view its source: nothing else is copied).
+    thread_rows_.maker.Warm();
+    caller_rows_.maker.Warm();
+  }
   if (!concurrent) return;
   filling_ = std::make_unique<Block>();
   filling_->rows.reserve(kBlockRows);
@@ -28,28 +40,38 @@ StepRecorder::~StepRecorder() {
   builder_.join();
 }
 
-void StepRecorder::Build(std::size_t index, const Row& row,
+void StepRecorder::Build(RowBuilder& rows, std::size_t index, const Row& row,
                          const std::pair<ValueId, std::int64_t>* named, std::size_t named_count) {
   const Statement& s = parsed_.trace.statements[index];
+  std::string& key = rows.key;
   if (row.keys == Keys::kEachDeleted || row.keys == Keys::kEachCleared) {
     for (std::size_t n = 0; n < named_count; ++n) {
-      key_.assign(row.keys == Keys::kEachDeleted ? "python_del " : "clear_mutable_collection ");
-      key_ += parsed_.trace.value(named[n].first).name;
-      report_->breakdown.Set(key_, named[n].second);
+      key.assign(row.keys == Keys::kEachDeleted ? "python_del " : "clear_mutable_collection ");
+      key += parsed_.trace.value(named[n].first).name;
+      rows.breakdown->Set(key, named[n].second);
     }
   } else if (row.keys == Keys::kAlways || (row.keys == Keys::kTogether && named_count > 0)) {
-    key_.assign(parsed_.trace.SymbolName(s));
-    key_ += ' ';
+    key.assign(parsed_.trace.SymbolName(s));
+    key += ' ';
     for (std::size_t n = 0; n < named_count; ++n) {
-      if (n) key_ += ", ";
-      key_ += parsed_.trace.value(named[n].first).name;
+      if (n) key += ", ";
+      key += parsed_.trace.value(named[n].first).name;
     }
-    report_->breakdown.Set(key_, row.delta);
+    rows.breakdown->Set(key, row.delta);
   }
   if (steps_) {
-    Step step = maker_.Make(index, row.delta, row.live);
+    Step step = rows.maker.Make(index, row.delta, row.live);
     step.peak_bytes = row.peak;
-    report_->steps.push_back(step);
+    rows.steps->push_back(step);
+  }
+}
+
+void StepRecorder::BuildBlock(RowBuilder& rows, Block& block) {
+  std::uint32_t named_begin = 0;
+  for (std::size_t r = 0; r < block.rows.size(); ++r) {
+    const Row& row = block.rows[r];
+    Build(rows, block.first + r, row, block.named.data() + named_begin, row.named_end - named_begin);
+    named_begin = row.named_end;
   }
 }
 
@@ -57,7 +79,7 @@ void StepRecorder::Record(std::size_t index, std::int64_t delta, std::int64_t li
                           std::int64_t peak,
                           const std::vector<std::pair<ValueId, std::int64_t>>& named, Keys keys) {
   if (!filling_) {
-    Build(index, Row{delta, live, peak, 0, keys}, named.data(), named.size());
+    Build(thread_rows_, index, Row{delta, live, peak, 0, keys}, named.data(), named.size());
     return;
   }
   Block& b = *filling_;
@@ -65,6 +87,12 @@ void StepRecorder::Record(std::size_t index, std::int64_t delta, std::int64_t li
   b.named.insert(b.named.end(), named.begin(), named.end());
   b.rows.push_back(Row{delta, live, peak, static_cast<std::uint32_t>(b.named.size()), keys});
   if (b.rows.size() == kBlockRows) {
+    if (caller_period_ > 0 && ++blocks_filled_ % static_cast<std::size_t>(caller_period_) == 0) {
+      caller_rows_.steps = &b.steps;
+      caller_rows_.breakdown = &b.keys;
+      BuildBlock(caller_rows_, b);
+      b.built = true;
+    }
     std::unique_ptr<Block> next;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -113,11 +141,14 @@ void StepRecorder::BuildBlocks() {
     }
     changed_.notify_all();
     try {
-      std::uint32_t named_begin = 0;
-      for (std::size_t r = 0; r < block->rows.size(); ++r) {
-        const Row& row = block->rows[r];
-        Build(block->first + r, row, block->named.data() + named_begin, row.named_end - named_begin);
-        named_begin = row.named_end;
+      if (block->built) {
+        // Built by the caller: its rows go after the ones before it.
+        report_->steps.insert(report_->steps.end(), block->steps.begin(), block->steps.end());
+        report_->breakdown.Append(&block->keys);
+        block->steps.clear();
+        block->built = false;
+      } else {
+        BuildBlock(thread_rows_, *block);
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);

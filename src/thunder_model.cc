@@ -21,6 +21,12 @@ const std::vector<std::string_view>& ThunderAliasOps() {
 
 namespace {
 
+// The StepRecorder's caller_period for this model: its counting takes about
+// a third of the time its rows take (measured at 10^6 statements:
+// docs/scaling.md, seventh session), so the counting thread builds every
+// other block of rows itself.
+constexpr int kCallerPeriod = 2;
+
 bool IsThunderAlias(std::string_view id) {
   const auto& ops = ThunderAliasOps();
   return !id.empty() && std::find(ops.begin(), ops.end(), id) != ops.end();
@@ -278,7 +284,8 @@ Report ThunderModel::Run() {
   // runtime model does: they cost more than this model's counting.
   StepRecorder recorder(parsed_, &report_, report_options_,
                         rows && report_options_.second_thread &&
-                            n >= StepRecorder::kConcurrentStatements);
+                            n >= StepRecorder::kConcurrentStatements,
+                        kCallerPeriod);
   using Keys = StepRecorder::Keys;
   for (std::size_t i = 0; i < n; ++i) {
     const Statement& s = trace_.statements[i];

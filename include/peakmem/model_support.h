@@ -48,6 +48,10 @@ class StepMaker {
   // Makes `report` keep what its steps' text views alive.
   StepMaker(const ParsedTrace& parsed, Report* report);
   Step Make(std::size_t index, std::int64_t delta, std::int64_t live);
+  // Copies every op name a step of this trace can have into the report now:
+  // Make then writes nothing to the report's strings for a printed trace
+  // (so two StepMakers can make steps of one report at once).
+  void Warm();
   // The op name as a view the report keeps alive.
   std::string_view Op(const Statement& s);
 

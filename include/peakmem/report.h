@@ -43,11 +43,15 @@ class OrderedBreakdown {
     return items_;
   }
   std::size_t size() const { return items().size(); }
+  // Appends `part`'s entries after these (as if set here in that order) and
+  // empties `part` (it keeps its vectors' room; its keys' arena moves here).
+  void Append(OrderedBreakdown* part);
 
  private:
   void Merge() const;
 
   std::shared_ptr<StringArena> keys_ = std::make_shared<StringArena>();
+  std::vector<std::shared_ptr<StringArena>> appended_keys_;  // arenas of appended parts
   // Merged up to merged_; entries after it may repeat keys. hashes_[i] is
   // the StringHash of items_[i].first.
   mutable std::vector<std::pair<std::string_view, std::int64_t>> items_;

@@ -9,7 +9,13 @@
 // goes on: the simulation appends each statement's numbers to a block, and
 // full blocks go, in order, to the thread that turns them into rows. On a
 // 2-core machine that takes the report off the simulation's critical path.
-// The rows, keys and their order are the same either way.
+// Making the rows costs more than simulating (2-3x for the thunder model,
+// ~1.7x for the runtime model at 10^6 statements), so the second thread
+// would still set the pace: the caller builds one block in every
+// `caller_period` itself, into the block (its steps and its own breakdown
+// part), and the second thread only appends those in order (see
+// docs/scaling.md, seventh session). The rows, keys and their order are the
+// same either way.
 #pragma once
 
 #include <condition_variable>
@@ -32,9 +38,11 @@ namespace peakmem {
 class StepRecorder {
  public:
   // Rows go to `report` (steps and/or breakdown, as `options` ask). With
-  // `concurrent`, on a second thread (if one can be had).
+  // `concurrent`, on a second thread (if one can be had), the caller
+  // building one block in every `caller_period` (0: none; only for a
+  // printed trace, whose steps' text views the source).
   StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
-               bool concurrent);
+               bool concurrent, int caller_period = 0);
   // Stops the second thread (dropping rows not yet built: a model that
   // throws has no report).
   ~StepRecorder();
@@ -88,20 +96,36 @@ class StepRecorder {
     std::size_t first = 0;  // statement index of rows[0]
     std::vector<Row> rows;
     std::vector<std::pair<ValueId, std::int64_t>> named;
+    // Built by the caller: the rows' steps and breakdown entries, for the
+    // second thread to append in order.
+    bool built = false;
+    std::vector<Step> steps;
+    OrderedBreakdown keys;
+  };
+  // What one thread builds rows with (a StepMaker caches op names, a key is
+  // built in a reused string) and where they go.
+  struct RowBuilder {
+    StepMaker maker;
+    std::string key;
+    std::vector<Step>* steps = nullptr;
+    OrderedBreakdown* breakdown = nullptr;
   };
   static constexpr std::size_t kBlockRows = 8192;
   static constexpr std::size_t kMaxQueuedBlocks = 8;
 
-  void Build(std::size_t index, const Row& row, const std::pair<ValueId, std::int64_t>* named,
-             std::size_t named_count);
+  void Build(RowBuilder& rows, std::size_t index, const Row& row,
+             const std::pair<ValueId, std::int64_t>* named, std::size_t named_count);
+  void BuildBlock(RowBuilder& rows, Block& block);
   void BuildBlocks();  // the second thread
   void Hand(std::unique_ptr<Block> block);
 
   const ParsedTrace& parsed_;
   Report* report_;
   const bool steps_;
-  StepMaker maker_;
-  std::string key_;  // breakdown key being built (reused)
+  RowBuilder thread_rows_;  // the second thread's (the caller's without one)
+  RowBuilder caller_rows_;  // the caller's, for the blocks it builds
+  const int caller_period_;
+  std::size_t blocks_filled_ = 0;
 
   // Concurrent mode.
   std::unique_ptr<Block> filling_;
