@@ -552,8 +552,9 @@ ObjectId RuntimeModel::MakeValueObject(ValueId value, Role role, bool allocate_t
         }
       };
       if (items->kind == Pattern::Kind::kValue) {
+        Pattern single = *items;
         Pattern wrapper;
-        wrapper.items.push_back(*items);
+        wrapper.items = ArenaSpan<Pattern>(&single, 1);
         fill(fill, wrapper, id);
       } else {
         fill(fill, *items, id);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 #include <unordered_set>
 
 #include "peakmem/model_support.h"
@@ -258,11 +259,11 @@ std::int64_t ThunderModel::Clear(const Statement& s) {
   std::int64_t freed = 0;
   if (contents_[s.source] != nullptr) {
     // Direct elements only: a nested collection is a CollectionProxy leaf.
-    for (const Pattern& item : contents_[s.source]->kind == Pattern::Kind::kValue
-                                   ? std::vector<Pattern>{*contents_[s.source]}
-                                   : contents_[s.source]->items) {
-      ClearLeaves(item, s, &freed);
-    }
+    const Pattern& contents = *contents_[s.source];
+    const std::span<const Pattern> items = contents.kind == Pattern::Kind::kValue
+                                               ? std::span<const Pattern>(&contents, 1)
+                                               : std::span<const Pattern>(contents.items);
+    for (const Pattern& item : items) ClearLeaves(item, s, &freed);
   }
   return freed;
 }

@@ -149,7 +149,7 @@ ExprList Trace::SaveExprs(std::span<const Expr> items,
                           std::span<const std::string_view> keywords) {
   static_assert(std::is_trivially_copyable_v<Expr> && std::is_trivially_destructible_v<Expr>);
   if (items.empty()) return {};
-  if (items.size() > UINT32_MAX) throw std::length_error("an expression list of over 2^32 items");
+  CheckArraySize(items.size());
   // The keyword names follow the items (ExprList::keywords).
   static_assert(alignof(std::string_view) <= alignof(Expr) && sizeof(Expr) % alignof(std::string_view) == 0);
   void* room = strings_.Allocate(items.size_bytes() + keywords.size_bytes(), alignof(Expr));
@@ -160,13 +160,8 @@ ExprList Trace::SaveExprs(std::span<const Expr> items,
   return ExprList(data, items.size(), keywords.size());
 }
 
-ArenaSpan<KeywordArg> Trace::SaveKeywordArgs(std::span<const KeywordArg> kwargs) {
-  static_assert(std::is_trivially_destructible_v<KeywordArg>);
-  if (kwargs.empty()) return {};
-  if (kwargs.size() > UINT32_MAX) throw std::length_error("over 2^32 keyword arguments");
-  auto* data = static_cast<KeywordArg*>(strings_.Allocate(kwargs.size_bytes(), alignof(KeywordArg)));
-  std::uninitialized_copy(kwargs.begin(), kwargs.end(), data);
-  return ArenaSpan<KeywordArg>(data, kwargs.size());
+void Trace::CheckArraySize(std::size_t n) {
+  if (n > UINT32_MAX) throw std::length_error("a list of over 2^32 items");
 }
 
 void Trace::AdoptStorage(Trace&& other) {

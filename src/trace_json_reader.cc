@@ -182,7 +182,9 @@ Pattern JsonReader::ReadPattern(od::value v, int depth) {
     }
     case od::json_type::array: {
       p.kind = Pattern::Kind::kTuple;
-      for (auto item : v.get_array()) p.items.push_back(ReadPattern(item.value(), depth + 1));
+      std::vector<Pattern> items;
+      for (auto item : v.get_array()) items.push_back(ReadPattern(item.value(), depth + 1));
+      p.items = builder_.trace().SaveArray(items);
       return p;
     }
     case od::json_type::object: {
@@ -198,7 +200,9 @@ Pattern JsonReader::ReadPattern(od::value v, int depth) {
           if (list_value.get_array().get(items) != simdjson::SUCCESS) {
             Fail(p.at, "'list' target needs an array");
           }
-          for (auto item : items) p.items.push_back(ReadPattern(item.value(), depth + 1));
+          std::vector<Pattern> targets;
+          for (auto item : items) targets.push_back(ReadPattern(item.value(), depth + 1));
+          p.items = builder_.trace().SaveArray(targets);
         } else if (p.kind == Pattern::Kind::kList) {
           Fail(p.at, "a 'list' target has no other keys");
         } else {
@@ -404,11 +408,13 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
       const SourceLocation names_at = At(value);
       od::array names;
       if (value.get_array().get(names) != simdjson::SUCCESS) Fail(names_at, "'names' must be an array");
+      std::vector<ValueId> deleted;
       for (auto item : names) {
         od::value name_value = item.value();
         const SourceLocation name_at = At(name_value);
-        s.deleted.push_back(builder_.Delete(String(name_value, "a name"), name_at, at.line));
+        deleted.push_back(builder_.Delete(String(name_value, "a name"), name_at, at.line));
       }
+      s.deleted = builder_.trace().SaveArray(deleted);
     } else if (key == "value") {
       s.returned = ReadExpr(value, 0);
     } else if (key == "outputs") {

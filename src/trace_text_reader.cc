@@ -338,6 +338,15 @@ class TextReader {
   std::vector<Expr> expr_stack_;  // items of the lists being parsed (see TakeItems)
   std::vector<std::string_view> keyword_stack_;  // their keyword names (calls)
   std::vector<KeywordArg> kwargs_;  // a statement's keyword arguments (reused)
+  std::vector<Pattern> pattern_stack_;  // items of the targets being parsed (see TakePatterns)
+  std::vector<ValueId> deleted_;        // the values a `del` unbinds (reused)
+  // The patterns on pattern_stack_ from `base` on, saved in the trace, and popped.
+  ArenaSpan<Pattern> TakePatterns(std::size_t base) {
+    const ArenaSpan<Pattern> items =
+        trace_.SaveArray(std::span<const Pattern>(pattern_stack_).subspan(base));
+    pattern_stack_.resize(base);
+    return items;
+  }
   LineScan scan_;       // the scan of current_ when GatherLogicalLine made one
   bool have_scan_ = false;
   absl::flat_hash_map<std::string_view, std::uint32_t, StringHash> callees_;  // callee -> call_symbol
@@ -844,14 +853,17 @@ Pattern TextReader::ParsePatternItem(int depth) {
   if (Accept('(') || Accept('[')) {
     const char close = text()[pos_ - 1] == '(' ? ')' : ']';
     p.kind = close == ')' ? Pattern::Kind::kTuple : Pattern::Kind::kList;
+    const std::size_t base = pattern_stack_.size();
     while (!Accept(close)) {
       if (AtEnd()) FailAt(pos_, std::string("expected '") + close + "', got end of line");
-      p.items.push_back(ParsePatternItem(depth + 1));
+      const Pattern item = ParsePatternItem(depth + 1);
+      pattern_stack_.push_back(item);
       if (!Accept(',')) {
         Expect(close, close == ')' ? "',' or ')'" : "',' or ']'");
         break;
       }
     }
+    p.items = TakePatterns(base);
     return p;
   }
   const std::size_t at = pos_;
@@ -873,20 +885,25 @@ Pattern TextReader::ParsePatternList(bool* is_sequence) {
   list.kind = Pattern::Kind::kTuple;
   list.at = line_->At(pos_);
   *is_sequence = false;
+  const std::size_t base = pattern_stack_.size();
   while (!AtEnd()) {
-    list.items.push_back(ParsePatternItem(1));
+    const Pattern item = ParsePatternItem(1);
+    pattern_stack_.push_back(item);
     if (Accept(',')) {
       *is_sequence = true;
       continue;
     }
     if (!AtEnd()) FailAt(pos_, "expected ',' or '=' after an assignment target");
   }
-  if (list.items.empty()) FailAt(pos_, "expected a name to assign to");
-  if (!*is_sequence && list.items.size() == 1) {
-    *is_sequence = list.items[0].kind == Pattern::Kind::kTuple ||
-                   list.items[0].kind == Pattern::Kind::kList;
-    return std::move(list.items[0]);
+  const std::size_t count = pattern_stack_.size() - base;
+  if (count == 0) FailAt(pos_, "expected a name to assign to");
+  if (!*is_sequence && count == 1) {
+    const Pattern only = pattern_stack_.back();
+    pattern_stack_.pop_back();
+    *is_sequence = only.kind == Pattern::Kind::kTuple || only.kind == Pattern::Kind::kList;
+    return only;
   }
+  list.items = TakePatterns(base);
   return list;
 }
 
@@ -943,14 +960,16 @@ void TextReader::ReadStatement() {
   if (keyword("del")) {
     s.kind = StatementKind::kDel;
     pos_ = 3;
+    deleted_.clear();
     while (!AtEnd()) {
       const std::size_t at = pos_;
       const std::string_view name = Identifier();
       if (name.empty()) FailAt(at, "expected a name after 'del'");
-      s.deleted.push_back(builder_.Delete(name, line_->At(at), start.line));
+      deleted_.push_back(builder_.Delete(name, line_->At(at), start.line));
       if (!Accept(',') && !AtEnd()) FailAt(pos_, "expected ',' between names in 'del'");
     }
-    if (s.deleted.empty()) FailAt(pos_, "expected a name after 'del'");
+    if (deleted_.empty()) FailAt(pos_, "expected a name after 'del'");
+    s.deleted = trace_.SaveArray(deleted_);
     return;
   }
 

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -147,12 +148,13 @@ inline std::span<const std::string_view> ExprList::keywords() const {
 // A call's keyword argument: its name and value.
 using KeywordArg = std::pair<std::string_view, Expr>;
 
-// An assignment target: `t0`, `_`, `(a, b)`, `[a, b]`, nested.
+// An assignment target: `t0`, `_`, `(a, b)`, `[a, b]`, nested. Trivially
+// copyable; its items live in the trace's arena (Trace::SaveArray).
 struct Pattern {
   enum class Kind : std::uint8_t { kValue, kIgnore, kTuple, kList };
   Kind kind = Kind::kTuple;
   ValueId value = kNoValue;  // kValue
-  std::vector<Pattern> items;
+  ArenaSpan<Pattern> items;  // kTuple, kList
   SourceLocation at;
 };
 
@@ -198,9 +200,10 @@ enum class StatementKind : std::uint8_t {
 };
 const char* StatementKindName(StatementKind kind);
 
-// Fields are ordered so that little padding is left between them (144
+// Fields are ordered so that little padding is left between them (128
 // bytes): a trace holds one Statement per statement, 10^7 of them on the
-// largest. Its lists (args, kwargs) live in the trace's arena.
+// largest. Its lists (args, kwargs, deleted, the outputs' items) live in the
+// trace's arena.
 struct Statement {
   StatementKind kind = StatementKind::kCall;
   bool legacy_clear = false;      // kClear spelled `clear_collection` (older Thunder)
@@ -217,7 +220,7 @@ struct Statement {
   // Trace::call_symbols (Trace::CalleeOf and the like read them); every
   // reader sets it. kNoCallSymbol for the other kinds.
   std::uint32_t call_symbol = kNoCallSymbol;
-  absl::InlinedVector<ValueId, 4> deleted;  // kDel
+  ArenaSpan<ValueId> deleted;     // kDel (Trace::SaveArray)
   Box<Expr> returned;             // kReturn
   SubSymbolRange subsymbols;          // kCall: see Trace::SubSymbolsOf
 };
@@ -278,7 +281,24 @@ struct Trace {
   // Copies `items` (and the names of the last keywords.size() of them, for
   // a call) into the trace's arena: an Expr's items or a Statement's args.
   ExprList SaveExprs(std::span<const Expr> items, std::span<const std::string_view> keywords = {});
-  ArenaSpan<KeywordArg> SaveKeywordArgs(std::span<const KeywordArg> kwargs);
+  ArenaSpan<KeywordArg> SaveKeywordArgs(std::span<const KeywordArg> kwargs) {
+    return SaveArray(kwargs);
+  }
+  // Copies `items` into the trace's arena (their type trivially copied and
+  // destroyed: the arena never runs destructors).
+  template <typename T>
+  ArenaSpan<T> SaveArray(std::span<const T> items) {
+    static_assert(std::is_trivially_copy_constructible_v<T> && std::is_trivially_destructible_v<T>);
+    if (items.empty()) return {};
+    CheckArraySize(items.size());
+    auto* data = static_cast<T*>(strings_.Allocate(items.size_bytes(), alignof(T)));
+    std::uninitialized_copy(items.begin(), items.end(), data);
+    return ArenaSpan<T>(data, items.size());
+  }
+  template <typename T>
+  ArenaSpan<T> SaveArray(const std::vector<T>& items) {
+    return SaveArray(std::span<const T>(items));
+  }
   // The shared copy of `type`: equal type strings are stored once.
   const ValueType* InternType(ValueType type);
   // The shared type printed as `text`, or nullptr if none was interned yet.
@@ -293,6 +313,8 @@ struct Trace {
   void AdoptStorage(Trace&& other);
 
  private:
+  // Fails (std::length_error) past 2^32 items (an ArenaSpan's size).
+  static void CheckArraySize(std::size_t n);
   StringArena strings_;
   std::deque<ValueType> types_;  // stable addresses
   // Adopted from other traces (moving a deque keeps its elements in place).

@@ -183,6 +183,14 @@ class LiveReader {
   // a list ends (Trace::SaveExprs); a statement's keyword arguments.
   std::vector<Expr> expr_stack_;
   std::vector<peakmem::KeywordArg> kwargs_;
+  std::vector<Pattern> pattern_stack_;  // targets being converted (as expr_stack_)
+  std::vector<ValueId> deleted_;        // a `del`'s values (reused)
+  peakmem::ArenaSpan<Pattern> TakePatterns(std::size_t base) {
+    const peakmem::ArenaSpan<Pattern> items =
+        builder_.trace().SaveArray(std::span<const Pattern>(pattern_stack_).subspan(base));
+    pattern_stack_.resize(base);
+    return items;
+  }
   // The items on expr_stack_ from `base` on, saved, and popped.
   peakmem::ExprList TakeItems(std::size_t base) {
     const peakmem::ExprList list =
@@ -484,13 +492,19 @@ Pattern LiveReader::ToPattern(PyObject* obj, int depth) {
   const ProxyKind kind = KindOf(obj);
   if (kind == ProxyKind::kNotProxy && (PyTuple_Check(obj) || PyList_Check(obj))) {
     p.kind = PyTuple_Check(obj) ? Pattern::Kind::kTuple : Pattern::Kind::kList;
+    const std::size_t base = pattern_stack_.size();
     if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
-      const Items items = ItemsOf(obj);
-      p.items.reserve(items.size);
-      for (PyObject* item : items) p.items.push_back(ToPattern(item, depth + 1));
+      for (PyObject* item : ItemsOf(obj)) {
+        const Pattern target = ToPattern(item, depth + 1);
+        pattern_stack_.push_back(target);
+      }
     } else {
-      for (nb::handle item : nb::handle(obj)) p.items.push_back(ToPattern(item.ptr(), depth + 1));
+      for (nb::handle item : nb::handle(obj)) {
+        const Pattern target = ToPattern(item.ptr(), depth + 1);
+        pattern_stack_.push_back(target);
+      }
     }
+    p.items = TakePatterns(base);
     return p;
   }
   if (kind != ProxyKind::kNotProxy) {
@@ -567,16 +581,23 @@ peakmem::Trace LiveReader::Read(nb::handle trace) {
         s.outputs.kind = Pattern::Kind::kTuple;
         s.outputs.at = At();
         nb::object output = Attr(bsym, names_.output_attr.ptr());
-        for (nb::handle item : output) s.outputs.items.push_back(ToPattern(item.ptr(), 1));
+        const std::size_t base = pattern_stack_.size();
+        for (nb::handle item : output) {
+          const Pattern target = ToPattern(item.ptr(), 1);
+          pattern_stack_.push_back(target);
+        }
+        s.outputs.items = TakePatterns(base);
         break;
       }
       case Special::kDel: {
         s.kind = StatementKind::kDel;
         if (!PyTuple_Check(args.ptr())) Fail("bound symbol arguments are not a tuple");
+        deleted_.clear();
         for (PyObject* p : ItemsOf(args.ptr())) {
           if (Cached(p) == peakmem::kNoValue && KindOf(p) == ProxyKind::kNotProxy) continue;
-          s.deleted.push_back(Delete(p));
+          deleted_.push_back(Delete(p));
         }
+        s.deleted = builder_.trace().SaveArray(deleted_);
         break;
       }
       case Special::kReturn: {
