@@ -154,6 +154,30 @@ TEST(FastPaths, ReportRowsBuiltOnASecondThreadAreTheSame) {
   }
 }
 
+// The thunder model's caller builds every other block of rows with a
+// StepMaker of its own while the second thread builds the rest: two makers
+// of one report at once. Warm() copies every op name a step can have, so
+// that making steps of a printed trace afterwards writes nothing to the
+// report's strings (which the other maker may be writing): checked here
+// through the arena's size, for every statement of a trace with calls, an
+// alias op, `del`s and a return.
+TEST(FastPaths, WarmedStepMakerWritesNoStrings) {
+  const ParsedTrace parsed = testing_util::Parse(testing_util::ChainTrace(300));
+  ASSERT_TRUE(parsed.source_is_printed_trace);
+  Report report;
+  StepMaker maker(parsed, &report);
+  maker.Warm();
+  const std::size_t warmed = report.strings->bytes_reserved();
+  EXPECT_GT(warmed, 0u);
+  for (std::size_t i = 0; i < parsed.trace.statements.size(); ++i) maker.Make(i, 0, 0);
+  EXPECT_EQ(report.strings->bytes_reserved(), warmed);
+  // Without Warm the first steps do write (so the check above can fail).
+  Report cold;
+  StepMaker cold_maker(parsed, &cold);
+  cold_maker.Make(0, 0, 0);
+  EXPECT_GT(cold.strings->bytes_reserved(), 0u);
+}
+
 // A big step table is rendered on two threads (WriteStepRows in report.cc):
 // every row must still be there, once, in order, cut and marked as on one
 // thread. 140,001 rows (past the 65,536 at which the second thread starts,

@@ -72,5 +72,46 @@ TEST(OrderedBreakdown, ManyKeysWithRepeatsMatchALinearDict) {
   EXPECT_EQ(ItemsOf(b), want);
 }
 
+// A part built elsewhere (StepRecorder: the caller's blocks) and appended
+// reads as if its keys were set here after the ones before: a key it repeats
+// keeps its first place here and takes the part's value. Python: d = {'a': 1,
+// 'b': 2}; then d['c'] = 3; d['a'] = 4 (the part); then d['d'] = 5 ->
+// [a:4, b:2, c:3, d:5]. The part is left empty and reusable; the keys stay
+// valid after the part is gone (their arena moved over).
+TEST(OrderedBreakdown, AppendedPartReadsAsIfSetHere) {
+  OrderedBreakdown b;
+  b.Set("a", 1);
+  b.Set("b", 2);
+  {
+    OrderedBreakdown part;
+    part.Set("c", 3);
+    part.Set("a", 4);
+    b.Append(&part);
+    EXPECT_EQ(part.size(), 0u);
+    part.Set("e", 9);  // reused: a part of its own again
+    EXPECT_EQ(ItemsOf(part), (Items{{"e", 9}}));
+  }
+  b.Set("d", 5);
+  EXPECT_EQ(ItemsOf(b), (Items{{"a", 4}, {"b", 2}, {"c", 3}, {"d", 5}}));
+}
+
+// Appending in pieces gives what setting every key in one breakdown gives,
+// with repeats across pieces (the merge sees them all).
+TEST(OrderedBreakdown, PiecewiseAppendMatchesOneBreakdown) {
+  OrderedBreakdown whole, pieces, part;
+  for (int i = 0; i < 50000; ++i) {
+    const std::string key = "k" + std::to_string((i * 7919) % 20000);
+    whole.Set(key, i);
+    if ((i / 1000) % 2 == 0) {
+      pieces.Set(key, i);
+    } else {
+      part.Set(key, i);
+      if (i % 1000 == 999) pieces.Append(&part);
+    }
+  }
+  pieces.Append(&part);
+  EXPECT_EQ(ItemsOf(pieces), ItemsOf(whole));
+}
+
 }  // namespace
 }  // namespace peakmem
