@@ -91,10 +91,12 @@ void Collect(std::span<const SubSymbol> nodes, std::vector<SubCall>* calls) {
 
 }  // namespace
 
+bool UsesSubSymbols(std::string_view symbol) { return symbol.rfind("nvFusion", 0) == 0; }
+
 std::int64_t FusionOutputBytes(const Trace& trace, const Statement& s, ValueId out) {
   const Value& v = trace.value(out);
   const auto dense = static_cast<std::int64_t>(v.type->bytes);
-  if (trace.SymbolOf(s).rfind("nvFusion", 0) != 0 || s.subsymbols.empty()) return dense;
+  if (!UsesSubSymbols(trace.SymbolOf(s)) || s.subsymbols.empty()) return dense;
   std::vector<SubCall> calls;
   Collect(trace.SubSymbolsOf(s), &calls);
   std::map<std::string_view, Mask> masks;

@@ -1,5 +1,6 @@
 #include "peakmem/trace_text_reader.h"
 
+#include "peakmem/fusion.h"
 #include "peakmem/op_registry.h"
 #include "peakmem/trace_builder.h"
 
@@ -193,6 +194,8 @@ class TextReader {
 
   // The whole text in one pass.
   Trace Read();
+  // See TextReadOptions::fusion_subsymbols_only.
+  void KeepFusionSubSymbolsOnly(bool only) { fusion_subsymbols_only_ = only; }
 
   // ---- reading in chunks (see ReadInChunks)
   // Room for the statements of `newlines` lines, and for the names of
@@ -328,6 +331,7 @@ class TextReader {
   Statement* open_call_ = nullptr;
   std::uint32_t open_call_index_ = 0;  // its index in trace_.statements
   std::vector<int> subsymbol_stack_;  // indentation of the open subsymbol lines
+  bool fusion_subsymbols_only_ = false;
 
   const LogicalLine* line_ = nullptr;
   LogicalLine current_;
@@ -593,6 +597,12 @@ void TextReader::FinishCall() {
     // types are pending too.
     builder_.DeferFinishCall(open_call_index_);
     for (ValueId id : FlatOutputs(*open_call_)) builder_.MarkPending(id);
+  } else if (open_call_ != nullptr && fusion_subsymbols_only_ && !open_call_->subsymbols.empty() &&
+             !UsesSubSymbols(trace_.SymbolOf(*open_call_))) {
+    // Its output types are known: no model reads these lines again. They
+    // are the last ones read.
+    trace_.subsymbols.resize(open_call_->subsymbols.begin);
+    open_call_->subsymbols = {};
   }
   open_call_ = nullptr;
   subsymbol_stack_.clear();
@@ -1345,10 +1355,11 @@ void ReleaseInBackground(std::vector<std::unique_ptr<TextReader>> readers) {
 // Sets *joined to the number of chunks joined before the first reader read
 // on alone (1 if none could be).
 Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source, std::vector<ChunkRange> ranges,
-                   int* joined) {
+                   int* joined, bool fusion_subsymbols_only = false) {
   const std::string_view text = source->text();
   const std::size_t n = ranges.size();
   TextReader first(source);
+  first.KeepFusionSubSymbolsOnly(fusion_subsymbols_only);
   std::vector<std::unique_ptr<TextReader>> chunks(n);
   std::vector<char> ok(n, 0);
   std::latch counted(static_cast<std::ptrdiff_t>(n));
@@ -1384,6 +1395,7 @@ Trace ReadInChunks(const std::shared_ptr<const SourceFile>& source, std::vector<
           try {
             chunks[k] = std::make_unique<TextReader>(source, ranges[k]);
             TextReader& reader = *chunks[k];
+            reader.KeepFusionSubSymbolsOnly(fusion_subsymbols_only);
             reader.SetImports(imports);
             reader.Reserve(ranges[k].newlines);
             reader.ReadLines();
@@ -1462,9 +1474,11 @@ ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source,
   std::vector<ChunkRange> ranges;
   if (threads > 1) ranges = PlanChunks(source->text(), threads, min_chunk_bytes);
   if (ranges.size() > 1) {
-    parsed.trace = ReadInChunks(source, std::move(ranges), &parsed.chunks_joined);
+    parsed.trace = ReadInChunks(source, std::move(ranges), &parsed.chunks_joined,
+                                options.fusion_subsymbols_only);
   } else {
     TextReader reader(source);
+    reader.KeepFusionSubSymbolsOnly(options.fusion_subsymbols_only);
     parsed.trace = reader.Read();
   }
   parsed.source = std::move(source);

@@ -39,6 +39,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
   try {
     peakmem::TextReadOptions text_options;
     text_options.threads = args.threads;
+    text_options.fusion_subsymbols_only = true;  // the models read no others
     kept_trace = new peakmem::ParsedTrace(peakmem::LoadTrace(args.trace, text_options));
     const peakmem::ParsedTrace& parsed = *kept_trace;
     peakmem::RuntimeOptions options;

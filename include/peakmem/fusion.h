@@ -10,10 +10,16 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "peakmem/trace.h"
 
 namespace peakmem {
+
+// Whether a model reads the subsymbols of a call to `symbol`: nvFuser
+// regions (FusionOutputBytes). (TextReadOptions::fusion_subsymbols_only
+// keeps only these.)
+bool UsesSubSymbols(std::string_view symbol);
 
 // Bytes the fusion `s` allocates for output `out` (dense when the
 // subsymbols do not show broadcast dimensions, or for non-nvFuser regions).

@@ -54,6 +54,12 @@ struct TextReadOptions {
   int threads = 0;
   // No chunk is smaller than this (a small trace is read in one pass).
   std::size_t min_chunk_bytes = std::size_t{8} << 20;
+  // Keep the subsymbol lines of fusion regions only (UsesSubSymbols in
+  // fusion.h: the only ones a model reads), dropping each op's once its
+  // output types are inferred from them. The CLI sets it: a 10^6-statement
+  // trace of torch ops has ~1.27 M subsymbol lines (~30 MB, and copied once
+  // more when chunks are joined) that no report uses.
+  bool fusion_subsymbols_only = false;
 };
 
 ParsedTrace ReadTraceText(std::string name, std::string text);

@@ -20,6 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "peakmem/analyze.h"
+#include "peakmem/fusion.h"
+#include "peakmem/trace_text_reader.h"
 #include "peakmem/step_recorder.h"
 #include "test_util.h"
 
@@ -150,6 +152,74 @@ TEST(FastPaths, ReportRowsBuiltOnASecondThreadAreTheSame) {
     Simulator simulator;
     for (int run = 0; run < 2; ++run) {
       EXPECT_EQ(ReportToJson(simulator.Analyze(parsed, model), 0), ReportToJson(alone, 0));
+    }
+  }
+}
+
+// TextReadOptions::fusion_subsymbols_only (the CLI's) keeps the subsymbol
+// lines of nvFuser regions only: every report, both models, is the one of a
+// full read, and the types a statement's subsymbols give its untyped outputs
+// are still found. Checked on the measured corpus, the nvFuser trace, and a
+// trace mixing a region with torch ops whose outputs have no type comment,
+// read in one pass and in chunks of every size down to one statement.
+TEST(FastPaths, FusionSubSymbolsOnlyChangesNoReport) {
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (const MeasuredTrace& t : CorpusTraces()) {
+    std::ifstream in(t.path, std::ios::binary);
+    texts.emplace_back(t.path, std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  {
+    const std::string path = PEAKMEM_TEST_DATA_DIR "/nvfusion_broadcast_fw.trace";
+    std::ifstream in(path, std::ios::binary);
+    texts.emplace_back(path, std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  texts.emplace_back("mixed.trace", R"(def f(a, b):
+  # a: "cpu f32[2, 3]"
+  # b: "cpu f32[1, 3]"
+  t0 = torch.add(a, b)
+    # t0 = ltorch.add(a, b)  # t0: "cpu f32[2, 3]"
+      # t1 = prims.broadcast_in_dim(b, (2, 3), (0, 1))  # t1: "cpu f32[2, 3]"
+      # t0 = prims.add(a, t1)  # t0: "cpu f32[2, 3]"
+  [t2] = nvFusion0(t0, b)
+    # t3 = prims.broadcast_in_dim(b, (2, 3), (0, 1))  # t3: "cpu f32[2, 3]"
+    # t2 = prims.mul(t0, t3)  # t2: "cpu f32[2, 3]"
+  t4 = torch.neg(t2)
+    # t4 = ltorch.neg(t2)  # t4: "cpu f32[2, 3]"
+  del t0
+  return (t2, t4)
+)");
+  for (const auto& [path, text] : texts) {
+    SCOPED_TRACE(path);
+    const auto source = std::make_shared<const SourceFile>(path, text);
+    const ParsedTrace full = ReadTraceText(source);
+    for (int threads : {1, 2, 4}) {
+      TextReadOptions options;
+      options.threads = threads;
+      options.min_chunk_bytes = 1;
+      options.fusion_subsymbols_only = true;
+      const ParsedTrace lean = ReadTraceText(source, options);
+      ASSERT_EQ(lean.trace.statements.size(), full.trace.statements.size());
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < full.trace.statements.size(); ++i) {
+        const Statement& s = lean.trace.statements[i];
+        const auto lean_subs = lean.trace.SubSymbolsOf(s);
+        const auto full_subs = full.trace.SubSymbolsOf(full.trace.statements[i]);
+        if (UsesSubSymbols(lean.trace.SymbolOf(s))) {
+          ASSERT_EQ(lean_subs.size(), full_subs.size()) << i;
+          for (std::size_t k = 0; k < lean_subs.size(); ++k) EXPECT_EQ(lean_subs[k].text, full_subs[k].text);
+          kept += lean_subs.size();
+        } else {
+          EXPECT_TRUE(lean_subs.empty()) << i;
+        }
+      }
+      EXPECT_EQ(lean.trace.subsymbols.size(), kept);
+      for (std::size_t v = 0; v < full.trace.values.size(); ++v) {
+        EXPECT_EQ(lean.trace.values[v].type->text, full.trace.values[v].type->text) << v;
+      }
+      for (const char* model : {"runtime", "thunder"}) {
+        EXPECT_EQ(ReportToJson(Analyze(lean, model), 0), ReportToJson(Analyze(full, model), 0))
+            << model << " threads " << threads;
+      }
     }
   }
 }
