@@ -19,9 +19,13 @@
 //   big index a batch at a time, the batch's slots fetched before any is
 //   written, so their cache misses overlap instead of stalling one insert
 //   each;
-// * a filter of two bits per name (`maybe_`, 8 bits per name: ~5% false
-//   "maybe") says when a name is certainly not in the big index: a new
-//   name, or one never bound, costs no probe of it.
+// * a filter (`maybe_`, one bit per index slot, so at least two per name;
+//   each name sets two bits of one cache line) says when a name is
+//   certainly not in the big index: a new name, or one never bound, costs no
+//   probe of it. One bit per slot, not four: at 10^6 statements the filter
+//   is 512 KB instead of 2 MB, and the line a new name reads is far more
+//   often in cache; ~8% of new names then get a false "maybe" (a probe)
+//   instead of ~1% (measured: docs/scaling.md, seventh session).
 //
 // Measured on the text reader: see docs/scaling.md (sixth session).
 // Names are never erased (the builder only marks a deleted name's entry).
@@ -145,7 +149,7 @@ class NameTable {
     return ProbeFor(slots_, name, hash);
   }
 
-  // The filter: 4 bits per index slot in 64-byte blocks; a name sets two
+  // The filter: 1 bit per index slot in 64-byte blocks; a name sets two
   // bits of one block (one cache line per check), the block and the bits
   // chosen by hash bits the index's low bits do not use (the bits may share
   // the tag's: the filter only ever says "maybe").
@@ -181,7 +185,7 @@ class NameTable {
   // recent table and a filter to match).
   void Rehash(std::size_t slots) {
     slots_.assign(slots, 0);
-    maybe_.assign(std::max<std::size_t>(8, slots / 16), 0);  // 4 bits per slot, whole blocks
+    maybe_.assign(std::max<std::size_t>(8, slots / 64), 0);  // 1 bit per slot, whole blocks
     recent_.assign(std::min(slots, kMaxRecentSlots), 0);
     recent_hashes_.clear();
     recent_hashes_.reserve(recent_.size() / 4);
