@@ -53,8 +53,10 @@ Step StepMaker::Make(std::size_t index, std::int64_t delta, std::int64_t live) {
   if (!parsed_.source_is_printed_trace) {
     step.source = report_->strings->Save(FormatStatement(parsed_.trace, s));
   } else if (parsed_.source) {
-    std::string_view text = s.line_offset != kNoOffset ? parsed_.source->LineAt(s.line_offset)
-                                                       : parsed_.source->Line(s.source_line);
+    std::string_view text = s.line_offset == kNoOffset ? parsed_.source->Line(s.source_line)
+                            : s.line_length != 0
+                                ? parsed_.source->text().substr(s.line_offset, s.line_length)
+                                : parsed_.source->LineAt(s.line_offset);
     while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
     step.source = text;
   }

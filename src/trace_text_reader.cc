@@ -338,6 +338,11 @@ class TextReader {
   LineCursor lines_;
   std::size_t stop_ = std::string_view::npos;  // ReadLines reads no line starting here or after
   std::size_t statement_offset_ = 0;  // where the statement being read starts
+  std::size_t statement_line_length_ = 0;  // its first line's length
+  // Statement::line_length for a line of `size` bytes.
+  static std::uint16_t LineLength(std::size_t size) {
+    return size <= UINT16_MAX ? static_cast<std::uint16_t>(size) : 0;
+  }
   std::string joined_;  // the pieces of a statement spanning several lines
   std::vector<Expr> expr_stack_;  // items of the lists being parsed (see TakeItems)
   std::vector<std::string_view> keyword_stack_;  // their keyword names (calls)
@@ -487,6 +492,7 @@ void TextReader::ReadBodyComment(int line_no, int indent, std::string_view line)
       s.at = {line_no, col0};
       s.source_line = line_no;
       s.line_offset = lines_.begin();
+      s.line_length = LineLength(line.size());
       s.source = id;
       s.outputs.kind = Pattern::Kind::kTuple;
       s.outputs.at = s.at;
@@ -958,6 +964,7 @@ void TextReader::ReadStatement() {
   s.at = line_->At(0);
   s.source_line = s.at.line;
   s.line_offset = statement_offset_;
+  s.line_length = LineLength(statement_line_length_);
   const SourceLocation start = s.at;
 
   if (returned_) Fail(start, "statement after 'return'");
@@ -1165,6 +1172,7 @@ void TextReader::ReadLines() {
     }
     FinishCall();
     statement_offset_ = lines_.begin();
+    statement_line_length_ = line.size();
     line_no = GatherLogicalLine(line_no, line);
     ReadStatement();
     last_code_line_ = line_no;

@@ -207,6 +207,10 @@ const char* StatementKindName(StatementKind kind);
 struct Statement {
   StatementKind kind = StatementKind::kCall;
   bool legacy_clear = false;      // kClear spelled `clear_collection` (older Thunder)
+  // The length of the line at line_offset (without its line break), when
+  // under 65,536 bytes; 0 when not known (then it is found in the source).
+  // Reports quote the line without reading the source to find its end.
+  std::uint16_t line_length = 0;
   SourceLocation at;
   int source_line = 0;    // 1-based line in the input where the statement starts
   // Byte offset of that line in a printed trace's source (kNoOffset when the

@@ -232,6 +232,7 @@ TEST(TraceTextReader, ReadsAnEmptySequence) {
   EXPECT_EQ(trace.value(empty.source).name, "C1");
   EXPECT_TRUE(empty.outputs.items.empty());
   EXPECT_EQ(empty.source_line, 6);
+  EXPECT_EQ(empty.line_length, std::string_view("  # C1 (empty sequence)").size());
   const std::vector<const Pattern*> contents = CollectionContents(trace);
   ASSERT_NE(contents[empty.source], nullptr);
   EXPECT_TRUE(contents[empty.source]->items.empty());
@@ -875,6 +876,38 @@ TEST(TraceTextReader, ReadsWindowsLineEndings) {
     EXPECT_EQ(trace.statements[i].source_line, unix_parsed.trace.statements[i].source_line);
   }
   EXPECT_EQ(parsed.source->Line(18), "  t7 = torch.mul(a, t1)  # t7: \"cpu f32[4]\"");
+}
+
+// Statement::line_length is the length of the line at line_offset as the
+// source gives it (SourceFile::LineAt: without "\r\n"), so reports quote
+// it without searching the source; 0 for a line of 65,536 bytes or more,
+// whose end is then searched. Checked with Unix and Windows line ends, a
+// backslash-continued statement (its first line), `# C1 (empty sequence)`,
+// and a 70,000-byte line.
+TEST(TraceTextReader, LineLengthIsTheLengthOfTheLineAtItsOffset) {
+  const std::string long_name(70000, 'x');
+  const std::string text = std::string(kCrlfTrace) +
+                           "def g(a, b):\n  # a: \"cpu f32[4]\"\n  # b: \"cpu f32[4]\"\n"
+                           "  t0 = torch.add(a, \\\n      b)  # t0: \"cpu f32[4]\"\n"
+                           "  " + long_name + " = torch.neg(t0)  # " + long_name + ": \"cpu f32[4]\"\n"
+                           "  return " + long_name + "\n";
+  for (const std::string& variant : {text.substr(0, std::string(kCrlfTrace).size()),
+                                     ReplaceAll(std::string(kCrlfTrace), "\n", "\r\n"),
+                                     text.substr(std::string(kCrlfTrace).size())}) {
+    const ParsedTrace parsed = Parse(variant);
+    int long_lines = 0;
+    for (const Statement& s : parsed.trace.statements) {
+      ASSERT_NE(s.line_offset, kNoOffset);
+      const std::string_view line = parsed.source->LineAt(s.line_offset);
+      if (line.size() > UINT16_MAX) {
+        EXPECT_EQ(s.line_length, 0u);
+        ++long_lines;
+      } else {
+        EXPECT_EQ(s.line_length, line.size()) << line;
+      }
+    }
+    if (variant.find(long_name) != std::string::npos) EXPECT_EQ(long_lines, 2);
+  }
 }
 
 TEST(TraceTextReader, TreatsAStrayCarriageReturnAsWhiteSpace) {
