@@ -53,12 +53,14 @@ Step StepMaker::Make(std::size_t index, std::int64_t delta, std::int64_t live) {
   if (!parsed_.source_is_printed_trace) {
     step.source = report_->strings->Save(FormatStatement(parsed_.trace, s));
   } else if (parsed_.source) {
-    std::string_view text = s.line_offset == kNoOffset ? parsed_.source->Line(s.source_line)
-                            : s.line_length != 0
-                                ? parsed_.source->text().substr(s.line_offset, s.line_length)
-                                : parsed_.source->LineAt(s.line_offset);
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-    step.source = text;
+    if (s.text_offset != kNoOffset && s.text_length != 0) {
+      step.source = parsed_.source->text().substr(s.text_offset, s.text_length);
+    } else {
+      std::string_view text = s.text_offset != kNoOffset ? parsed_.source->LineAt(s.text_offset)
+                                                         : parsed_.source->Line(s.source_line);
+      while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+      step.source = text;
+    }
   }
   step.delta_bytes = delta;
   step.live_bytes = live;

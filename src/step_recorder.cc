@@ -67,9 +67,30 @@ void StepRecorder::Build(RowBuilder& rows, std::size_t index, const Row& row,
 }
 
 void StepRecorder::BuildBlock(RowBuilder& rows, Block& block) {
+  // The statements were read long ago (out of cache): fetch each row's a
+  // few rows ahead (a row reads the first 32 bytes of its statement).
+  constexpr std::size_t kAhead = 16;
+  const auto& statements = parsed_.trace.statements;
+  const std::size_t end = block.first + block.rows.size();
+  for (std::size_t i = block.first; i < std::min(end, block.first + kAhead); ++i) {
+    __builtin_prefetch(&statements[i]);
+  }
+  // So were the names in the keys (views of the source text): fetch the
+  // values kNamesAhead * 2 entries ahead, then their names' bytes.
+  constexpr std::size_t kNamesAhead = 8;
+  const auto& values = parsed_.trace.values;
+  const auto& named = block.named;
+  std::size_t value_fetched = 0, name_fetched = 0;
   std::uint32_t named_begin = 0;
   for (std::size_t r = 0; r < block.rows.size(); ++r) {
+    if (block.first + r + kAhead < end) __builtin_prefetch(&statements[block.first + r + kAhead]);
     const Row& row = block.rows[r];
+    for (; value_fetched < std::min(named.size(), row.named_end + 2 * kNamesAhead); ++value_fetched) {
+      __builtin_prefetch(&values[named[value_fetched].first]);
+    }
+    for (; name_fetched < std::min(named.size(), row.named_end + kNamesAhead); ++name_fetched) {
+      __builtin_prefetch(values[named[name_fetched].first].name.data());
+    }
     Build(rows, block.first + r, row, block.named.data() + named_begin, row.named_end - named_begin);
     named_begin = row.named_end;
   }

@@ -366,7 +366,7 @@ std::string DebugString(const Trace& trace) {
   }
   for (const Statement& s : trace.statements) {
     out << "stmt k" << static_cast<int>(s.kind) << " " << DebugLoc(s.at) << " line" << s.source_line
-        << " @" << s.line_offset << " '" << trace.CalleeOf(s) << "' '" << trace.SymbolOf(s) << "' '" << trace.SymbolIdOf(s)
+        << " @" << s.text_offset << " '" << trace.CalleeOf(s) << "' '" << trace.SymbolOf(s) << "' '" << trace.SymbolIdOf(s)
         << "' legacy" << s.legacy_clear << " src" << s.source;
     if (s.call_symbol != kNoCallSymbol) {
       const CallSymbol& c = trace.call_symbols[s.call_symbol];

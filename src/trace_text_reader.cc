@@ -337,10 +337,10 @@ class TextReader {
   LogicalLine current_;
   LineCursor lines_;
   std::size_t stop_ = std::string_view::npos;  // ReadLines reads no line starting here or after
-  std::size_t statement_offset_ = 0;  // where the statement being read starts
-  std::size_t statement_line_length_ = 0;  // its first line's length
-  // Statement::line_length for a line of `size` bytes.
-  static std::uint16_t LineLength(std::size_t size) {
+  std::size_t statement_offset_ = 0;  // where the statement being read starts (its text)
+  std::size_t statement_text_length_ = 0;  // up to the end of its first line
+  // Statement::text_length for a text of `size` bytes.
+  static std::uint16_t TextLength(std::size_t size) {
     return size <= UINT16_MAX ? static_cast<std::uint16_t>(size) : 0;
   }
   std::string joined_;  // the pieces of a statement spanning several lines
@@ -491,8 +491,8 @@ void TextReader::ReadBodyComment(int line_no, int indent, std::string_view line)
       s.kind = StatementKind::kUnpack;
       s.at = {line_no, col0};
       s.source_line = line_no;
-      s.line_offset = lines_.begin();
-      s.line_length = LineLength(line.size());
+      s.text_offset = lines_.begin() + static_cast<std::size_t>(indent);
+      s.text_length = TextLength(line.size() - static_cast<std::size_t>(indent));
       s.source = id;
       s.outputs.kind = Pattern::Kind::kTuple;
       s.outputs.at = s.at;
@@ -963,8 +963,8 @@ void TextReader::ReadStatement() {
   Statement& s = trace_.statements.emplace_back();
   s.at = line_->At(0);
   s.source_line = s.at.line;
-  s.line_offset = statement_offset_;
-  s.line_length = LineLength(statement_line_length_);
+  s.text_offset = statement_offset_;
+  s.text_length = TextLength(statement_text_length_);
   const SourceLocation start = s.at;
 
   if (returned_) Fail(start, "statement after 'return'");
@@ -1171,8 +1171,9 @@ void TextReader::ReadLines() {
                                                          : "unindent does not match the function body");
     }
     FinishCall();
-    statement_offset_ = lines_.begin();
-    statement_line_length_ = line.size();
+    // The statement's text: its first line after the indentation.
+    statement_offset_ = lines_.begin() + static_cast<std::size_t>(indent);
+    statement_text_length_ = line.size() - static_cast<std::size_t>(indent);
     line_no = GatherLogicalLine(line_no, line);
     ReadStatement();
     last_code_line_ = line_no;

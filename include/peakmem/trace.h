@@ -205,29 +205,35 @@ const char* StatementKindName(StatementKind kind);
 // largest. Its lists (args, kwargs, deleted, the outputs' items) live in the
 // trace's arena.
 struct Statement {
+  // The first 32 bytes are what a report row reads (StepMaker): the kind,
+  // op, line and where the line is.
   StatementKind kind = StatementKind::kCall;
   bool legacy_clear = false;      // kClear spelled `clear_collection` (older Thunder)
-  // The length of the line at line_offset (without its line break), when
-  // under 65,536 bytes; 0 when not known (then it is found in the source).
-  // Reports quote the line without reading the source to find its end.
-  std::uint16_t line_length = 0;
-  SourceLocation at;
-  int source_line = 0;    // 1-based line in the input where the statement starts
-  // Byte offset of that line in a printed trace's source (kNoOffset when the
-  // statement was not read from one), so reports quote it without a line index.
-  std::uint64_t line_offset = kNoOffset;
-  Pattern outputs;        // kCall, kUnpack, kAssign
-  ArenaSpan<Expr> args;           // kCall, kClear: positional arguments (Trace::SaveExprs)
-  ArenaSpan<KeywordArg> kwargs;   // kCall (Trace::SaveKeywordArgs)
-  ValueId source = kNoValue;      // kUnpack, kAssign, kClear
+  // The length of the text at text_offset up to the end of its line
+  // (without the line break), when under 65,536 bytes; 0 when not known
+  // (then the source is searched for the line's end). Reports quote a
+  // statement without reading its source text (on a big trace, a cache miss
+  // per statement).
+  std::uint16_t text_length = 0;
   // kCall, kClear: the index of its (callee, symbol, symbol_id) in
   // Trace::call_symbols (Trace::CalleeOf and the like read them); every
   // reader sets it. kNoCallSymbol for the other kinds.
   std::uint32_t call_symbol = kNoCallSymbol;
+  SourceLocation at;
+  int source_line = 0;    // 1-based line in the input where the statement starts
+  ValueId source = kNoValue;      // kUnpack, kAssign, kClear
+  // Byte offset in a printed trace's source where the statement's text
+  // starts: its first line after the indentation (kNoOffset when the
+  // statement was not read from one), so reports quote it without a line index.
+  std::uint64_t text_offset = kNoOffset;
+  Pattern outputs;        // kCall, kUnpack, kAssign
+  ArenaSpan<Expr> args;           // kCall, kClear: positional arguments (Trace::SaveExprs)
+  ArenaSpan<KeywordArg> kwargs;   // kCall (Trace::SaveKeywordArgs)
   ArenaSpan<ValueId> deleted;     // kDel (Trace::SaveArray)
   Box<Expr> returned;             // kReturn
   SubSymbolRange subsymbols;          // kCall: see Trace::SubSymbolsOf
 };
+static_assert(sizeof(Statement) == 128);
 
 struct Parameter {
   enum class Kind : std::uint8_t { kPositional, kVarArgs, kVarKwargs };

@@ -232,7 +232,8 @@ TEST(TraceTextReader, ReadsAnEmptySequence) {
   EXPECT_EQ(trace.value(empty.source).name, "C1");
   EXPECT_TRUE(empty.outputs.items.empty());
   EXPECT_EQ(empty.source_line, 6);
-  EXPECT_EQ(empty.line_length, std::string_view("  # C1 (empty sequence)").size());
+  EXPECT_EQ(parsed.source->text().substr(empty.text_offset, empty.text_length),
+            "# C1 (empty sequence)");
   const std::vector<const Pattern*> contents = CollectionContents(trace);
   ASSERT_NE(contents[empty.source], nullptr);
   EXPECT_TRUE(contents[empty.source]->items.empty());
@@ -878,13 +879,14 @@ TEST(TraceTextReader, ReadsWindowsLineEndings) {
   EXPECT_EQ(parsed.source->Line(18), "  t7 = torch.mul(a, t1)  # t7: \"cpu f32[4]\"");
 }
 
-// Statement::line_length is the length of the line at line_offset as the
-// source gives it (SourceFile::LineAt: without "\r\n"), so reports quote
-// it without searching the source; 0 for a line of 65,536 bytes or more,
-// whose end is then searched. Checked with Unix and Windows line ends, a
-// backslash-continued statement (its first line), `# C1 (empty sequence)`,
-// and a 70,000-byte line.
-TEST(TraceTextReader, LineLengthIsTheLengthOfTheLineAtItsOffset) {
+// Statement::text_offset is where the statement's text starts in the source
+// (its first line after the indentation) and text_length how long that text
+// is to the end of the line (without "\r\n"): the line Thunder printed,
+// without its indentation, so reports quote it without reading the source.
+// A text of 65,536 bytes or more has text_length 0 (its end is searched).
+// Checked with Unix and Windows line ends, a backslash-continued statement
+// (its first line), and a 70,000-byte line.
+TEST(TraceTextReader, TextOffsetAndLengthGiveTheStatementsLine) {
   const std::string long_name(70000, 'x');
   const std::string text = std::string(kCrlfTrace) +
                            "def g(a, b):\n  # a: \"cpu f32[4]\"\n  # b: \"cpu f32[4]\"\n"
@@ -897,13 +899,15 @@ TEST(TraceTextReader, LineLengthIsTheLengthOfTheLineAtItsOffset) {
     const ParsedTrace parsed = Parse(variant);
     int long_lines = 0;
     for (const Statement& s : parsed.trace.statements) {
-      ASSERT_NE(s.line_offset, kNoOffset);
-      const std::string_view line = parsed.source->LineAt(s.line_offset);
+      ASSERT_NE(s.text_offset, kNoOffset);
+      std::string_view line = parsed.source->Line(s.source_line);
+      while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+      EXPECT_EQ(parsed.source->LineAt(s.text_offset), line);
       if (line.size() > UINT16_MAX) {
-        EXPECT_EQ(s.line_length, 0u);
+        EXPECT_EQ(s.text_length, 0u);
         ++long_lines;
       } else {
-        EXPECT_EQ(s.line_length, line.size()) << line;
+        EXPECT_EQ(s.text_length, line.size()) << line;
       }
     }
     if (variant.find(long_name) != std::string::npos) EXPECT_EQ(long_lines, 2);
