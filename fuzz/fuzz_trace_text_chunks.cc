@@ -2,7 +2,10 @@
 // one pass and again in chunks (the parallel reader, split at two lines the
 // input itself picks). Both readings must agree exactly: the same error, or
 // the same IR (peakmem::DebugString) and the same reports from both models.
-// A difference is a finding (abort), as is any crash under ASan/UBSan.
+// Read a third time in the same chunks keeping only fusion regions'
+// subsymbols (TextReadOptions::fusion_subsymbols_only, the CLI's reading),
+// the error or the reports must still be the same. A difference is a
+// finding (abort), as is any crash under ASan/UBSan.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,10 +19,10 @@
 
 namespace {
 
-std::string Outcome(const std::function<peakmem::ParsedTrace()>& read) {
+std::string Outcome(const std::function<peakmem::ParsedTrace()>& read, bool with_ir = true) {
   try {
     const peakmem::ParsedTrace parsed = read();
-    std::string out = peakmem::DebugString(parsed.trace);
+    std::string out = with_ir ? peakmem::DebugString(parsed.trace) : std::string();
     for (const char* model : {"thunder", "runtime"}) {
       try {
         out += peakmem::ReportToJson(peakmem::Analyze(parsed, model), 0);
@@ -56,6 +59,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     peakmem_fuzz::Finding("chunked reading differs from one pass (splits at bytes " +
                           std::to_string(begins[0]) + ", " + std::to_string(begins[1]) +
                           ")\n--- one pass:\n" + expected + "\n--- chunks:\n" + chunked);
+  }
+  peakmem::TextReadOptions lean;
+  lean.fusion_subsymbols_only = true;
+  const std::string reports = Outcome([&] { return peakmem::ReadTraceText(source, one_pass); }, false);
+  const std::string lean_reports =
+      Outcome([&] { return peakmem::ReadTraceTextInChunks(source, begins, lean); }, false);
+  if (lean_reports != reports) {
+    peakmem_fuzz::Finding("reading only fusion subsymbols changes the outcome (splits at bytes " +
+                          std::to_string(begins[0]) + ", " + std::to_string(begins[1]) +
+                          ")\n--- all subsymbols:\n" + reports + "\n--- fusion only:\n" +
+                          lean_reports);
   }
   return 0;
 }

@@ -75,14 +75,15 @@ struct Storage {
 
 // One Object per value, so its size (32 bytes) is much of the model's memory
 // per statement: what most objects do not need lies outside it. A tensor's
-// strides are kept only when they differ from ContiguousStrides(*shape) (a
-// few views and permuted outputs); a container's elements are a list of
-// their own. (Both inline, an Object was 88 bytes.)
+// strides are kept only when they differ from its type's contiguous strides
+// (ValueType::contiguous_strides: a few views and permuted outputs); a
+// container's elements are a list of their own. (Both inline, an Object was
+// 88 bytes.)
 struct Object {
   enum class Kind : std::uint8_t { kTensor, kList, kTuple, kDict, kSet, kOther };
-  const Dims* shape = nullptr;  // tensors: the shape of the value's type (shared)
+  const ValueType* type = nullptr;  // tensors: the value's type (its shape; shared)
   // Tensors: index of their strides in Buffers::strides; kNone when they are
-  // ContiguousStrides(*shape) (see RuntimeModel::StridesOf).
+  // the type's contiguous_strides (see RuntimeModel::StridesOf).
   std::uint32_t strides = kNone;
   // Containers: index of their elements in Buffers::elements; kNone while
   // there are none (see RuntimeModel::ElementsOf).
@@ -183,8 +184,9 @@ class RuntimeModel {
   ObjectId NewAllocatedTensor(ValueId value, Dims strides, Role role, bool layout_known = true);
   void IncRef(ObjectId id) { ++objects_[id].refs; }
   // A tensor's strides (see Object::strides).
-  Dims StridesOf(const Object& o) const {
-    return o.strides == kNone ? ContiguousStrides(*o.shape) : strides_[o.strides];
+  // (Valid until the next tensor is made.)
+  const Dims& StridesOf(const Object& o) const {
+    return o.strides == kNone ? o.type->contiguous_strides : strides_[o.strides];
   }
   // A container's elements (see Object::elements).
   const std::vector<ObjectId>& ElementsOf(const Object& o) const {
@@ -304,7 +306,6 @@ class RuntimeModel {
   std::vector<ValueId> flat_outs_;
   std::vector<ObjectId> results_;
   std::vector<Operand> operands_;
-  std::vector<Dims> operand_strides_;  // AllocatedStrides: contiguous operands' strides
 };
 
 // ---------------------------------------------------------------- heap
@@ -333,8 +334,9 @@ ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
   const ObjectId id = NewObject(Object::Kind::kTensor);
   Object& o = objects_[id];
   o.storage = storage;
-  o.shape = &ValueOf(value).type->shape;
-  if (strides.size() != o.shape->size()) {
+  o.type = ValueOf(value).type;
+  const Dims& shape = o.type->shape;
+  if (strides.size() != shape.size()) {
     // The op's layout rule gave strides of another rank than the output's
     // printed shape (a malformed trace: `t` of a 0-d tensor typed [14]):
     // the layout cannot be followed, so it is taken as contiguous.
@@ -342,15 +344,16 @@ ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
       const Statement& s = trace_.statements[current_step_];
       Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(trace_.SymbolOf(s)) +
                "' output '" + std::string(ValueOf(value).name) + "' has " +
-               std::to_string(o.shape->size()) + " dimensions, but the op's layout gives " +
+               std::to_string(shape.size()) + " dimensions, but the op's layout gives " +
                std::to_string(strides.size()) + "; assumed contiguous");
     }
-    strides = ContiguousStrides(*o.shape);
+    strides = ContiguousStrides(shape);
     layout_known = false;
     contiguous = 1;
   }
-  o.contiguous = contiguous >= 0 ? contiguous != 0 : IsContiguous(*o.shape, strides);
-  if (!o.contiguous || strides != ContiguousStrides(*o.shape)) {
+  o.contiguous = contiguous >= 0 ? contiguous != 0 : IsContiguous(shape, strides);
+  if (!o.contiguous || strides.size() != o.type->contiguous_strides.size() ||
+      strides != o.type->contiguous_strides) {
     o.strides = static_cast<std::uint32_t>(strides_.size());
     strides_.push_back(std::move(strides));
   }
@@ -664,8 +667,8 @@ ObjectId RuntimeModel::FirstTensorArg(const Statement& s, const Expr** expr_out)
 
 Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Object& input,
                                const Value& out, std::size_t output_index, bool* known) {
-  const Dims& in_shape = *input.shape;
-  const Dims in_strides = StridesOf(input);
+  const Dims& in_shape = input.type->shape;
+  const Dims& in_strides = StridesOf(input);
   const Dims& out_shape = out.type->shape;
   *known = input.layout_known;
   (void)output_index;
@@ -813,9 +816,10 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     const Object& o = objects_[object_of_[a.value]];
     if (o.kind != Object::Kind::kTensor) continue;
     ++operands;
-    if (o.shape->size() != 2) return 0;  // only plain 2-D products are modelled
-    const std::int64_t rows = (*o.shape)[0], cols = (*o.shape)[1];
-    const Dims strides = StridesOf(o);
+    const Dims& shape = o.type->shape;
+    if (shape.size() != 2) return 0;  // only plain 2-D products are modelled
+    const std::int64_t rows = shape[0], cols = shape[1];
+    const Dims& strides = StridesOf(o);
     const std::int64_t s0 = strides[0], s1 = strides[1];
     const bool row_major = (s1 == 1 || cols == 1) && s0 >= std::max<std::int64_t>(1, cols);
     const bool col_major = (s0 == 1 || rows == 1) && s1 >= std::max<std::int64_t>(1, rows);
@@ -835,29 +839,11 @@ Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const 
       std::vector<Operand>& operands = operands_;
       operands.clear();
       FlatArgs(s, &flat_args_);
-      // Operands point at their strides: those of contiguous tensors are
-      // made in operand_strides_, sized first so that none moves.
-      std::size_t made = 0;
       for (ValueId v : flat_args_) {
         if (!IsTensorKind(ValueOf(v).type->kind) || !bound_[v]) continue;
         const Object& o = objects_[object_of_[v]];
-        if (o.kind != Object::Kind::kTensor || o.shape->size() > shape.size()) continue;
-        operands.push_back({o.shape, nullptr, o.contiguous});
-        if (o.strides == kNone) ++made;
-      }
-      if (operand_strides_.size() < made) operand_strides_.resize(made);
-      made = 0;
-      std::size_t next = 0;
-      for (ValueId v : flat_args_) {
-        if (!IsTensorKind(ValueOf(v).type->kind) || !bound_[v]) continue;
-        const Object& o = objects_[object_of_[v]];
-        if (o.kind != Object::Kind::kTensor || o.shape->size() > shape.size()) continue;
-        if (o.strides != kNone) {
-          operands[next++].strides = &strides_[o.strides];
-        } else {
-          operand_strides_[made] = ContiguousStrides(*o.shape);
-          operands[next++].strides = &operand_strides_[made++];
-        }
+        if (o.kind != Object::Kind::kTensor || o.type->shape.size() > shape.size()) continue;
+        operands.push_back({&o.type->shape, &StridesOf(o), o.contiguous});
       }
       if (operands.empty()) return ContiguousStrides(shape);
       return ElementwiseOutputStrides(shape, operands);
@@ -880,7 +866,7 @@ Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const 
     }
     case LayoutRule::kPreserve: {
       const ObjectId in = FirstTensorArg(s);
-      if (in != kNone && *objects_[in].shape == shape) {
+      if (in != kNone && objects_[in].type->shape == shape) {
         return PreserveFormatStrides(shape, StridesOf(objects_[in]));
       }
       return ContiguousStrides(shape);
@@ -949,7 +935,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
                    "' copies depends on strides peakmem did not follow; assumed a view");
         }
         if (op->layout == LayoutRule::kReshape) {
-          if (auto strides = ComputeViewStrides(*input.shape, StridesOf(input), v.type->shape)) {
+          if (auto strides = ComputeViewStrides(input.type->shape, StridesOf(input), v.type->shape)) {
             return NewTensor(out, input.storage, std::move(*strides), input.layout_known);
           }
           return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
@@ -971,7 +957,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
           if (name == "copy" && e.kind == Expr::Kind::kConstant && e.text == "True") copy = true;
         }
         if (!copy && in_value.type->dtype == v.type->dtype && in_value.type->device == v.type->device &&
-            *input.shape == v.type->shape) {
+            input.type->shape == v.type->shape) {
           return in;
         }
         return NewAllocatedTensor(out, PreserveFormatStrides(v.type->shape, StridesOf(input)),

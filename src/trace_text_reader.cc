@@ -1502,7 +1502,8 @@ ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source) {
 }
 
 ParsedTrace ReadTraceTextInChunks(std::shared_ptr<const SourceFile> source,
-                                  const std::vector<std::size_t>& begins) {
+                                  const std::vector<std::size_t>& begins,
+                                  const TextReadOptions& options) {
   ParsedTrace parsed;
   std::size_t body_begin = 0;
   int indent = 0;
@@ -1511,10 +1512,11 @@ ParsedTrace ReadTraceTextInChunks(std::shared_ptr<const SourceFile> source,
     if (b > all.back() && b < source->text().size()) all.push_back(b);
   }
   if (all.size() > 1 && FindBody(source->text(), &body_begin, &indent)) {
-    parsed.trace =
-        ReadInChunks(source, RangesFrom(all, source->text().size(), indent), &parsed.chunks_joined);
+    parsed.trace = ReadInChunks(source, RangesFrom(all, source->text().size(), indent),
+                                &parsed.chunks_joined, options.fusion_subsymbols_only);
   } else {
     TextReader reader(source);
+    reader.KeepFusionSubSymbolsOnly(options.fusion_subsymbols_only);
     parsed.trace = reader.Read();
   }
   parsed.source = std::move(source);

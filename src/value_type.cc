@@ -2,6 +2,7 @@
 
 #include "peakmem/source.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 
@@ -55,6 +56,17 @@ std::optional<ValueType> FinishTensor(ValueType type, std::size_t error_offset,
   type.bytes = bits / 8;
   type.thunder_bytes = thunder_bits / 8;
   type.thunder_half_byte = thunder_bits % 8 != 0;
+  // The strides of a contiguous tensor of this shape (size-0 and size-1
+  // dimensions step as size 1, as PyTorch's); none if they overflow.
+  type.contiguous_strides.assign(type.shape.size(), 1);
+  std::int64_t next = 1;
+  for (std::size_t i = type.shape.size(); i-- > 0;) {
+    type.contiguous_strides[i] = next;
+    if (i > 0 && __builtin_mul_overflow(next, std::max<std::int64_t>(type.shape[i], 1), &next)) {
+      type.contiguous_strides.clear();
+      break;
+    }
+  }
   return type;
 }
 

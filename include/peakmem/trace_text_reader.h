@@ -67,9 +67,11 @@ ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source);
 ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source, const TextReadOptions& options);
 // For tests: reads with chunks beginning at the given byte offsets (any
 // offsets: where one is not the start of a statement line the chunks are not
-// joined there, and the result is still exactly that of one pass).
+// joined there, and the result is still exactly that of one pass). Of
+// `options`, only fusion_subsymbols_only applies.
 ParsedTrace ReadTraceTextInChunks(std::shared_ptr<const SourceFile> source,
-                                  const std::vector<std::size_t>& begins);
+                                  const std::vector<std::size_t>& begins,
+                                  const TextReadOptions& options = {});
 
 // Reads a file into a SourceFile; throws TraceError (line 0) if unreadable.
 std::shared_ptr<const SourceFile> LoadSourceFile(const std::string& path);

@@ -62,6 +62,10 @@ struct ValueType {
   std::string device;
   const DType* dtype = nullptr;
   Dims shape;
+  // ContiguousStrides(shape) (layout.h), made once per distinct type: the
+  // runtime model keeps no strides for a tensor that has these (most do).
+  // Empty for other kinds, and where the strides would overflow 64 bits.
+  Dims contiguous_strides;
   std::uint64_t numel = 0;
   std::uint64_t bytes = 0;  // numel * bits / 8 (what PyTorch allocates), checked for overflow
   // numel * thunder_bits / 8 (what Thunder's get_alloc_memory counts),
