@@ -1074,14 +1074,9 @@ Report RuntimeModel::Run() {
   report_.trace_name = trace_.source_name;
   report_.convention = CallingConventionName(convention_);
   SetUpArguments();
-  if (report_options_.steps) report_.steps.reserve(trace_.statements.size());
-  if (report_options_.breakdown) report_.breakdown.Reserve(trace_.statements.size());
   const std::size_t n = trace_.statements.size();
   const bool rows = report_options_.steps || report_options_.breakdown;
-  StepRecorder recorder(parsed_, &report_, report_options_,
-                        rows && report_options_.second_thread &&
-                            n >= StepRecorder::kConcurrentStatements,
-                        kCallerPeriod);
+  StepRecorder recorder(parsed_, &report_, report_options_, kCallerPeriod);
   for (std::size_t i = 0; i < n; ++i) {
     PrefetchStatementAhead(trace_.statements, i);
     if (i + kPrefetchFar < n) PrefetchStatementData(trace_.statements[i + kPrefetchFar]);

@@ -4,6 +4,23 @@
 
 namespace peakmem {
 
+namespace {
+
+bool UsesSecondThread(const ParsedTrace& parsed, Report* report, const ReportOptions& options) {
+  const std::size_t n = parsed.trace.statements.size();
+  if (options.steps) report->steps.reserve(n);
+  if (options.breakdown) report->breakdown.Reserve(n);
+  return (options.steps || options.breakdown) && options.second_thread &&
+         n >= StepRecorder::kConcurrentStatements;
+}
+
+}  // namespace
+
+StepRecorder::StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
+                           int caller_period)
+    : StepRecorder(parsed, report, options, UsesSecondThread(parsed, report, options),
+                   caller_period) {}
+
 StepRecorder::StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
                            bool concurrent, int caller_period)
     : parsed_(parsed),

@@ -277,16 +277,11 @@ Report ThunderModel::Run() {
   const OpLookup ops(trace_);
   // Whether each distinct call is one of Thunder's alias ops (by its id).
   for (const CallSymbol& c : trace_.call_symbols) alias_.push_back(IsThunderAlias(c.symbol_id));
-  if (report_options_.steps) report_.steps.reserve(trace_.statements.size());
-  if (report_options_.breakdown) report_.breakdown.Reserve(trace_.statements.size());
   const std::size_t n = trace_.statements.size();
   const bool rows = report_options_.steps || report_options_.breakdown;
   // Rows and breakdown keys on a second thread for a big trace, as the
   // runtime model does: they cost more than this model's counting.
-  StepRecorder recorder(parsed_, &report_, report_options_,
-                        rows && report_options_.second_thread &&
-                            n >= StepRecorder::kConcurrentStatements,
-                        kCallerPeriod);
+  StepRecorder recorder(parsed_, &report_, report_options_, kCallerPeriod);
   using Keys = StepRecorder::Keys;
   for (std::size_t i = 0; i < n; ++i) {
     const Statement& s = trace_.statements[i];

@@ -37,12 +37,14 @@ namespace peakmem {
 
 class StepRecorder {
  public:
-  // Rows go to `report` (steps and/or breakdown, as `options` ask). With
-  // `concurrent`, on a second thread (if one can be had), the caller
-  // building one block in every `caller_period` (0: none; only for a
-  // printed trace, whose steps' text views the source).
+  // Rows go to `report` (steps and/or breakdown, as `options` ask; room for
+  // one per statement is reserved here). For a trace of at least
+  // kConcurrentStatements, unless options.second_thread is off, on a second
+  // thread (if one can be had), the caller building one block in every
+  // `caller_period` (0: none; only for a printed trace, whose steps' text
+  // views the source).
   StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
-               bool concurrent, int caller_period = 0);
+               int caller_period = 0);
   // Stops the second thread (dropping rows not yet built: a model that
   // throws has no report).
   ~StepRecorder();
@@ -113,6 +115,8 @@ class StepRecorder {
   static constexpr std::size_t kBlockRows = 8192;
   static constexpr std::size_t kMaxQueuedBlocks = 8;
 
+  StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
+               bool concurrent, int caller_period);
   void Build(RowBuilder& rows, std::size_t index, const Row& row,
              const std::pair<ValueId, std::int64_t>* named, std::size_t named_count);
   void BuildBlock(RowBuilder& rows, Block& block);
