@@ -6,7 +6,10 @@ namespace peakmem {
 
 namespace {
 
-bool UsesSecondThread(const ParsedTrace& parsed, Report* report, const ReportOptions& options) {
+// Reserves room for the report's rows (one step and at most one key per
+// statement, mostly) and says whether building them is worth a second thread.
+bool ReserveRowsAndChooseThread(const ParsedTrace& parsed, Report* report,
+                                const ReportOptions& options) {
   const std::size_t n = parsed.trace.statements.size();
   if (options.steps) report->steps.reserve(n);
   if (options.breakdown) report->breakdown.Reserve(n);
@@ -18,7 +21,7 @@ bool UsesSecondThread(const ParsedTrace& parsed, Report* report, const ReportOpt
 
 StepRecorder::StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
                            int caller_period)
-    : StepRecorder(parsed, report, options, UsesSecondThread(parsed, report, options),
+    : StepRecorder(parsed, report, options, ReserveRowsAndChooseThread(parsed, report, options),
                    caller_period) {}
 
 StepRecorder::StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
