@@ -52,7 +52,7 @@
 #include <vector>
 
 #include "peakmem/analyze.h"
-#include "peakmem/trace_json_reader.h"
+#include "peakmem/frontend/trace_json_reader.h"
 
 namespace fs = std::filesystem;
 

@@ -19,10 +19,10 @@
 #include <string>
 
 #include "peakmem/analyze.h"
-#include "peakmem/report.h"
-#include "peakmem/runtime_model.h"
-#include "peakmem/source.h"
-#include "peakmem/trace_text_reader.h"
+#include "peakmem/report/report.h"
+#include "peakmem/models/runtime_model.h"
+#include "peakmem/ir/source.h"
+#include "peakmem/frontend/trace_text_reader.h"
 
 #include <simdjson.h>
 

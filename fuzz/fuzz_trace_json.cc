@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "peakmem/trace_json_reader.h"
+#include "peakmem/frontend/trace_json_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto source = std::make_shared<const peakmem::SourceFile>(

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "peakmem/trace_json_reader.h"
+#include "peakmem/frontend/trace_json_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -14,8 +14,8 @@
 
 #include "fuzz_common.h"
 #include "peakmem/analyze.h"
-#include "peakmem/report.h"
-#include "peakmem/trace_text_reader.h"
+#include "peakmem/report/report.h"
+#include "peakmem/frontend/trace_text_reader.h"
 
 namespace {
 

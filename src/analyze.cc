@@ -2,9 +2,9 @@
 
 #include <stdexcept>
 
-#include "peakmem/runtime_model.h"
-#include "peakmem/thunder_model.h"
-#include "peakmem/trace_json_reader.h"
+#include "peakmem/models/runtime_model.h"
+#include "peakmem/models/thunder_model.h"
+#include "peakmem/frontend/trace_json_reader.h"
 
 namespace peakmem {
 

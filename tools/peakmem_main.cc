@@ -95,7 +95,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
 // frees (a chunk reader's tables, the copies made joining chunks) is what the
 // next one allocates, without the kernel zeroing fresh pages for it: at 10^6
 // statements ~20,000 fewer page faults (~13% of them), and no munmap of the
-// model's tables (docs/scaling.md, seventh session). The library and the
+// model's tables (docs/scaling.md). The library and the
 // Python extension leave malloc as it is.
 void TuneMallocForOneShot() {
   mallopt(M_ARENA_MAX, 1);

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "peakmem/report.h"
-#include "peakmem/runtime_model.h"
-#include "peakmem/trace_text_reader.h"
+#include "peakmem/report/report.h"
+#include "peakmem/models/runtime_model.h"
+#include "peakmem/frontend/trace_text_reader.h"
 
 namespace peakmem {
 

@@ -12,8 +12,8 @@ byte count is *requested* bytes (exact tensor sizes, no allocator rounding);
 on CUDA the caching allocator's ``allocated`` and ``reserved`` numbers are
 reported as well.
 
-What is measured (DESIGN.md section 3)
---------------------------------------
+What is measured
+----------------
 * The inputs are created *inside* the measured region, right after the
   baseline, and count in the peak and in the final bytes, as Thunder's
   estimate counts its ``argument x`` entries. (The profiler can only pair a

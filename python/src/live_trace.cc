@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "peakmem/trace_builder.h"
+#include "peakmem/ir/trace_builder.h"
 
 namespace nb = nanobind;
 

@@ -40,9 +40,9 @@
 #include <vector>
 
 #include "peakmem/analyze.h"
-#include "peakmem/source.h"
-#include "peakmem/trace_json_reader.h"
-#include "peakmem/trace_text_reader.h"
+#include "peakmem/ir/source.h"
+#include "peakmem/frontend/trace_json_reader.h"
+#include "peakmem/frontend/trace_text_reader.h"
 
 namespace peakmem {
 namespace {
@@ -340,7 +340,7 @@ std::vector<Case> Catalogue() {
     // b8 needs 9 bytes of scratch (a wrapped double and its b8 copy), so the
     // runtime model's peak is 2^63 + 5 bytes, which an int64 cannot hold.
     // FINDING F4: the runtime model saturates the peak to INT64_MAX
-    // (src/runtime_model.cc:286, NotePeak) and reports
+    // (RuntimeModel::NotePeak, src/models/runtime_model.cc) and reports
     // peak_bytes=9223372036854775807, a number nothing allocates; it must fail
     // like every other overflow does, at the statement.
     std::string text = "def f(a, b, c, d):\n";
@@ -519,7 +519,7 @@ std::vector<Case> Catalogue() {
   // FINDING F1: when simdjson's first pass rejects the input (bytes that are
   // not UTF-8, an unclosed string, no JSON at all), JsonReader::Read's catch
   // block calls current_location() on a document that was never iterated
-  // (src/trace_json_reader.cc:500) and reads through a null pointer: SIGSEGV.
+  // (src/frontend/trace_json_reader.cc) and reads through a null pointer: SIGSEGV.
   // ParseTrace routes any text starting with '{' there, so the CLI crashes on
   // such a file. Expected: the "invalid JSON" error, at the offending byte
   // (not UTF-8) or at the end of the input (cut inside a string, empty).
@@ -565,7 +565,7 @@ std::vector<Case> Catalogue() {
 
   // ------------------------------------------------------------ long statements
   // FINDING F5: a statement spread over many physical lines takes quadratic
-  // time: LogicalLine::At (src/trace_text_reader.cc:46) scans every piece of
+  // time: LogicalLine::At (src/frontend/trace_text_reader.cc) scans every piece of
   // the logical line for each token: 40,000 continuation lines take about
   // 3 s in a Release build, these 300,000 several minutes (linear: well under
   // a second). Backward traces unpack thousands of saved tensors this way.
@@ -610,7 +610,7 @@ std::vector<Case> Catalogue() {
            kJsonNeg));
   // FINDING F3: a document cut right after "statements": [ is reported as
   // "expected a JSON object" at 1:1: any failure of the root get_object()
-  // (src/trace_json_reader.cc:460) is taken for a root that is not an
+  // (src/frontend/trace_json_reader.cc) is taken for a root that is not an
   // object. It is an object, cut short: the error belongs at the end.
   add("JsonCutRightAfterTheStatementsBracket", A, "both", Fixed(kJsonHead + "\n"),
       JErr(1, static_cast<int>(kJsonHead.size()) + 1,
@@ -725,7 +725,7 @@ TEST(BadInputCatalogueSize, HasOneRowPerCaseWithUniqueNames) {
 // ---------------------------------------------------------------- error size
 
 // FINDING F6: an error far along a huge line. The echo is cut at 200 bytes,
-// but the caret line is padded out to the column (src/source.cc:35): a
+// but the caret line is padded out to the column (src/ir/source.cc): a
 // 100 MB line with an error at its end gives a 100 MB error message (three
 // copies in memory, 100 MB printed to the terminal). The message must stay
 // small: the first line exact, the echo cut as usual, and the caret line no

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "peakmem/analyze.h"
-#include "peakmem/source.h"
+#include "peakmem/ir/source.h"
 #include "test_util.h"
 
 namespace peakmem {

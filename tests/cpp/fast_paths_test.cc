@@ -20,9 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "peakmem/analyze.h"
-#include "peakmem/fusion.h"
-#include "peakmem/trace_text_reader.h"
-#include "peakmem/step_recorder.h"
+#include "peakmem/semantics/fusion.h"
+#include "peakmem/frontend/trace_text_reader.h"
+#include "peakmem/report/step_recorder.h"
 #include "test_util.h"
 
 namespace peakmem {

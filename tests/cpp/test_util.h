@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "peakmem/analyze.h"
-#include "peakmem/report.h"
-#include "peakmem/source.h"
-#include "peakmem/trace.h"
-#include "peakmem/trace_text_reader.h"
+#include "peakmem/report/report.h"
+#include "peakmem/ir/source.h"
+#include "peakmem/ir/trace.h"
+#include "peakmem/frontend/trace_text_reader.h"
 
 namespace peakmem {
 namespace testing_util {

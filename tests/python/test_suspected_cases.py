@@ -1,5 +1,4 @@
-"""The cases where Thunder's estimate was suspected to be wrong (DESIGN.md
-§1), each asserted against measurement for both models.
+"""The cases where Thunder's estimate was suspected to be wrong, each
 
 Measured numbers come from tests/data/corpus/<program>/measured.json (CPU,
 `peakmem.measure`); the `thunder` model is checked against Thunder's own

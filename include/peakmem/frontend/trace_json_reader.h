@@ -1,0 +1,22 @@
+// Reader for peakmem's JSON trace form (docs/trace-json.md).
+//
+// The JSON form is what the Python adapter exports from a live Thunder
+// TraceCtx: it carries every output's type (including multi-output ops and
+// fusions that the printed text leaves untyped) and each collection's
+// container kind (list/tuple/dict/set), which the printed text never says.
+// Parsed with simdjson's On-Demand API, which also gives the byte position
+// of every value, so errors point at the offending JSON token.
+#pragma once
+
+#include <memory>
+
+#include "peakmem/frontend/trace_text_reader.h"
+
+namespace peakmem {
+
+// True when the text looks like JSON (its first non-blank character is '{').
+bool LooksLikeJson(std::string_view text);
+
+ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source);
+
+}  // namespace peakmem

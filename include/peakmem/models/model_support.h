@@ -1,0 +1,94 @@
+// Pieces every model shares: raising errors located in the trace's source,
+// building per-step report rows, and collecting the ops the registry does not
+// know for the diagnostics.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "peakmem/ir/string_hash.h"
+
+#include "peakmem/semantics/op_registry.h"
+#include "peakmem/report/report.h"
+#include "peakmem/frontend/trace_text_reader.h"
+
+namespace peakmem {
+
+// A model's loop over a big trace waits on memory at every 4 KiB page of
+// the statement array (every ~20 statements: the hardware prefetcher stops
+// at page boundaries, and in a VM a TLB miss is a long walk). Each model
+// calls this at statement i to start loading statement i + 28 whole (the
+// runtime model's simulation of 10^6 statements: ~12% faster; the thunder
+// model's loop, which reads less of each statement, did not gain).
+// Prefetches change no state.
+inline constexpr std::size_t kStatementPrefetchDistance = 28;
+inline void PrefetchStatementAhead(const SegmentedVector<Statement>& statements, std::size_t i) {
+  if (i + kStatementPrefetchDistance >= statements.size()) return;
+  const char* p = reinterpret_cast<const char*>(&statements[i + kStatementPrefetchDistance]);
+  for (std::size_t line = 0; line < sizeof(Statement); line += 64) __builtin_prefetch(p + line);
+}
+
+// Raises TraceError at a location of the parsed trace's source.
+class ModelErrors {
+ public:
+  explicit ModelErrors(const ParsedTrace& parsed) : parsed_(parsed) {}
+  [[noreturn]] void Fail(SourceLocation at, const std::string& message) const;
+
+ private:
+  const ParsedTrace& parsed_;
+};
+
+// Makes the report rows for statements, their text viewing the source (a
+// printed trace) or re-printed once into the report's arena (JSON, live).
+class StepMaker {
+ public:
+  // Makes `report` keep what its steps' text views alive.
+  StepMaker(const ParsedTrace& parsed, Report* report);
+  Step Make(std::size_t index, std::int64_t delta, std::int64_t live);
+  // Copies every op name a step of this trace can have into the report now:
+  // Make then writes nothing to the report's strings for a printed trace
+  // (so two StepMakers can make steps of one report at once).
+  void Warm();
+  // The op name as a view the report keeps alive.
+  std::string_view Op(const Statement& s);
+
+ private:
+  const ParsedTrace& parsed_;
+  Report* report_;
+  absl::flat_hash_map<std::string_view, std::string_view, StringHash> ops_;  // trace's view -> report's
+  std::vector<std::string_view> by_call_symbol_;  // call_symbol -> report's view (empty: not yet)
+};
+
+// The op registry entry of each call, found once per distinct call symbol
+// (Trace::call_symbols) rather than by hashing the name on every statement.
+class OpLookup {
+ public:
+  explicit OpLookup(const Trace& trace);
+  const OpInfo* Find(const Statement& s) const {
+    return s.call_symbol < ops_.size() ? ops_[s.call_symbol] : FindOp(std::string_view());
+  }
+
+ private:
+  std::vector<const OpInfo*> ops_;
+};
+
+// Ops missing from the op registry, with where they first appear.
+class UnknownOps {
+ public:
+  // `op` is the statement's registry entry (nullptr: unknown).
+  void Note(const Trace& trace, const Statement& statement, const OpInfo* op);
+  // One line per unknown op: "op 'foo' (line 12, 3 calls) is not in ...; <consequence>".
+  void AppendDiagnostics(std::vector<std::string>* out, const std::string& consequence) const;
+
+ private:
+  struct Seen {
+    int first_line;
+    int calls;
+  };
+  std::map<std::string, Seen> ops_;
+};
+
+}  // namespace peakmem

@@ -1,0 +1,37 @@
+// Memory an op allocates and frees before it returns (op scratch).
+//
+// Invisible in the trace, it still raises the peak inside the op. What is
+// modelled, each rule backed by CPU measurements (tests/data/corpus):
+//   - wrapped Python scalars: a Python number passed where an op takes a
+//     tensor (`torch.mul(t, 2.0)`) is wrapped into a 0-d tensor (8 bytes for
+//     float/int, 16 for complex, 1 for bool) before the op runs, and
+//     TensorIterator casts it to the op's dtype (another itemsize bytes) when
+//     the dtypes differ; both live until the op returns, alongside its output;
+//   - `where(cond, x, 0.0)`: the scalar becomes a 0-d tensor of the result's
+//     dtype (no wrapped double), alive alongside the output;
+//   - Thunder's fallback gradients `{op}_vjp(...)` recompute the forward
+//     result (shaped like the cotangent) under autograd; it lives alongside
+//     the gradient until the op returns.
+// Rules are per op and device; an op without a rule has no scratch. One rule
+// needs strides and so lives in the runtime model: CPU mm/matmul clones
+// operands BLAS cannot take (RuntimeModel::MatmulOperandClones).
+#pragma once
+
+#include <cstdint>
+
+#include "peakmem/semantics/op_registry.h"
+#include "peakmem/ir/trace.h"
+
+namespace peakmem {
+
+struct ScratchEstimate {
+  std::int64_t before_outputs = 0;  // live while the op runs, before its outputs exist
+  std::int64_t with_outputs = 0;    // live together with the op's outputs
+};
+
+ScratchEstimate EstimateScratch(const Trace& trace, const Statement& statement);
+// The same, given the op's registry entry (FindOp(statement.symbol)), which
+// the caller has already looked up.
+ScratchEstimate EstimateScratch(const Trace& trace, const Statement& statement, const OpInfo* op);
+
+}  // namespace peakmem

@@ -1,0 +1,221 @@
+#include "peakmem/ir/value_type.h"
+
+#include "peakmem/ir/source.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+
+namespace peakmem {
+namespace {
+
+// Thunder's dtypes (thunder/core/dtypes.py): short name = prefix + bits
+// [+ "_" + variant]; {short name, PyTorch bits per element, Thunder's}.
+// Every one but the packed fp4 type is sized alike by both; that one is a
+// byte per element in PyTorch (torch.float4_e2m1fn_x2.itemsize == 1) and
+// half a byte in Thunder (dtypes.float4_e2m1fn_x2.bytes == 0.5).
+const std::vector<DType> kDTypes = {
+    {"b8", 8, 8},         {"i8", 8, 8},          {"i16", 16, 16},        {"i32", 32, 32},
+    {"i64", 64, 64},      {"ui8", 8, 8},         {"ui64", 64, 64},       {"bf16", 16, 16},
+    {"f16", 16, 16},      {"f32", 32, 32},       {"f64", 64, 64},        {"f8_e5m2", 8, 8},
+    {"f8_e5m2fnuz", 8, 8}, {"f8_e4m3fn", 8, 8},  {"f8_e4m3fnuz", 8, 8},  {"f8_e8m0fnu", 8, 8},
+    {"f4_e2m1fn_x2", 8, 4}, {"c32", 32, 32},     {"c64", 64, 64},        {"c128", 128, 128},
+};
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+std::optional<ValueType> Fail(TypeStringError* error, std::size_t offset, std::string message) {
+  if (error != nullptr) *error = {offset, std::move(message)};
+  return std::nullopt;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// Computes numel and bytes with overflow checks; `error_offset` locates the
+// shape in the type string for the message.
+std::optional<ValueType> FinishTensor(ValueType type, std::size_t error_offset,
+                                      TypeStringError* error) {
+  std::uint64_t numel = 1;
+  for (std::int64_t dim : type.shape) {
+    if (dim < 0) return Fail(error, error_offset, "negative dimension " + std::to_string(dim));
+    if (__builtin_mul_overflow(numel, static_cast<std::uint64_t>(dim), &numel)) {
+      return Fail(error, error_offset, "tensor size overflows 64 bits");
+    }
+  }
+  // PyTorch's size is a whole number of bytes (bits is a multiple of 8);
+  // Thunder's is at most that, and may end in half a byte.
+  std::uint64_t bits = 0;
+  if (__builtin_mul_overflow(numel, static_cast<std::uint64_t>(type.dtype->bits), &bits) ||
+      bits / 8 > static_cast<std::uint64_t>(INT64_MAX)) {
+    return Fail(error, error_offset, "tensor size overflows 64 bits");
+  }
+  const std::uint64_t thunder_bits = numel * static_cast<std::uint64_t>(type.dtype->thunder_bits);
+  type.numel = numel;
+  type.bytes = bits / 8;
+  type.thunder_bytes = thunder_bits / 8;
+  type.thunder_half_byte = thunder_bits % 8 != 0;
+  // The strides of a contiguous tensor of this shape (size-0 and size-1
+  // dimensions step as size 1, as PyTorch's); none if they overflow.
+  type.contiguous_strides.assign(type.shape.size(), 1);
+  std::int64_t next = 1;
+  for (std::size_t i = type.shape.size(); i-- > 0;) {
+    type.contiguous_strides[i] = next;
+    if (i > 0 && __builtin_mul_overflow(next, std::max<std::int64_t>(type.shape[i], 1), &next)) {
+      type.contiguous_strides.clear();
+      break;
+    }
+  }
+  return type;
+}
+
+}  // namespace
+
+const ValueType& UnknownValueType() {
+  static const ValueType unknown;
+  return unknown;
+}
+
+const DType* FindDType(std::string_view short_name) {
+  for (const DType& d : kDTypes) {
+    if (d.short_name == short_name) return &d;
+  }
+  return nullptr;
+}
+
+const std::vector<DType>& AllDTypes() { return kDTypes; }
+
+bool IsTensorKind(ValueKind kind) {
+  return kind == ValueKind::kTensor || kind == ValueKind::kFutureTensor;
+}
+
+const char* ValueKindName(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kUnknown: return "unknown";
+    case ValueKind::kTensor: return "tensor";
+    case ValueKind::kFutureTensor: return "future tensor";
+    case ValueKind::kCollection: return "collection";
+    case ValueKind::kNumber: return "number";
+    case ValueKind::kString: return "string";
+    case ValueKind::kNone: return "None";
+    case ValueKind::kOpaque: return "opaque";
+  }
+  return "?";
+}
+
+std::optional<ValueType> MakeTensorType(std::string device, std::string_view dtype,
+                                        Dims shape, bool future,
+                                        TypeStringError* error) {
+  ValueType type;
+  type.kind = future ? ValueKind::kFutureTensor : ValueKind::kTensor;
+  type.device = std::move(device);
+  type.dtype = FindDType(dtype);
+  if (type.dtype == nullptr) return Fail(error, 0, "unknown dtype '" + EscapeForMessage(dtype) + "'");
+  type.shape = std::move(shape);
+  // The string Thunder prints for it (also what equal types are shared by).
+  type.text = future ? "FUTURE " : "";
+  type.text += type.device;
+  type.text += ' ';
+  type.text += type.dtype->short_name;
+  type.text += '[';
+  for (std::size_t i = 0; i < type.shape.size(); ++i) {
+    if (i) type.text += ", ";
+    type.text += std::to_string(type.shape[i]);
+  }
+  type.text += ']';
+  return FinishTensor(std::move(type), 0, error);
+}
+
+std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error) {
+  ValueType type;
+  type.text = std::string(text);
+  if (text == "Collection") {
+    type.kind = ValueKind::kCollection;
+    return type;
+  }
+  for (std::string_view number : {"int ", "bool ", "float ", "complex "}) {
+    if (StartsWith(text, number)) {
+      type.kind = ValueKind::kNumber;
+      return type;
+    }
+  }
+  if (text == "None") {
+    type.kind = ValueKind::kNone;
+    return type;
+  }
+  if (text == "str" || StartsWith(text, "str ")) {
+    type.kind = ValueKind::kString;
+    return type;
+  }
+  // Anything without a shape bracket is an opaque object type ("Any", ...).
+  const std::size_t bracket = text.find('[');
+  if (bracket == std::string_view::npos) {
+    type.kind = ValueKind::kOpaque;
+    return type;
+  }
+
+  // [FUTURE ]<device> <dtype>[d0, d1, ...]
+  std::size_t pos = 0;
+  type.kind = ValueKind::kTensor;
+  if (StartsWith(text, "FUTURE ")) {
+    type.kind = ValueKind::kFutureTensor;
+    pos = 7;
+  }
+  const std::size_t space = text.find(' ', pos);
+  if (space == std::string_view::npos || space > bracket) {
+    return Fail(error, pos, "expected '<device> <dtype>[shape]' in tensor type");
+  }
+  type.device = std::string(text.substr(pos, space - pos));
+  const std::string_view device = type.device;
+  if (!(device == "cpu" || device == "meta" || StartsWith(device, "cuda"))) {
+    return Fail(error, pos, "unknown device '" + EscapeForMessage(type.device) + "'");
+  }
+  const std::string_view dtype_name = text.substr(space + 1, bracket - space - 1);
+  type.dtype = FindDType(dtype_name);
+  if (type.dtype == nullptr) {
+    return Fail(error, space + 1, "unknown dtype '" + EscapeForMessage(dtype_name) + "'");
+  }
+  if (text.back() != ']') return Fail(error, text.size(), "expected ']' at end of tensor type");
+  std::size_t i = bracket + 1;
+  const std::size_t end = text.size() - 1;
+  while (i < end) {
+    while (i < end && text[i] == ' ') ++i;
+    const std::size_t start = i;
+    if (i < end && text[i] == '-') ++i;
+    while (i < end && IsDigit(text[i])) ++i;
+    const std::string_view digits = text.substr(start, i - start);
+    if (digits.empty() || digits == "-") {
+      std::size_t stop = start;
+      while (stop < end && text[stop] != ',') ++stop;
+      std::string dim(text.substr(start, stop - start));
+      while (!dim.empty() && dim.back() == ' ') dim.pop_back();
+      if (!dim.empty() && (std::isalpha(static_cast<unsigned char>(dim[0])) || dim[0] == '_' ||
+                           dim[0] == '[' || dim[0] == '<')) {
+        return Fail(error, start,
+                    "symbolic dimension '" + dim + "': peakmem needs concrete shapes");
+      }
+      return Fail(error, start, "expected an integer dimension");
+    }
+    std::int64_t value = 0;
+    bool negative = digits[0] == '-';
+    for (char c : digits.substr(negative ? 1 : 0)) {
+      if (__builtin_mul_overflow(value, 10, &value) ||
+          __builtin_add_overflow(value, c - '0', &value)) {
+        return Fail(error, start, "dimension " + std::string(digits) + " overflows 64 bits");
+      }
+    }
+    if (negative) {
+      return Fail(error, start, "negative dimension " + std::string(digits));
+    }
+    type.shape.push_back(value);
+    while (i < end && text[i] == ' ') ++i;
+    if (i < end) {
+      if (text[i] != ',') return Fail(error, i, "expected ',' or ']' in shape");
+      ++i;
+    }
+  }
+  return FinishTensor(std::move(type), bracket, error);
+}
+
+}  // namespace peakmem

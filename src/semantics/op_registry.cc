@@ -1,0 +1,182 @@
+#include "peakmem/semantics/op_registry.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "peakmem/ir/string_hash.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace peakmem {
+namespace {
+
+using E = OpEffect;
+using L = LayoutRule;
+
+// Symbol names as Thunder's torch executor and python executor print them.
+// Grouped by what the op does to memory and how its output is laid out.
+
+// Views of the first tensor argument.
+const std::vector<OpInfo> kViews = {
+    {"unsqueeze", E::kViewOfInput, L::kUnsqueeze},
+    {"squeeze", E::kViewOfInput, L::kDropDims},
+    {"transpose", E::kViewOfInput, L::kTranspose},
+    {"t", E::kViewOfInput, L::kTranspose},
+    {"permute", E::kViewOfInput, L::kPermute},
+    {"expand", E::kViewOfInput, L::kExpand},
+    {"expand_as", E::kViewOfInput, L::kExpand},
+    {"broadcast_in_dim", E::kViewOfInput, L::kExpand},
+    {"view", E::kViewOfInput, L::kReshape},
+    {"view_as", E::kViewOfInput, L::kReshape},
+    {"unflatten", E::kViewOfInput, L::kReshape},
+    {"split", E::kViewOfInput, L::kSameStrides},
+    {"chunk", E::kViewOfInput, L::kSameStrides},
+    {"tensor_split", E::kViewOfInput, L::kSameStrides},
+    {"narrow", E::kViewOfInput, L::kSameStrides},
+    {"slice_prim", E::kViewOfInput, L::kSameStrides},
+    {"torch_slice_prim_impl", E::kViewOfInput, L::kSameStrides},
+    {"getitem", E::kViewOfInput, L::kSameStrides},
+    {"detach", E::kViewOfInput, L::kSameStrides},
+    {"alias", E::kViewOfInput, L::kSameStrides},
+    {"unbind", E::kViewOfInput, L::kDropDims},
+    {"select", E::kViewOfInput, L::kDropDims},
+    {"diagonal", E::kViewOfInput, L::kUnknown},
+    {"movedim", E::kViewOfInput, L::kUnknown},
+    {"unfold", E::kViewOfInput, L::kUnknown},
+    {"as_strided", E::kViewOfInput, L::kUnknown},
+    {"real", E::kViewOfInput, L::kUnknown},
+    {"imag", E::kViewOfInput, L::kUnknown},
+    {"view_as_real", E::kViewOfInput, L::kUnknown},
+    {"view_as_complex", E::kViewOfInput, L::kUnknown},
+};
+
+// A view when the layout allows, otherwise a copy.
+const std::vector<OpInfo> kMaybeViews = {
+    {"reshape", E::kMaybeView, L::kReshape},
+    {"torch_prims_reshape_impl", E::kMaybeView, L::kReshape},
+    {"flatten", E::kMaybeView, L::kReshape},
+    {"reshape_as", E::kMaybeView, L::kReshape},
+    {"contiguous", E::kMaybeView, L::kContiguous},
+    {"to", E::kMaybeView, L::kPreserve},
+    {"type_as", E::kMaybeView, L::kPreserve},
+};
+
+// Return an input object itself.
+const std::vector<OpInfo> kReturnsInput = {
+    {"copy_", E::kReturnsInput, L::kSameStrides, 1},  // copy_(copy_from, copy_to) -> copy_to
+    {"shallow_copy", E::kReturnsInput, L::kSameStrides, 0},  // the torch executor's `lambda x: x`
+    {"update_aliases", E::kReturnsInput, L::kSameStrides, -1},
+    {"torch_wait_prim_impl", E::kReturnsInput, L::kSameStrides, 0},
+};
+
+// Pointwise ops: TensorIterator lays their outputs out.
+const char* const kElementwiseNames[] = {
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
+    "bitwise_not", "bitwise_or", "bitwise_xor", "ceil", "clamp", "cos", "cosh", "digamma", "div",
+    "elu", "eq", "erf", "erfc", "erfinv", "exp", "exp2", "expm1", "floor", "floor_divide", "fmod",
+    "ge", "gelu", "gt", "hardswish", "isfinite", "isnan", "le", "leaky_relu", "lerp", "lgamma",
+    "log", "log10", "log1p", "log2", "logical_and", "logical_not", "logical_or", "lt",
+    "masked_fill", "maximum", "minimum", "mish", "mul", "nan_to_num", "ne", "neg", "polygamma",
+    "pow", "reciprocal", "relu", "remainder", "round", "rsqrt", "selu", "sgn", "sigmoid", "sign",
+    "signbit", "silu", "sin", "sinh", "softplus", "sqrt", "square", "sub", "tan", "tanh",
+    "true_divide", "trunc", "where", "threshold_backward", "tanh_backward", "sigmoid_backward",
+    "gelu_backward", "silu_backward", "convert_element_type", "relu6", "hardtanh", "logit",
+    "copysign", "heaviside", "hypot", "nextafter", "bitwise_left_shift", "bitwise_right_shift",
+    "torch_div_prim_impl",  // the torch executor's prims.div: torch.div / torch.true_divide
+};
+
+// Outputs laid out like the first input (empty_like / preserve_format).
+const char* const kPreserveNames[] = {
+    "clone", "full_like", "ones_like", "zeros_like", "rand_like", "randn_like", "empty_like",
+    "dropout", "softmax", "log_softmax", "softmax_backward_data", "log_softmax_backward",
+    "uniform_philox",
+};
+
+// Ops that allocate fresh contiguous outputs.
+const char* const kContiguousNames[] = {
+    "addmm", "all", "amax", "amin", "any", "arange", "argmax", "argmin", "baddbmm", "batch_norm",
+    "bmm", "cat", "conv2d", "convolution", "cross_entropy", "cumsum", "einsum", "embedding",
+    "embedding_backward", "empty", "flip", "full", "gather", "group_norm", "index_add",
+    "index_put", "index_select", "layer_norm", "linear", "logsumexp", "matmul", "max", "mean",
+    "mm", "multinomial", "native_layer_norm", "native_layer_norm_backward", "new_empty",
+    "nll_loss", "nll_loss_backward", "ones", "outer", "pad", "prod", "rand", "randn", "repeat",
+    "rms_norm", "roll", "scaled_dot_product_attention", "scaled_dot_product_efficient_attention",
+    "scaled_dot_product_efficient_attention_backward", "scaled_dot_product_flash_attention",
+    "scaled_dot_product_flash_attention_backward", "scatter", "scatter_add", "sort", "stack",
+    "sum", "tensor_from_sequence", "topk", "tril", "triu", "uniform", "var", "var_mean", "zeros",
+    "copy_with_setitem_impl", "index_copy", "masked_select", "nonzero", "bernoulli",
+    "torch_pad_prim_impl",
+};
+
+// In place: mutate and return their first argument.
+const char* const kInPlaceNames[] = {
+    "add_", "sub_", "mul_", "div_", "zero_", "fill_", "clamp_", "relu_", "addcmul_", "addcdiv_",
+    "lerp_", "index_copy_", "index_add_", "masked_fill_", "uniform_", "normal_", "exp_", "sqrt_",
+    "copy_with_setitem_", "bernoulli_",
+};
+
+// Bookkeeping: no tensor outputs.
+const char* const kNoOutputNames[] = {
+    "clear_mutable_collection", "python_del", "python_return", "unpack_sequence",
+    "unpack_trivial", "check_tensor_shape_and_metadata", "check_none", "check_len", "assign",
+    "item", "size", "shape", "get_grad", "put_grad", "set_grad_enabled",
+};
+
+std::vector<OpInfo> BuildTable() {
+  std::vector<OpInfo> ops;
+  for (const auto* group : {&kViews, &kMaybeViews, &kReturnsInput}) {
+    ops.insert(ops.end(), group->begin(), group->end());
+  }
+  // prims.stride_order: always a fresh tensor with the requested stride order.
+  ops.push_back({"torch_stride_order_prim_impl", E::kAllocates, L::kStrideOrder});
+  for (const char* n : kElementwiseNames) ops.push_back({n, E::kAllocates, L::kElementwise});
+  for (const char* n : kPreserveNames) ops.push_back({n, E::kAllocates, L::kPreserve});
+  for (const char* n : kContiguousNames) ops.push_back({n, E::kAllocates, L::kContiguous});
+  for (const char* n : kInPlaceNames) ops.push_back({n, E::kInPlace, L::kSameStrides, 0});
+  for (const char* n : kNoOutputNames) ops.push_back({n, E::kNoOutput, L::kContiguous});
+  return ops;
+}
+
+const std::vector<OpInfo>& Table() {
+  static const auto* table = new std::vector<OpInfo>(BuildTable());
+  return *table;
+}
+
+bool IsFusionName(std::string_view name) {
+  for (std::string_view prefix : {"nvFusion", "TorchCompile", "torchCompile"}) {
+    if (name.size() > prefix.size() && name.substr(0, prefix.size()) == prefix &&
+        std::all_of(name.begin() + prefix.size(), name.end(),
+                    [](char c) { return (c >= '0' && c <= '9') || c == '_'; })) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Abseil's flat map: FindOp runs once per statement per model.
+const absl::flat_hash_map<std::string_view, const OpInfo*, StringHash>& Index() {
+  static const auto* index = [] {
+    auto* m = new absl::flat_hash_map<std::string_view, const OpInfo*, StringHash>();
+    for (const OpInfo& op : Table()) m->emplace(op.name, &op);
+    return m;
+  }();
+  return *index;
+}
+
+const OpInfo kFusion = {"<fusion>", E::kFusion, L::kContiguous};
+// Thunder's fallback gradients (`half_vjp`): fresh outputs, plus scratch (scratch.h).
+const OpInfo kVjp = {"<vjp>", E::kAllocates, L::kContiguous};
+
+}  // namespace
+
+const OpInfo* FindOp(std::string_view symbol_name) {
+  const auto& index = Index();
+  auto it = index.find(symbol_name);
+  if (it != index.end()) return it->second;
+  if (IsFusionName(symbol_name)) return &kFusion;
+  if (symbol_name.size() > 4 && symbol_name.substr(symbol_name.size() - 4) == "_vjp") return &kVjp;
+  return nullptr;
+}
+
+const std::vector<OpInfo>& AllOps() { return Table(); }
+
+}  // namespace peakmem

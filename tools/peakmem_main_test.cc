@@ -1,0 +1,252 @@
+// The `peakmem` command, run as a separate process through popen. Inputs are
+// only read: the reference trace is checked unchanged after each run, and
+// every file a test writes lives under the GoogleTest temporary directory.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace peakmem {
+namespace {
+
+const std::string kCli = PEAKMEM_CLI_PATH;
+const std::string kReferenceTrace = PEAKMEM_TEST_DATA_DIR "/nvfusion_broadcast_fw.trace";
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// A fresh path under the test temporary directory.
+std::string TempPath(const std::string& name) {
+  static int counter = 0;
+  return ::testing::TempDir() + "peakmem_cli_" + std::to_string(getpid()) + "_" +
+         std::to_string(counter++) + "_" + name;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the CLI with already quoted `args`; stdout through the pipe, stderr
+// through a temporary file.
+CliResult RunCli(const std::string& args) {
+  CliResult result;
+  const std::string err_path = TempPath("stderr.txt");
+  const std::string command = ShellQuote(kCli) + " " + args + " 2>" + ShellQuote(err_path);
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "popen failed: " << command;
+    return result;
+  }
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.out.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.err = ReadFile(err_path);
+  std::remove(err_path.c_str());
+  return result;
+}
+
+// Content and modification time, to check a file was left alone.
+struct FileState {
+  std::string content;
+  struct timespec mtime {};
+  bool operator==(const FileState& o) const {
+    return content == o.content && mtime.tv_sec == o.mtime.tv_sec &&
+           mtime.tv_nsec == o.mtime.tv_nsec;
+  }
+};
+
+FileState StateOf(const std::string& path) {
+  FileState state;
+  state.content = ReadFile(path);
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) state.mtime = st.st_mtim;
+  return state;
+}
+
+using Breakdown = std::vector<std::pair<std::string, std::int64_t>>;
+
+Breakdown BreakdownOf(const nlohmann::ordered_json& report) {
+  Breakdown items;
+  for (const auto& [key, value] : report.at("breakdown").items()) {
+    items.emplace_back(key, value.get<std::int64_t>());
+  }
+  return items;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_FALSE(kCli.empty()) << "the peakmem CLI was not built"; }
+};
+
+// ---------------------------------------------------------------- analyze
+
+TEST_F(Cli, JsonReportOfTheReferenceTrace) {
+  // Derived in thunder_model_test (NvFusionBroadcastForwardReference):
+  // a 16 + b 16, nvFusion0 outputs t14 (16) and t15 (96): peak = final = 144.
+  const FileState before = StateOf(kReferenceTrace);
+  const CliResult r =
+      RunCli("analyze " + ShellQuote(kReferenceTrace) + " --model thunder --format json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const nlohmann::ordered_json report = nlohmann::ordered_json::parse(r.out);
+  EXPECT_EQ(report.at("model"), "thunder");
+  EXPECT_EQ(report.at("trace"), kReferenceTrace);
+  EXPECT_EQ(report.at("peak_bytes").get<std::int64_t>(), 144);
+  EXPECT_EQ(report.at("final_bytes").get<std::int64_t>(), 144);
+  EXPECT_EQ(report.at("peak_step").get<int>(), 0);
+  EXPECT_EQ(BreakdownOf(report), (Breakdown{{"argument a", 16},
+                                            {"argument b", 16},
+                                            {"nvFusion0 t14, t15", 112}}));
+  ASSERT_EQ(report.at("steps").size(), 2u);
+  EXPECT_EQ(report.at("steps")[0].at("op"), "nvFusion0");
+  EXPECT_EQ(report.at("steps")[0].at("line").get<int>(), 4);
+  EXPECT_EQ(report.at("steps")[0].at("delta_bytes").get<std::int64_t>(), 112);
+  EXPECT_EQ(report.at("steps")[0].at("live_bytes").get<std::int64_t>(), 144);
+  EXPECT_TRUE(report.at("diagnostics").empty());
+  EXPECT_TRUE(StateOf(kReferenceTrace) == before) << "the input trace was modified";
+}
+
+TEST_F(Cli, TextReportIsTheDefaultFormat) {
+  const FileState before = StateOf(kReferenceTrace);
+  const CliResult r = RunCli("analyze --model thunder " + ShellQuote(kReferenceTrace));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("model: thunder\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("peak:  144 bytes (144 B)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("final: 144 bytes (144 B)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nvFusion0 t14, t15"), std::string::npos) << r.out;
+  EXPECT_TRUE(StateOf(kReferenceTrace) == before) << "the input trace was modified";
+}
+
+TEST_F(Cli, OutputOptionWritesTheReportToAFile) {
+  const std::string out_path = TempPath("report.json");
+  const CliResult r = RunCli("analyze --model thunder " + ShellQuote(kReferenceTrace) +
+                             " --format json --output " + ShellQuote(out_path));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  const nlohmann::ordered_json report = nlohmann::ordered_json::parse(ReadFile(out_path));
+  EXPECT_EQ(report.at("peak_bytes").get<std::int64_t>(), 144);
+  std::remove(out_path.c_str());
+}
+
+// ---------------------------------------------------------------- help
+
+TEST_F(Cli, HelpExitsZeroAndMentionsAnalyze) {
+  const CliResult r = RunCli("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("analyze"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, HelpMentionsModelAndFormat) {
+  // `peakmem --help` is where a new user looks first; it should name the
+  // options that matter, not only the subcommand.
+  const CliResult r = RunCli("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--model"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--format"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, AnalyzeHelpMentionsModelAndFormat) {
+  const CliResult r = RunCli("analyze --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--model"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--format"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("json"), std::string::npos) << r.out;
+}
+
+// ---------------------------------------------------------------- failures
+
+TEST_F(Cli, BadTraceExitsOneWithTheLocation) {
+  const std::string path = TempPath("bad.trace");
+  const std::string text = "def f(a):\n  # a: \"cpu f32[4]\"\n  del q\n  return a\n";
+  WriteFile(path, text);
+  const CliResult r = RunCli("analyze " + ShellQuote(path) + " --format json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "peakmem: error: " + path + ":3:7: 'del' of unknown name 'q'\n  del q\n      ^\n");
+  EXPECT_EQ(ReadFile(path), text) << "the input trace was modified";
+  std::remove(path.c_str());
+}
+
+TEST_F(Cli, TraceTheModelCannotSizeExitsOne) {
+  const std::string path = TempPath("untyped.trace");
+  WriteFile(path, "def f(a):\n  # a: \"cpu f32[4]\"\n  t0 = torch.neg(a)\n  return t0\n");
+  const CliResult r = RunCli("analyze " + ShellQuote(path));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(path + ":3:3: cannot determine the size of 't0'"), std::string::npos)
+      << r.err;
+  std::remove(path.c_str());
+}
+
+TEST_F(Cli, RuntimeIsTheDefaultModel) {
+  // The seed example's known run-time truth (tests/data/nvfusion_broadcast_fw.md):
+  // nvFuser returns t15 [2, 3, 4] with strides (0, 0, 1), backed by 4 floats,
+  // so a, b, t14 ([1, 1, 4]) and t15 live at 16 bytes each: 64 bytes.
+  const CliResult r = RunCli("analyze --format json " + ShellQuote(kReferenceTrace));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::ordered_json report = nlohmann::ordered_json::parse(r.out);
+  EXPECT_EQ(report.at("model").get<std::string>(), "runtime");
+  EXPECT_EQ(report.at("peak_bytes").get<std::int64_t>(), 64);
+  EXPECT_EQ(report.at("final_bytes").get<std::int64_t>(), 64);
+}
+
+TEST_F(Cli, UnknownModelExitsTwo) {
+  const CliResult r = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --model bogus");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "peakmem: error: unknown model 'bogus'; available models: runtime, thunder\n");
+}
+
+TEST_F(Cli, UnknownFormatExitsTwo) {
+  const CliResult r = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --format xml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("xml"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, MissingSubcommandExitsTwo) {
+  const CliResult r = RunCli("");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST_F(Cli, MissingFileExitsOne) {
+  const std::string path = TempPath("does_not_exist.trace");
+  const CliResult r = RunCli("analyze " + ShellQuote(path));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "peakmem: error: " + path + ":0:0: cannot open file\n");
+}
+
+}  // namespace
+}  // namespace peakmem
