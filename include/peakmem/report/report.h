@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "peakmem/ir/string_arena.h"
+#include "peakmem/sim/alloc_events.h"
 #include "peakmem/ir/string_hash.h"
 
 namespace peakmem {
@@ -100,6 +101,10 @@ struct Report {
   OrderedBreakdown breakdown;
   std::vector<Step> steps;
   std::vector<std::string> diagnostics;
+  // The allocation event stream of the run (storages and events), when
+  // ReportOptions::alloc_log asked for it; what allocator models and
+  // writers read.
+  std::shared_ptr<const AllocLog> alloc_log;
 
   // What the steps' text views: the source they quote and an arena for text
   // rendered for them (statements re-printed from JSON, op names).
@@ -122,6 +127,9 @@ struct ReportOptions {
   // are built on a second thread while the model runs (StepRecorder); the
   // report is the same either way.
   bool second_thread = true;
+  // Default false: keep the allocation event stream in Report::alloc_log
+  // (16 bytes an event, 32 a storage).
+  bool alloc_log = false;
 };
 
 // How many of the storages alive at the peak the text report lists.
