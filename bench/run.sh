@@ -26,7 +26,7 @@
 #                                the text and two parses at once: ~18 GB of
 #                                memory at 10^7 statements)
 #   PEAKMEM_BENCH_MIN_TIME 0.5   --benchmark_min_time, seconds
-#   PEAKMEM_BENCH_PYTHON  /work/venv/bin/python (empty: skip step 5)
+#   PEAKMEM_BENCH_PYTHON  .venv/bin/python (empty: skip step 5)
 #   PEAKMEM_BENCH_LAYERS  400    layers of the Python benchmark's stack
 #   PEAKMEM_BENCH_STEPS   "build gen cpp rss python summary"  steps to run
 #   PEAKMEM_BENCH_COMMIT  the commit measured, when the tree is not a git checkout
@@ -43,7 +43,7 @@ EXTRA=${PEAKMEM_BENCH_EXTRA:-"corpus:llama_block/bw@1e5 corpus:mlp/fw@1e5"}
 TRACES=${PEAKMEM_BENCH_TRACES:-/tmp/peakmem-bench/traces}
 MAX_MB=${PEAKMEM_BENCH_MAX_MB:-3000}
 MIN_TIME=${PEAKMEM_BENCH_MIN_TIME:-0.5}
-PY=${PEAKMEM_BENCH_PYTHON-/work/venv/bin/python}
+PY=${PEAKMEM_BENCH_PYTHON-.venv/bin/python}
 LAYERS=${PEAKMEM_BENCH_LAYERS:-400}
 STEPS=${PEAKMEM_BENCH_STEPS:-"build gen cpp rss python summary"}
 want() { [[ " $STEPS " == *" $1 "* ]]; }

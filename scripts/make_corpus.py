@@ -2,8 +2,8 @@
 
 Run from anywhere (CPU only, about a minute):
 
-    /work/venv/bin/python scripts/make_corpus.py            # every program
-    /work/venv/bin/python scripts/make_corpus.py xyz mlp    # just these
+    .venv/bin/python scripts/make_corpus.py            # every program
+    .venv/bin/python scripts/make_corpus.py xyz mlp    # just these
 
 Needs torch and lightning-thunder (the versions pinned in pyproject.toml's
 ``thunder`` extra) and an installed peakmem (``pip install .``) for the JSON

@@ -27,7 +27,7 @@
 //   often in cache; ~8% of new names then get a false "maybe" (a probe)
 //   instead of ~1% (measured: docs/scaling.md).
 //
-// Measured on the text reader: see docs/scaling.md.
+// Measured on the text reader: see docs/scaling.md ("Design", the text reader).
 // Names are never erased (the builder only marks a deleted name's entry).
 // Pointers returned by Find and Insert stay valid until the next Insert.
 #pragma once
