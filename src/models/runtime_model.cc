@@ -9,7 +9,10 @@
 #include "peakmem/models/model_support.h"
 #include "peakmem/semantics/op_registry.h"
 #include "peakmem/semantics/scratch.h"
+#include "peakmem/report/breakdown_keys.h"
+#include "peakmem/report/live_at_peak.h"
 #include "peakmem/report/step_recorder.h"
+#include "peakmem/sim/alloc_stream.h"
 
 namespace peakmem {
 
@@ -49,28 +52,8 @@ namespace {
 constexpr int kCallerPeriod = 0;
 
 using ObjectId = std::uint32_t;
-using StorageId = std::uint32_t;
 constexpr std::uint32_t kNone = 0xFFFFFFFFu;
-
-enum class Role : std::uint8_t { kArgument, kSaved, kIntermediate };
-const char* RoleName(Role role) {
-  switch (role) {
-    case Role::kArgument: return "argument";
-    case Role::kSaved: return "saved";
-    case Role::kIntermediate: return "intermediate";
-  }
-  return "?";
-}
-
-struct Storage {
-  std::int64_t bytes = 0;
-  int tensors = 0;  // live tensor objects using it
-  ValueId named = kNoValue;
-  int made_at = -1;  // statement index; -1 for inputs
-  Role role = Role::kIntermediate;
-  bool alive = true;
-  std::uint64_t freed_seq = 0;  // which free this was (1-based); 0 while alive
-};
+using Role = StorageRole;
 
 // One Object per value, so its size (32 bytes) is much of the model's memory
 // per statement: what most objects do not need lies outside it. A tensor's
@@ -127,7 +110,8 @@ struct RuntimeWorkspace::Buffers {
   std::vector<ObjectId> object_of;       // ValueId -> object it names (kNone if unbound)
   std::vector<bool> bound;               // ValueId currently a live frame local
   std::vector<Object> objects;
-  std::vector<Storage> storages;
+  std::vector<StorageRecord> storages;  // the stream's storage table
+  std::vector<int> storage_users;       // StorageId -> live tensor objects using it
   std::vector<Dims> strides;                    // Object::strides indexes it
   std::vector<std::vector<ObjectId>> elements;  // Object::elements indexes it
 };
@@ -151,7 +135,9 @@ class RuntimeModel {
         object_of_(buffers.object_of),
         bound_(buffers.bound),
         objects_(buffers.objects),
-        storages_(buffers.storages),
+        storage_users_(buffers.storage_users),
+        log_(report_options.alloc_log ? std::make_shared<AllocLog>() : nullptr),
+        stream_(&buffers.storages, log_.get(), report_options.breakdown),
         strides_(buffers.strides),
         elements_(buffers.elements) {
     // A workspace that ran before keeps its capacity: these neither allocate
@@ -160,13 +146,14 @@ class RuntimeModel {
     object_of_.assign(trace_.values.size(), kNone);
     bound_.assign(trace_.values.size(), false);
     objects_.clear();
-    storages_.clear();
+    storage_users_.clear();
     strides_.clear();
     for (auto& list : elements_) list.clear();  // keeps their memory for the next run
     element_lists_used_ = 0;
     // About one object and one storage per value; growing would copy them all.
     objects_.reserve(trace_.values.size() + 16);
-    storages_.reserve(trace_.values.size() + 16);
+    buffers.storages.reserve(trace_.values.size() + 16);
+    storage_users_.reserve(trace_.values.size() + 16);
     convention_ = options.convention == CallingConvention::kAuto ? InferCallingConvention(trace_)
                                                                 : options.convention;
   }
@@ -203,9 +190,9 @@ class RuntimeModel {
   void DecRef(ObjectId id);
   void Bind(ValueId value, ObjectId object);
   void Unbind(ValueId value);
-  void Alloc(std::int64_t bytes);
-  void Free(std::int64_t bytes);
-  void NotePeak(std::int64_t extra);
+  // Op scratch: `bytes` allocated and freed inside the current statement.
+  void Scratch(std::int64_t bytes);
+  [[noreturn]] void FailOverflow() const;
 
   // ---- building objects for values
   ObjectId MakeValueObject(ValueId value, Role role, bool allocate_tensors, int depth);
@@ -234,7 +221,6 @@ class RuntimeModel {
   void Diagnose(const std::string& message) {
     if (diagnosed_.insert(message).second) report_.diagnostics.push_back(message);
   }
-  void Snapshot();
 
   // Software prefetching, in three stages ahead of the statement being run
   // (the first, the statement itself: PrefetchStatementAhead).
@@ -279,24 +265,15 @@ class RuntimeModel {
   std::vector<ObjectId>& object_of_;
   std::vector<bool>& bound_;
   std::vector<Object>& objects_;
-  std::vector<Storage>& storages_;
+  std::vector<int>& storage_users_;
+  std::shared_ptr<AllocLog> log_;  // when ReportOptions::alloc_log
+  AllocStream stream_;
   std::vector<Dims>& strides_;
   std::vector<std::vector<ObjectId>>& elements_;
   std::size_t element_lists_used_ = 0;  // elements_[0, used) belong to this run
-  std::int64_t live_ = 0;
-  std::int64_t peak_ = 0;
-  std::int64_t tensor_peak_ = 0;
-  std::int64_t step_peak_ = 0;
   int current_step_ = -1;
-  std::uint64_t frees_ = 0;            // storages freed so far
-  std::size_t peak_storages_ = 0;      // storages allocated when the peak was reached
-  std::uint64_t peak_frees_ = 0;       // frees done by then
-  std::int64_t snapshot_scratch_ = 0;  // op scratch live at the peak
-  std::vector<LiveTensor> snapshot_;
   Report report_;
   std::set<std::string> diagnosed_;
-  // Storages allocated (+bytes) or freed (-bytes) in the current step.
-  std::vector<std::pair<ValueId, std::int64_t>> step_names_;
   UnknownOps unknown_;
   OpLookup ops_{trace_};
   std::string key_;  // breakdown key being built (reused)
@@ -317,15 +294,11 @@ ObjectId RuntimeModel::NewObject(Object::Kind kind) {
 }
 
 StorageId RuntimeModel::NewStorage(std::int64_t bytes, ValueId named, Role role) {
-  Storage s;
-  s.bytes = bytes;
-  s.named = named;
-  s.made_at = current_step_;
-  s.role = role;
-  storages_.push_back(s);
-  Alloc(bytes);
-  if (named != kNoValue && report_options_.breakdown) step_names_.emplace_back(named, bytes);
-  return static_cast<StorageId>(storages_.size() - 1);
+  const std::uint8_t device = named == kNoValue ? 0 : stream_.Device(ValueOf(named).type->device);
+  const StorageId id = stream_.Alloc(bytes, named, role, device);
+  if (id == kNoStorage) FailOverflow();
+  storage_users_.push_back(0);
+  return id;
 }
 
 ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
@@ -357,7 +330,7 @@ ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
     strides_.push_back(std::move(strides));
   }
   o.layout_known = layout_known;
-  ++storages_[storage].tensors;
+  ++storage_users_[storage];
   return id;
 }
 
@@ -380,14 +353,13 @@ void RuntimeModel::DecRef(ObjectId id) {
   if (o.refs <= 0) throw std::logic_error("peakmem runtime model: object freed twice");
   if (--o.refs > 0) return;
   if (o.kind == Object::Kind::kTensor) {
-    Storage& s = storages_[o.storage];
-    if (--s.tensors == 0) {
-      if (!s.alive) throw std::logic_error("peakmem runtime model: storage freed twice");
-      s.alive = false;
-      s.freed_seq = ++frees_;
-      Free(s.bytes);
-      if (s.named != kNoValue && s.bytes > 0 && report_options_.breakdown) {
-        step_names_.emplace_back(s.named, -s.bytes);
+    if (--storage_users_[o.storage] == 0) {
+      if (stream_.storages()[o.storage].freed_at != kNeverFreed) {
+        throw std::logic_error("peakmem runtime model: storage freed twice");
+      }
+      stream_.Free(o.storage);
+      if (stream_.counter().live() < 0) {
+        throw std::logic_error("peakmem runtime model: live bytes became negative");
       }
     }
     return;
@@ -411,97 +383,17 @@ void RuntimeModel::Unbind(ValueId value) {
   DecRef(object_of_[value]);
 }
 
-void RuntimeModel::Alloc(std::int64_t bytes) {
-  if (__builtin_add_overflow(live_, bytes, &live_)) {
-    const SourceLocation at = current_step_ >= 0 ? trace_.statements[current_step_].at
-                                                 : SourceLocation{1, 1};
-    Fail(at, "total tensor bytes overflow 64 bits");
-  }
-  NotePeak(0);
+[[noreturn]] void RuntimeModel::FailOverflow() const {
+  const SourceLocation at = current_step_ >= 0 ? trace_.statements[current_step_].at
+                                               : SourceLocation{1, 1};
+  Fail(at, "total tensor bytes overflow 64 bits");
 }
 
-void RuntimeModel::Free(std::int64_t bytes) {
-  live_ -= bytes;
-  if (live_ < 0) throw std::logic_error("peakmem runtime model: live bytes became negative");
-}
-
-void RuntimeModel::NotePeak(std::int64_t extra) {
-  std::int64_t now = 0;
-  if (__builtin_add_overflow(live_, extra, &now)) {
-    const SourceLocation at = current_step_ >= 0 ? trace_.statements[current_step_].at
-                                                 : SourceLocation{1, 1};
-    Fail(at, "total tensor bytes overflow 64 bits");
-  }
-  step_peak_ = std::max(step_peak_, now);
-  tensor_peak_ = std::max(tensor_peak_, live_);
-  if (now > peak_) {
-    // Remember the moment, not the storages: what was alive then is
-    // recovered at the end from allocation order and free order.
-    peak_ = now;
-    report_.peak_step = current_step_;
-    peak_storages_ = storages_.size();
-    peak_frees_ = frees_;
-    snapshot_scratch_ = extra;
-  }
-}
-
-// The storages alive at the peak: allocated before it (storages are numbered
-// in allocation order) and not freed by then (freed_seq counts frees).
-void RuntimeModel::Snapshot() {
-  // Sort small records (largest first, ties in allocation order; the op
-  // scratch last among equals), then build the LiveTensors.
-  struct Entry {
-    std::int64_t bytes;
-    std::size_t storage;  // storages_.size() for the op scratch
-  };
-  std::vector<Entry> entries;
-  for (std::size_t i = 0; i < peak_storages_; ++i) {
-    const Storage& s = storages_[i];
-    if ((!s.alive && s.freed_seq <= peak_frees_) || s.bytes == 0) continue;
-    entries.push_back({s.bytes, i});
-  }
-  const bool scratch = snapshot_scratch_ > 0 && report_.peak_step >= 0;
-  if (scratch) entries.push_back({snapshot_scratch_, storages_.size()});
-  // Ties keep allocation order: the storage index breaks them (a plain sort
-  // with that key orders as a stable sort by bytes, without its buffer). The
-  // key is a total order, so the largest N of a partial sort are exactly the
-  // full list's first N.
-  const auto larger = [](const Entry& a, const Entry& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.storage < b.storage;
-  };
-  report_.live_at_peak_total = entries.size();
-  const std::size_t limit = report_options_.live_at_peak_limit;
-  if (limit > 0 && limit < entries.size()) {
-    std::partial_sort(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(limit),
-                      entries.end(), larger);
-    entries.resize(limit);
-  } else {
-    std::sort(entries.begin(), entries.end(), larger);
-  }
-  snapshot_.reserve(entries.size());
-  for (const Entry& e : entries) {
-    LiveTensor t;
-    t.bytes = e.bytes;
-    if (e.storage == storages_.size()) {
-      const Statement& st = trace_.statements[report_.peak_step];
-      t.name = "(scratch)";
-      t.made_by = std::string(trace_.SymbolName(st));
-      t.line = st.source_line;
-      t.role = "scratch";
-    } else {
-      const Storage& s = storages_[e.storage];
-      t.name = s.named == kNoValue ? "?" : std::string(ValueOf(s.named).name);
-      if (s.made_at >= 0) {
-        const Statement& st = trace_.statements[s.made_at];
-        t.made_by = std::string(trace_.SymbolName(st));
-        t.line = st.source_line;
-      } else {
-        t.made_by = "caller";
-      }
-      t.role = RoleName(s.role);
-    }
-    snapshot_.push_back(std::move(t));
-  }
+void RuntimeModel::Scratch(std::int64_t bytes) {
+  const StorageId id = stream_.Alloc(bytes, kNoValue, Role::kScratch);
+  if (id == kNoStorage) FailOverflow();
+  storage_users_.push_back(0);  // (its row, so that StorageIds index storage_users_)
+  stream_.Free(id);
 }
 
 // ---------------------------------------------------------------- values
@@ -607,13 +499,13 @@ void RuntimeModel::SetUpArguments() {
     IncRef(object);  // the caller's reference (its argument / local)
     Bind(p.value, object);
   }
-  for (const auto& [named, bytes] : step_names_) {
+  for (const auto& [named, bytes] : stream_.step_named()) {
     key_.assign("argument ");
     key_ += ValueOf(named).name;
     report_.breakdown.Set(key_, bytes);
   }
-  step_names_.clear();
-  NotePeak(0);
+  stream_.ClearStepNamed();
+  stream_.EndStep();
 }
 
 // ---------------------------------------------------------------- statements
@@ -887,7 +779,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
   ScratchEstimate scratch =
       options_.model_scratch ? EstimateScratch(trace_, s, op) : ScratchEstimate{};
   if (options_.model_scratch) scratch.with_outputs += MatmulOperandClones(s);
-  if (scratch.before_outputs > 0) NotePeak(scratch.before_outputs);
+  if (scratch.before_outputs > 0) Scratch(scratch.before_outputs);
 
   // Build the result object: one object per output pattern leaf.
   auto result_for = [&](ValueId out, std::size_t index) -> ObjectId {
@@ -981,7 +873,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
     IncRef(o);  // held by the call's result until bound
     results.push_back(o);
   }
-  if (scratch.with_outputs > 0) NotePeak(scratch.with_outputs);
+  if (scratch.with_outputs > 0) Scratch(scratch.with_outputs);
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (objects_[results[i]].kind != Object::Kind::kTensor &&
         ValueOf(outputs[i]).type->kind == ValueKind::kCollection) {
@@ -1075,27 +967,39 @@ Report RuntimeModel::Run() {
   SetUpArguments();
   const std::size_t n = trace_.statements.size();
   const bool rows = report_options_.steps || report_options_.breakdown;
-  StepRecorder recorder(parsed_, &report_, report_options_, kCallerPeriod);
+  const OpAndNamesKeys keys;
+  StepRecorder recorder(parsed_, &report_, report_options_, keys, kCallerPeriod);
+  const RequestedBytes& counter = stream_.counter();
   for (std::size_t i = 0; i < n; ++i) {
     PrefetchStatementAhead(trace_.statements, i);
     if (i + kPrefetchFar < n) PrefetchStatementData(trace_.statements[i + kPrefetchFar]);
     if (i + kPrefetchNear < n) PrefetchValueState(trace_.statements[i + kPrefetchNear]);
     current_step_ = static_cast<int>(i);
-    const std::int64_t before = live_;
-    step_peak_ = live_;
+    const std::int64_t before = counter.live();
+    stream_.BeginStep(static_cast<std::int32_t>(i));
     Execute(i);
+    stream_.EndStep();
     // The step's row and breakdown key (StepRecorder: on another thread
-    // for a big trace).
-    if (rows) recorder.Record(i, live_ - before, live_, step_peak_, step_names_);
-    step_names_.clear();
+    // for a big trace), from the storages the step made and freed.
+    if (rows) {
+      recorder.Record(i, counter.live() - before, counter.live(), counter.step_peak(),
+                      stream_.step_named(), 1);
+    }
+    stream_.ClearStepNamed();
   }
-  report_.peak_bytes = peak_;
-  report_.final_bytes = live_;
-  report_.tensor_peak_bytes = tensor_peak_;
-  recorder.EndRows();  // the rest of the rows, built while the snapshot is made
-  if (report_options_.live_at_peak) Snapshot();
+  stream_.Finish(static_cast<std::int32_t>(n));
+  report_.peak_bytes = counter.peak();
+  report_.peak_step = counter.peak_moment().step;
+  report_.final_bytes = counter.live();
+  report_.tensor_peak_bytes = counter.tensor_peak();
+  report_.alloc_log = log_;
+  recorder.EndRows();  // the rest of the rows, built while the live storages are listed
+  if (report_options_.live_at_peak) {
+    report_.live_at_peak = LiveAtPeak(trace_, stream_.storages(), counter.peak_moment(),
+                                      report_options_.live_at_peak_limit,
+                                      &report_.live_at_peak_total);
+  }
   recorder.Finish();
-  report_.live_at_peak = std::move(snapshot_);
   unknown_.AppendDiagnostics(&report_.diagnostics, "counted as allocating its outputs");
   return std::move(report_);
 }

@@ -7,7 +7,9 @@
 
 #include "peakmem/models/model_support.h"
 #include "peakmem/semantics/op_registry.h"
+#include "peakmem/report/breakdown_keys.h"
 #include "peakmem/report/step_recorder.h"
+#include "peakmem/sim/alloc_stream.h"
 
 namespace peakmem {
 
@@ -28,6 +30,33 @@ namespace {
 // other block of rows itself.
 constexpr int kCallerPeriod = 2;
 
+// Thunder's breakdown keys (get_alloc_memory's), by the style each
+// statement records.
+enum ThunderKeyStyle : std::uint8_t {
+  kNoKey = 0,
+  kOpAndOutputs,  // "{symbol} {output names}" = the statement's delta, even with no outputs
+  kEachDeleted,   // "python_del {name}" = its bytes, for each tensor a `del` frees
+  kEachCleared,   // "clear_mutable_collection {name}" = its bytes, for each tensor a clear frees
+};
+
+class ThunderKeys final : public BreakdownKeys {
+ public:
+  void Set(const Trace& trace, const Statement& s, std::uint8_t style, std::int64_t delta,
+           std::span<const NamedBytes> named, std::string* key,
+           OrderedBreakdown* out) const override {
+    if (style == kEachDeleted || style == kEachCleared) {
+      for (const NamedBytes& n : named) {
+        key->assign(style == kEachDeleted ? "python_del " : "clear_mutable_collection ");
+        *key += trace.value(n.first).name;
+        out->Set(*key, n.second);
+      }
+    } else if (style == kOpAndOutputs) {
+      OpAndNamesKeys::AppendOpAndNames(trace, s, named, key);
+      out->Set(*key, delta);
+    }
+  }
+};
+
 bool IsThunderAlias(std::string_view id) {
   const auto& ops = ThunderAliasOps();
   return !id.empty() && std::find(ops.begin(), ops.end(), id) != ops.end();
@@ -40,15 +69,19 @@ class ThunderModel {
         report_options_(report_options),
         trace_(parsed.trace),
         contents_(CollectionContents(trace_)),
-        data_of_(trace_.values.size(), -1) {}
+        data_of_(trace_.values.size(), -1),
+        log_(report_options.alloc_log ? std::make_shared<AllocLog>() : nullptr),
+        stream_(&storages_, log_.get(), false) {}
 
   Report Run();
 
  private:
   // Thunder's MemoryData: a reference count and the proxy whose size is freed.
+  // (`storage`: the stream's storage that its proxy's allocation made.)
   struct MemoryData {
     int count;
     ValueId proxy;
+    StorageId storage;
   };
 
   std::int64_t CountArguments();
@@ -107,6 +140,28 @@ class ThunderModel {
   std::vector<std::pair<ValueId, std::int64_t>> named_;
   std::vector<ValueId> flat_;  // flattened arguments or outputs (reused)
   std::vector<char> alias_;    // call_symbol -> Thunder alias op
+  // The allocation event stream: Thunder's count as storages (each output
+  // a storage, freed when its MemoryData's count drops to 0; an output
+  // counted again without a new MemoryData is a storage never freed, as
+  // Thunder never subtracts it).
+  std::vector<StorageRecord> storages_;
+  std::shared_ptr<AllocLog> log_;
+  AllocStream stream_;
+  std::vector<ValueId> outputs_;  // the current statement's counted outputs (reused)
+
+  StorageId Emit(std::int64_t bytes, ValueId value, StorageRole role) {
+    return stream_.Alloc(bytes, value, role, stream_.Device(trace_.value(value).type->device));
+  }
+  // Allocates the outputs Default counted, and registers each new
+  // MemoryData's storage.
+  void EmitOutputs() {
+    for (ValueId id : outputs_) {
+      const StorageId storage = Emit(ThunderBytes(trace_.value(id)), id, StorageRole::kIntermediate);
+      MemoryData& data = memory_data_[data_of_[id]];
+      if (data.proxy == id && data.storage == kNoStorage) data.storage = storage;
+    }
+    outputs_.clear();
+  }
 };
 
 void ThunderModel::CountArgument(ValueId id, std::int64_t* allocated, int depth) {
@@ -115,9 +170,9 @@ void ThunderModel::CountArgument(ValueId id, std::int64_t* allocated, int depth)
     case ValueKind::kTensor:
     case ValueKind::kFutureTensor: {
       data_of_[id] = static_cast<int>(memory_data_.size());
-      memory_data_.push_back({2, id});
       const std::int64_t bytes = ThunderBytes(v);
       *allocated = CheckedAdd(*allocated, bytes, v.defined_at);
+      memory_data_.push_back({2, id, Emit(bytes, id, StorageRole::kArgument)});
       key_.assign("argument ");
       key_ += v.name;
       if (report_options_.breakdown) report_.breakdown.Set(key_, bytes);
@@ -165,7 +220,7 @@ std::int64_t ThunderModel::CountArguments() {
   return allocated;
 }
 
-// Thunder's key: "{symbol} {output names}" (StepRecorder::Keys::kAlways).
+// Thunder's key: "{symbol} {output names}" (kOpAndOutputs).
 std::int64_t ThunderModel::Default(const Statement& s) {
   std::int64_t result = 0;
   const bool keyed = report_options_.breakdown;
@@ -180,8 +235,10 @@ std::int64_t ThunderModel::Default(const Statement& s) {
     result = CheckedAdd(result, ThunderBytes(v), v.defined_at);
     if (data_of_[id] < 0) {
       data_of_[id] = static_cast<int>(memory_data_.size());
-      memory_data_.push_back({1, id});
+      memory_data_.push_back({1, id, kNoStorage});
     }
+    // Allocated once the statement's total is known not to overflow (Run).
+    outputs_.push_back(id);
     if (keyed) named_.emplace_back(id, 0);
   }
   return result;
@@ -203,7 +260,7 @@ std::int64_t ThunderModel::Alias(const Statement& s) {
 }
 
 // The key: "python_del {name}" or "clear_mutable_collection {name}"
-// (StepRecorder::Keys::kEachDeleted, kEachCleared).
+// (kEachDeleted, kEachCleared).
 std::int64_t ThunderModel::DropReference(ValueId id, const Statement& s) {
   const Value& v = trace_.value(id);
   if (data_of_[id] < 0) {
@@ -217,6 +274,7 @@ std::int64_t ThunderModel::DropReference(ValueId id, const Statement& s) {
   }
   if (--data.count != 0) return 0;
   const std::int64_t size = ThunderBytes(trace_.value(data.proxy));
+  if (data.storage != kNoStorage) stream_.Free(data.storage);
   if (report_options_.breakdown) named_.emplace_back(id, -size);
   return -size;
 }
@@ -272,6 +330,7 @@ Report ThunderModel::Run() {
   report_.model = "thunder";
   report_.trace_name = trace_.source_name;
   std::int64_t allocated = CountArguments();
+  stream_.EndStep();
   std::int64_t max_allocated = 0;
   UnknownOps unknown;
   const OpLookup ops(trace_);
@@ -281,12 +340,13 @@ Report ThunderModel::Run() {
   const bool rows = report_options_.steps || report_options_.breakdown;
   // Rows and breakdown keys on a second thread for a big trace, as the
   // runtime model does: they cost more than this model's counting.
-  StepRecorder recorder(parsed_, &report_, report_options_, kCallerPeriod);
-  using Keys = StepRecorder::Keys;
+  const ThunderKeys thunder_keys;
+  StepRecorder recorder(parsed_, &report_, report_options_, thunder_keys, kCallerPeriod);
   for (std::size_t i = 0; i < n; ++i) {
     const Statement& s = trace_.statements[i];
     const std::int64_t before = allocated;
-    Keys keys = Keys::kNone;
+    stream_.BeginStep(static_cast<std::int32_t>(i));
+    std::uint8_t keys = kNoKey;
     switch (s.kind) {
       case StatementKind::kUnpack:
       case StatementKind::kAssign:
@@ -294,23 +354,25 @@ Report ThunderModel::Run() {
         break;
       case StatementKind::kDel:
         allocated = CheckedAdd(allocated, Del(s), s.at);
-        keys = Keys::kEachDeleted;
+        keys = kEachDeleted;
         break;
       case StatementKind::kClear:
         // Thunder's current estimator knows only `clear_mutable_collection`;
         // the older `clear_collection` falls through to the default rule.
         allocated = CheckedAdd(allocated, s.legacy_clear ? Default(s) : Clear(s), s.at);
-        keys = s.legacy_clear ? Keys::kAlways : Keys::kEachCleared;
+        keys = s.legacy_clear ? kOpAndOutputs : kEachCleared;
         break;
       case StatementKind::kCall: {
         unknown.Note(trace_, s, ops.Find(s));
         const bool alias = s.call_symbol < alias_.size() ? alias_[s.call_symbol] != 0
                                                          : IsThunderAlias(trace_.SymbolIdOf(s));
         allocated = CheckedAdd(allocated, alias ? Alias(s) : Default(s), s.at);
-        keys = alias ? Keys::kNone : Keys::kAlways;
+        keys = alias ? kNoKey : kOpAndOutputs;
         break;
       }
     }
+    EmitOutputs();
+    stream_.EndStep();
     const bool skipped = s.kind == StatementKind::kUnpack || s.kind == StatementKind::kAssign ||
                          s.kind == StatementKind::kReturn;
     if (!skipped && allocated > max_allocated) {
@@ -319,12 +381,14 @@ Report ThunderModel::Run() {
     }
     if (rows) {
       recorder.Record(i, allocated - before, allocated, allocated, named_,
-                      report_options_.breakdown ? keys : Keys::kNone);
+                      report_options_.breakdown ? keys : kNoKey);
     }
     named_.clear();
   }
   report_.peak_bytes = max_allocated;
   report_.final_bytes = allocated;
+  stream_.Finish(static_cast<std::int32_t>(n));
+  report_.alloc_log = log_;
   recorder.Finish();
   unknown.AppendDiagnostics(&report_.diagnostics, "counted as allocating its outputs, as Thunder does");
   return std::move(report_);

@@ -20,15 +20,17 @@ bool ReserveRowsAndChooseThread(const ParsedTrace& parsed, Report* report,
 }  // namespace
 
 StepRecorder::StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
-                           int caller_period)
-    : StepRecorder(parsed, report, options, ReserveRowsAndChooseThread(parsed, report, options),
-                   caller_period) {}
+                           const BreakdownKeys& keys, int caller_period)
+    : StepRecorder(parsed, report, options, keys,
+                   ReserveRowsAndChooseThread(parsed, report, options), caller_period) {}
 
 StepRecorder::StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
-                           bool concurrent, int caller_period)
+                           const BreakdownKeys& keys, bool concurrent, int caller_period)
     : parsed_(parsed),
       report_(report),
+      keys_(keys),
       steps_(options.steps),
+      breakdown_(options.breakdown),
       thread_rows_{StepMaker(parsed, report), {}, &report->steps, &report->breakdown},
       caller_rows_{StepMaker(parsed, report), {}, nullptr, nullptr},
       caller_period_(concurrent && parsed.source_is_printed_trace ? caller_period : 0) {
@@ -61,23 +63,11 @@ StepRecorder::~StepRecorder() {
 }
 
 void StepRecorder::Build(RowBuilder& rows, std::size_t index, const Row& row,
-                         const std::pair<ValueId, std::int64_t>* named, std::size_t named_count) {
+                         const NamedBytes* named, std::size_t named_count) {
   const Statement& s = parsed_.trace.statements[index];
-  std::string& key = rows.key;
-  if (row.keys == Keys::kEachDeleted || row.keys == Keys::kEachCleared) {
-    for (std::size_t n = 0; n < named_count; ++n) {
-      key.assign(row.keys == Keys::kEachDeleted ? "python_del " : "clear_mutable_collection ");
-      key += parsed_.trace.value(named[n].first).name;
-      rows.breakdown->Set(key, named[n].second);
-    }
-  } else if (row.keys == Keys::kAlways || (row.keys == Keys::kTogether && named_count > 0)) {
-    key.assign(parsed_.trace.SymbolName(s));
-    key += ' ';
-    for (std::size_t n = 0; n < named_count; ++n) {
-      if (n) key += ", ";
-      key += parsed_.trace.value(named[n].first).name;
-    }
-    rows.breakdown->Set(key, row.delta);
+  if (breakdown_ && row.style != 0) {
+    keys_.Set(parsed_.trace, s, row.style, row.delta, std::span<const NamedBytes>(named, named_count),
+              &rows.key, rows.breakdown);
   }
   if (steps_) {
     Step step = rows.maker.Make(index, row.delta, row.live);
@@ -118,15 +108,15 @@ void StepRecorder::BuildBlock(RowBuilder& rows, Block& block) {
 
 void StepRecorder::Record(std::size_t index, std::int64_t delta, std::int64_t live,
                           std::int64_t peak,
-                          const std::vector<std::pair<ValueId, std::int64_t>>& named, Keys keys) {
+                          const std::vector<NamedBytes>& named, std::uint8_t style) {
   if (!filling_) {
-    Build(thread_rows_, index, Row{delta, live, peak, 0, keys}, named.data(), named.size());
+    Build(thread_rows_, index, Row{delta, live, peak, 0, style}, named.data(), named.size());
     return;
   }
   Block& b = *filling_;
   if (b.rows.empty()) b.first = index;
   b.named.insert(b.named.end(), named.begin(), named.end());
-  b.rows.push_back(Row{delta, live, peak, static_cast<std::uint32_t>(b.named.size()), keys});
+  b.rows.push_back(Row{delta, live, peak, static_cast<std::uint32_t>(b.named.size()), style});
   if (b.rows.size() == kBlockRows) {
     if (caller_period_ > 0 && ++blocks_filled_ % static_cast<std::size_t>(caller_period_) == 0) {
       caller_rows_.steps = &b.steps;

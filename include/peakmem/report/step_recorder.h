@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "peakmem/models/model_support.h"
+#include "peakmem/report/breakdown_keys.h"
 #include "peakmem/report/report.h"
 #include "peakmem/ir/trace.h"
 
@@ -43,38 +44,21 @@ class StepRecorder {
   // thread (if one can be had), the caller building one block in every
   // `caller_period` (0: none; only for a printed trace, whose steps' text
   // views the source).
+  // `keys` (kept by the caller) names the breakdown entries.
   StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
-               int caller_period = 0);
+               const BreakdownKeys& keys, int caller_period = 0);
   // Stops the second thread (dropping rows not yet built: a model that
   // throws has no report).
   ~StepRecorder();
   StepRecorder(const StepRecorder&) = delete;
   StepRecorder& operator=(const StepRecorder&) = delete;
 
-  // How a statement's breakdown entries are keyed, from its op ("{op}":
-  // Trace::SymbolName) and the values `named` to Record (Thunder's
-  // get_alloc_memory key styles).
-  enum class Keys : std::uint8_t {
-    // "{op} {name}, {name}..." = the statement's delta, when a value is
-    // named (the runtime model: the storages it made or freed).
-    kTogether,
-    // The same even when none is ("{op} " = delta): the thunder model's
-    // default rule (the tensors a call outputs).
-    kAlways,
-    // "python_del {name}" / "clear_mutable_collection {name}" = its bytes,
-    // one entry per named value: the thunder model's `del` and collection
-    // clears (the tensors they free).
-    kEachDeleted,
-    kEachCleared,
-    kNone,  // no entry (the thunder model's alias ops)
-  };
-
   // Statement `index` (called in order, once each): live bytes changed by
   // `delta` to `live`, at most `peak` inside it; `named`: the values for its
-  // breakdown entries (see Keys), with their bytes (> 0 made, < 0 freed).
+  // breakdown entries, with their bytes (> 0 made, < 0 freed), and `style`
+  // the model's choice of key for it, both handed to the BreakdownKeys.
   void Record(std::size_t index, std::int64_t delta, std::int64_t live, std::int64_t peak,
-              const std::vector<std::pair<ValueId, std::int64_t>>& named,
-              Keys keys = Keys::kTogether);
+              const std::vector<NamedBytes>& named, std::uint8_t style);
   // No more rows: the second thread builds what is left and then sorts out
   // the breakdown's repeated keys (OrderedBreakdown's merge, ~20 ms at 10^6
   // statements) while the caller goes on (the runtime model lists the
@@ -92,12 +76,12 @@ class StepRecorder {
     std::int64_t live;
     std::int64_t peak;
     std::uint32_t named_end;  // in Block::named
-    Keys keys;
+    std::uint8_t style;
   };
   struct Block {
     std::size_t first = 0;  // statement index of rows[0]
     std::vector<Row> rows;
-    std::vector<std::pair<ValueId, std::int64_t>> named;
+    std::vector<NamedBytes> named;
     // Built by the caller: the rows' steps and breakdown entries, for the
     // second thread to append in order.
     bool built = false;
@@ -116,16 +100,18 @@ class StepRecorder {
   static constexpr std::size_t kMaxQueuedBlocks = 8;
 
   StepRecorder(const ParsedTrace& parsed, Report* report, const ReportOptions& options,
-               bool concurrent, int caller_period);
+               const BreakdownKeys& keys, bool concurrent, int caller_period);
   void Build(RowBuilder& rows, std::size_t index, const Row& row,
-             const std::pair<ValueId, std::int64_t>* named, std::size_t named_count);
+             const NamedBytes* named, std::size_t named_count);
   void BuildBlock(RowBuilder& rows, Block& block);
   void BuildBlocks();  // the second thread
   void Hand(std::unique_ptr<Block> block);
 
   const ParsedTrace& parsed_;
   Report* report_;
+  const BreakdownKeys& keys_;
   const bool steps_;
+  const bool breakdown_;
   RowBuilder thread_rows_;  // the second thread's (the caller's without one)
   RowBuilder caller_rows_;  // the caller's, for the blocks it builds
   const int caller_period_;
