@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "peakmem/analyze.h"
@@ -814,6 +815,43 @@ TEST(ThunderModel, FinalBytesAreTheSumOfTheBreakdownWhenKeysAreUnique) {
   std::int64_t sum = 0;
   for (const auto& [key, bytes] : Items(report)) sum += bytes;
   EXPECT_EQ(sum, report.final_bytes);
+}
+
+}  // namespace
+}  // namespace peakmem
+
+namespace peakmem {
+namespace {
+
+// ---------------------------------------------------------------- event stream
+
+TEST(ThunderModelEvents, AliasOutputsShareTheirSourcesStorageUntilTheLastReferenceDies) {
+  // Thunder's MemoryData: a (argument, count 2, 16 bytes) at step -1; t0
+  // (count 1, 16 bytes) at step 0; the alias op reshape adds a reference to
+  // t0's data (count 2) and allocates nothing; `del t0` drops it to 1, `del
+  // t1` to 0, which frees t0's 16 bytes at step 3.
+  const ParsedTrace parsed = testing_util::Parse(R"(def f(a):
+  # a: "cpu f32[4]"
+  t0 = torch.neg(a)  # t0: "cpu f32[4]"
+  t1 = torch.reshape(t0, (2, 2))  # t1: "cpu f32[2, 2]"
+  del t0
+  del t1
+  return a
+)");
+  ReportOptions options;
+  options.alloc_log = true;
+  const Report report = RunThunderModel(parsed, options);
+  ASSERT_NE(report.alloc_log, nullptr);
+  std::vector<std::tuple<std::int32_t, std::string, std::int64_t>> events;
+  for (const AllocEvent& e : report.alloc_log->events) {
+    const StorageRecord& s = report.alloc_log->storages[e.storage];
+    events.emplace_back(e.step, std::string(parsed.trace.value(s.value).name), e.delta);
+  }
+  const std::vector<std::tuple<std::int32_t, std::string, std::int64_t>> expected = {
+      {-1, "a", 16}, {0, "t0", 16}, {3, "t0", -16}};
+  EXPECT_EQ(events, expected);
+  EXPECT_EQ(report.peak_bytes, 32);
+  EXPECT_EQ(report.final_bytes, 16);
 }
 
 }  // namespace
