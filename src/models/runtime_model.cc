@@ -653,10 +653,11 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
       if (strides.size() == out_shape.size()) return strides;
       break;
     }
+    case LayoutRule::kBroadcastInDim:
     case LayoutRule::kExpand: {
       Dims strides(out_shape.size(), 0);
       const std::size_t offset = out_shape.size() - std::min(out_shape.size(), in_shape.size());
-      if (trace_.SymbolOf(s) == "broadcast_in_dim" && s.args.size() >= 3) {
+      if (op.layout == LayoutRule::kBroadcastInDim && s.args.size() >= 3) {
         auto bdims = IntList(s.args[2]);
         if (bdims && bdims->size() == in_shape.size()) {
           for (std::size_t i = 0; i < in_shape.size(); ++i) {
@@ -699,7 +700,8 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
 // Found by the differential tester: `v = x.unsqueeze(0).expand(2, 3);
 // v @ v.t()` measures two 24-byte clones on top of the output.
 std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
-  if (trace_.SymbolOf(s) != "matmul" && trace_.SymbolOf(s) != "mm") return 0;
+  const OpInfo* op = ops_.Find(s);
+  if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
   std::int64_t bytes = 0;
   int operands = 0;
   for (const Expr& a : s.args) {
@@ -831,7 +833,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
           }
           return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
         }
-        if (trace_.SymbolOf(s) == "contiguous") {
+        if (op->layout == LayoutRule::kContiguous) {  // contiguous(): self when already contiguous
           if (input.contiguous) return in;  // returns self
           return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
         }

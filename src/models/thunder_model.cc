@@ -13,15 +13,6 @@
 
 namespace peakmem {
 
-const std::vector<std::string_view>& ThunderAliasOps() {
-  static const std::vector<std::string_view> ops = {
-      "unsqueeze", "squeeze",  "transpose", "expand",
-      "reshape",   "torch_prims_reshape_impl", "permute", "contiguous",
-      "split",     "torch_wait_prim_impl",     "shallow_copy",
-  };
-  return ops;
-}
-
 namespace {
 
 // The StepRecorder's caller_period for this model: its counting takes about
@@ -57,9 +48,10 @@ class ThunderKeys final : public BreakdownKeys {
   }
 };
 
+// Thunder matches its alias list against the symbol's id (OpInfo::thunder_alias).
 bool IsThunderAlias(std::string_view id) {
-  const auto& ops = ThunderAliasOps();
-  return !id.empty() && std::find(ops.begin(), ops.end(), id) != ops.end();
+  const OpInfo* op = id.empty() ? nullptr : FindOp(id);
+  return op != nullptr && op->thunder_alias;
 }
 
 class ThunderModel {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "peakmem/analyze.h"
+#include "peakmem/semantics/op_registry.h"
 #include "test_util.h"
 
 namespace peakmem {

@@ -106,7 +106,8 @@ std::int64_t FusionOutputBytes(const Trace& trace, const Statement& s, ValueId o
     shapes[c.out] = c.shape;
     Mask mask(c.shape.size(), false);
     const std::string_view op = LastComponent(c.callee);
-    if (op == "broadcast_in_dim" && c.args.size() >= 3) {
+    const OpInfo* info = FindOp(op);
+    if (info != nullptr && info->layout == LayoutRule::kBroadcastInDim && c.args.size() >= 3) {
       const std::vector<std::int64_t> bdims = Ints(c.args[2]);
       const auto in_mask = masks.find(c.args[0]);
       const auto in_shape = shapes.find(c.args[0]);
@@ -122,8 +123,7 @@ std::int64_t FusionOutputBytes(const Trace& trace, const Statement& s, ValueId o
         }
         mask[o] = broadcast;
       }
-    } else if (const OpInfo* info = FindOp(op);
-               info != nullptr && info->layout == LayoutRule::kElementwise) {
+    } else if (info != nullptr && info->layout == LayoutRule::kElementwise) {
       // Broadcast in the output where every same-rank tensor input is.
       bool any = false;
       std::fill(mask.begin(), mask.end(), true);

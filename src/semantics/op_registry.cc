@@ -24,7 +24,7 @@ const std::vector<OpInfo> kViews = {
     {"permute", E::kViewOfInput, L::kPermute},
     {"expand", E::kViewOfInput, L::kExpand},
     {"expand_as", E::kViewOfInput, L::kExpand},
-    {"broadcast_in_dim", E::kViewOfInput, L::kExpand},
+    {"broadcast_in_dim", E::kViewOfInput, L::kBroadcastInDim},
     {"view", E::kViewOfInput, L::kReshape},
     {"view_as", E::kViewOfInput, L::kReshape},
     {"unflatten", E::kViewOfInput, L::kReshape},
@@ -121,6 +121,18 @@ const char* const kNoOutputNames[] = {
     "item", "size", "shape", "get_grad", "put_grad", "set_grad_enabled",
 };
 
+// The ops Thunder's get_alloc_memory treats as aliases (thunder 0.2.6,
+// thunder/examine/memory_calculation.py), in its order.
+const std::string_view kThunderAliasNames[] = {
+    "unsqueeze", "squeeze",  "transpose", "expand",
+    "reshape",   "torch_prims_reshape_impl", "permute", "contiguous",
+    "split",     "torch_wait_prim_impl",     "shallow_copy",
+};
+
+OpInfo& Find(std::vector<OpInfo>& ops, std::string_view name) {
+  return *std::find_if(ops.begin(), ops.end(), [&](const OpInfo& op) { return op.name == name; });
+}
+
 std::vector<OpInfo> BuildTable() {
   std::vector<OpInfo> ops;
   for (const auto* group : {&kViews, &kMaybeViews, &kReturnsInput}) {
@@ -133,6 +145,17 @@ std::vector<OpInfo> BuildTable() {
   for (const char* n : kContiguousNames) ops.push_back({n, E::kAllocates, L::kContiguous});
   for (const char* n : kInPlaceNames) ops.push_back({n, E::kInPlace, L::kSameStrides, 0});
   for (const char* n : kNoOutputNames) ops.push_back({n, E::kNoOutput, L::kContiguous});
+  for (OpInfo& op : ops) {
+    if (op.layout == L::kElementwise) op.scratch = ScratchRule::kWrappedScalars;
+    if (op.effect == E::kReturnsInput) op.output_types = OutputTypes::kReturnedInputs;
+    if (std::find(std::begin(kThunderAliasNames), std::end(kThunderAliasNames), op.name) !=
+        std::end(kThunderAliasNames)) {
+      op.thunder_alias = true;
+    }
+  }
+  Find(ops, "where").scratch = ScratchRule::kWhereScalar;
+  Find(ops, "mm").scratch = ScratchRule::kBlasOperandClones;
+  Find(ops, "matmul").scratch = ScratchRule::kBlasOperandClones;
   return ops;
 }
 
@@ -140,6 +163,8 @@ const std::vector<OpInfo>& Table() {
   static const auto* table = new std::vector<OpInfo>(BuildTable());
   return *table;
 }
+
+}  // namespace
 
 bool IsFusionName(std::string_view name) {
   for (std::string_view prefix : {"nvFusion", "TorchCompile", "torchCompile"}) {
@@ -151,6 +176,8 @@ bool IsFusionName(std::string_view name) {
   }
   return false;
 }
+
+namespace {
 
 // Abseil's flat map: FindOp runs once per statement per model.
 const absl::flat_hash_map<std::string_view, const OpInfo*, StringHash>& Index() {
@@ -164,7 +191,8 @@ const absl::flat_hash_map<std::string_view, const OpInfo*, StringHash>& Index() 
 
 const OpInfo kFusion = {"<fusion>", E::kFusion, L::kContiguous};
 // Thunder's fallback gradients (`half_vjp`): fresh outputs, plus scratch (scratch.h).
-const OpInfo kVjp = {"<vjp>", E::kAllocates, L::kContiguous};
+const OpInfo kVjp = {"<vjp>", E::kAllocates, L::kContiguous, 0, ScratchRule::kRecomputedForward,
+                     false, OutputTypes::kForwardInputs};
 
 }  // namespace
 
@@ -178,5 +206,9 @@ const OpInfo* FindOp(std::string_view symbol_name) {
 }
 
 const std::vector<OpInfo>& AllOps() { return Table(); }
+
+std::vector<std::string_view> ThunderAliasOps() {
+  return {std::begin(kThunderAliasNames), std::end(kThunderAliasNames)};
+}
 
 }  // namespace peakmem

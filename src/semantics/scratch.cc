@@ -57,12 +57,11 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s) {
 
 ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const OpInfo* op) {
   ScratchEstimate out;
-  if (s.kind != StatementKind::kCall) return out;
-  const std::string_view symbol = trace.SymbolOf(s);
-  if (symbol.size() > 4 && symbol.compare(symbol.size() - 4, 4, "_vjp") == 0) {
-    return VjpScratch(trace, s);
+  if (s.kind != StatementKind::kCall || op == nullptr) return out;
+  if (op->scratch == ScratchRule::kRecomputedForward) return VjpScratch(trace, s);
+  if (op->scratch != ScratchRule::kWrappedScalars && op->scratch != ScratchRule::kWhereScalar) {
+    return out;
   }
-  if (op == nullptr || op->layout != LayoutRule::kElementwise) return out;
   // The dtype the op computes in: that of its first tensor argument.
   const Value* tensor = nullptr;
   for (const Expr& a : s.args) {
@@ -72,7 +71,7 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
     }
   }
   if (tensor == nullptr || tensor->type->dtype == nullptr) return out;
-  if (symbol == "where") {
+  if (op->scratch == ScratchRule::kWhereScalar) {
     // where(cond, x, 2.0) takes the ScalarOther overload, which makes a 0-d
     // `scalar_tensor` of the result's dtype (measured: 4 bytes for f32), not
     // a wrapped double.

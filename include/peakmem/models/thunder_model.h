@@ -6,7 +6,8 @@
 //      is counted up front with two references (the function's and the
 //      caller's); key "argument x".
 //   2. unpack_trivial, unpack_sequence and return are skipped (no peak update).
-//   3. Ops in Thunder's alias list (`ThunderAliasOps`) allocate nothing; their
+//   3. Ops in Thunder's alias list (`ThunderAliasOps`, the op registry's
+//      thunder_alias flag) allocate nothing; their
 //      outputs share the first argument's reference count.
 //   4. `del x` drops one reference per tensor; at zero the *original* tensor's
 //      size is freed; key "python_del x".
@@ -28,9 +29,6 @@
 #include "peakmem/frontend/trace_text_reader.h"
 
 namespace peakmem {
-
-// Thunder's `thunder_alias_operator_list`.
-const std::vector<std::string_view>& ThunderAliasOps();
 
 // Runs the model. Throws TraceError where Thunder's function would fail or
 // where a size cannot be determined.

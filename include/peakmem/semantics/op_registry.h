@@ -34,9 +34,27 @@ enum class LayoutRule : unsigned char {
   kTranspose,    // transpose(x, d0, d1) / t(x)
   kUnsqueeze,    // unsqueeze(x, dim)
   kDropDims,     // squeeze/select/unbind: the input's strides minus removed dims
-  kExpand,       // expand / broadcast_in_dim: stride 0 on broadcast dims
+  kExpand,       // expand(x, sizes): stride 0 on broadcast dims, sizes aligned at the right
+  kBroadcastInDim,  // prims.broadcast_in_dim(x, shape, dims): input dim i lands on dims[i]
   kReshape,      // view/reshape/flatten/unflatten: ATen's computeStride
   kUnknown,      // a view peakmem does not follow; later layout decisions get a diagnostic
+};
+
+// Memory an op allocates and frees before it returns (semantics/scratch.h
+// sizes each rule).
+enum class ScratchRule : unsigned char {
+  kNone,
+  kWrappedScalars,    // elementwise: Python numbers wrapped in 0-d tensors (and cast)
+  kWhereScalar,       // where(cond, x, 2.0): a 0-d scalar_tensor of the result's dtype
+  kRecomputedForward, // Thunder's `*_vjp` fallback gradients re-run the forward under autograd
+  kBlasOperandClones, // CPU mm/matmul clone operands BLAS cannot take (needs strides: the runtime model)
+};
+
+// Where an op's outputs get their types when the printed trace omits them.
+enum class OutputTypes : unsigned char {
+  kPrinted,          // a type comment or a subsymbol gives them
+  kReturnedInputs,   // kReturnsInput ops: the returned input's type
+  kForwardInputs,    // `*_vjp(((inputs...), {kwargs}), cotangents...)`: one per tensor input
 };
 
 struct OpInfo {
@@ -46,6 +64,12 @@ struct OpInfo {
   // kReturnsInput/kInPlace: which positional argument is returned; -1 means
   // output i is flat tensor argument i (update_aliases((a, b)) -> (a, b)).
   int returned_arg = 0;
+  ScratchRule scratch = ScratchRule::kNone;
+  // Thunder's get_alloc_memory treats it as an alias of its first argument
+  // (thunder/examine/memory_calculation.py's list): its outputs share the
+  // input's count and it allocates nothing there.
+  bool thunder_alias = false;
+  OutputTypes output_types = OutputTypes::kPrinted;
 };
 
 // The op's entry, or nullptr when peakmem does not know the op. Fusion
@@ -53,5 +77,12 @@ struct OpInfo {
 const OpInfo* FindOp(std::string_view symbol_name);
 
 const std::vector<OpInfo>& AllOps();
+
+// The ops Thunder's get_alloc_memory treats as aliases, in its order (each
+// has OpInfo::thunder_alias).
+std::vector<std::string_view> ThunderAliasOps();
+
+// Whether a symbol names a fusion region (nvFusion3, TorchCompile0).
+bool IsFusionName(std::string_view symbol_name);
 
 }  // namespace peakmem
