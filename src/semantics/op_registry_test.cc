@@ -1,0 +1,79 @@
+// The op registry: what each kind of op declares. Adding an op is one
+// entry in op_registry.cc plus a line here saying what it does.
+#include "peakmem/semantics/op_registry.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+namespace peakmem {
+namespace {
+
+TEST(OpRegistry, ViewsAndMaybeViewsDeclareTheirLayoutRules) {
+  EXPECT_EQ(FindOp("transpose")->effect, OpEffect::kViewOfInput);
+  EXPECT_EQ(FindOp("transpose")->layout, LayoutRule::kTranspose);
+  EXPECT_EQ(FindOp("expand")->layout, LayoutRule::kExpand);
+  EXPECT_EQ(FindOp("broadcast_in_dim")->layout, LayoutRule::kBroadcastInDim);
+  EXPECT_EQ(FindOp("reshape")->effect, OpEffect::kMaybeView);
+  EXPECT_EQ(FindOp("reshape")->layout, LayoutRule::kReshape);
+  EXPECT_EQ(FindOp("contiguous")->effect, OpEffect::kMaybeView);
+  EXPECT_EQ(FindOp("contiguous")->layout, LayoutRule::kContiguous);
+  EXPECT_EQ(FindOp("to")->layout, LayoutRule::kPreserve);
+}
+
+TEST(OpRegistry, OpsThatReturnAnInputSayWhichAndTypeTheirOutputsFromIt) {
+  // copy_(copy_from, copy_to) returns copy_to, argument 1.
+  EXPECT_EQ(FindOp("copy_")->effect, OpEffect::kReturnsInput);
+  EXPECT_EQ(FindOp("copy_")->returned_arg, 1);
+  EXPECT_EQ(FindOp("copy_")->output_types, OutputTypes::kReturnedInputs);
+  // update_aliases((a, b)) -> (a, b): output i is argument i.
+  EXPECT_EQ(FindOp("update_aliases")->returned_arg, -1);
+  EXPECT_EQ(FindOp("add_")->effect, OpEffect::kInPlace);
+  EXPECT_EQ(FindOp("add")->output_types, OutputTypes::kPrinted);
+}
+
+TEST(OpRegistry, ScratchRules) {
+  EXPECT_EQ(FindOp("mul")->scratch, ScratchRule::kWrappedScalars);
+  EXPECT_EQ(FindOp("where")->scratch, ScratchRule::kWhereScalar);
+  EXPECT_EQ(FindOp("mm")->scratch, ScratchRule::kBlasOperandClones);
+  EXPECT_EQ(FindOp("matmul")->scratch, ScratchRule::kBlasOperandClones);
+  EXPECT_EQ(FindOp("linear")->scratch, ScratchRule::kNone);
+  // Thunder's fallback gradients, by name pattern.
+  const OpInfo* vjp = FindOp("half_vjp");
+  ASSERT_NE(vjp, nullptr);
+  EXPECT_EQ(vjp->scratch, ScratchRule::kRecomputedForward);
+  EXPECT_EQ(vjp->output_types, OutputTypes::kForwardInputs);
+}
+
+TEST(OpRegistry, ThunderAliasFlagsAreExactlyThunderList) {
+  // thunder/examine/memory_calculation.py (lightning-thunder 0.2.6).
+  const std::vector<std::string_view> thunder = {
+      "unsqueeze", "squeeze",  "transpose", "expand",
+      "reshape",   "torch_prims_reshape_impl", "permute", "contiguous",
+      "split",     "torch_wait_prim_impl",     "shallow_copy"};
+  EXPECT_EQ(ThunderAliasOps(), thunder);
+  std::set<std::string_view> flagged;
+  for (const OpInfo& op : AllOps()) {
+    if (op.thunder_alias) flagged.insert(op.name);
+  }
+  EXPECT_EQ(flagged, std::set<std::string_view>(thunder.begin(), thunder.end()));
+}
+
+TEST(OpRegistry, FusionRegionsByNameAndUnknownOps) {
+  EXPECT_EQ(FindOp("nvFusion3")->effect, OpEffect::kFusion);
+  EXPECT_EQ(FindOp("TorchCompile0")->effect, OpEffect::kFusion);
+  EXPECT_TRUE(IsFusionName("nvFusion12"));
+  EXPECT_FALSE(IsFusionName("nvFusion"));
+  EXPECT_FALSE(IsFusionName("nvFusionX"));
+  EXPECT_EQ(FindOp("no_such_op"), nullptr);
+}
+
+TEST(OpRegistry, EveryNameIsRegisteredOnce) {
+  std::set<std::string_view> names;
+  for (const OpInfo& op : AllOps()) EXPECT_TRUE(names.insert(op.name).second) << op.name;
+}
+
+}  // namespace
+}  // namespace peakmem
