@@ -214,7 +214,7 @@ class CudaCachingAllocator::Impl {
     Increase(stats_.allocated_bytes, stats_.allocated_bytes_peak, static_cast<std::int64_t>(block.size));
     if (stats_.allocated_bytes_peak > before) {
       stats_.allocated_peak_step = step_;
-      if (o_.layout_at == CudaLayoutAt::kPeakAllocated) capture_pending_ = true;
+      if (o_.layout_at == CudaLayoutAt::kPeakAllocated) capture_pending_ = true, pending_step_ = step_;
     }
   }
 
@@ -267,7 +267,7 @@ class CudaCachingAllocator::Impl {
     Increase(stats_.reserved_bytes, stats_.reserved_bytes_peak, static_cast<std::int64_t>(size));
     if (stats_.reserved_bytes_peak > before) {
       stats_.reserved_peak_step = step_;
-      if (o_.layout_at == CudaLayoutAt::kPeakReserved) capture_pending_ = true;
+      if (o_.layout_at == CudaLayoutAt::kPeakReserved) capture_pending_ = true, pending_step_ = step_;
     }
     return i;
   }
@@ -291,13 +291,18 @@ class CudaCachingAllocator::Impl {
     if (!capture_pending_) return;
     capture_pending_ = false;
     peak_layout_ = Snapshot();
+    peak_layout_.step = pending_step_;
   }
 
   CudaCachingOptions o_;
   bool set_fraction_ = false;
   bool gc_enabled_ = false;
   bool stopped_ = false;
+  // The state after the event that last raised the peak is the peak's
+  // layout; it is taken just before anything changes it (the next free or
+  // segment release; for reserved bytes, the next event), not at every rise.
   bool capture_pending_ = false;
+  std::int32_t pending_step_ = kBeforeFirstStep;
   std::int32_t step_ = kBeforeFirstStep;
   std::uint64_t allowed_memory_maximum_ = 0;
   std::uint64_t max_split_size_ = 0;

@@ -314,6 +314,27 @@ TEST(CudaCachingAllocator, OutOfMemoryAfterRetryStopsTheRun) {
   EXPECT_EQ(a.stats().reserved_bytes, 30 * MiB);
 }
 
+TEST(CudaCachingAllocator, PeakLayoutIsTakenBeforeTheOutOfMemoryPathFreesSegments) {
+  CudaCachingOptions o;
+  o.device_capacity = 40 * MiB;
+  CudaCachingAllocator a(o);
+  // Step 0: a 512 B block (2 MiB small segment), freed at step 1: the
+  // allocated peak (512 B) is at step 0, with one segment.
+  ASSERT_TRUE(a.Malloc(0, 512, 0));
+  a.Release(0, 1);
+  ASSERT_TRUE(a.Malloc(1, 30 * MiB, 2));  // new peak: 30 MiB at step 2, segments 2 + 30 MiB
+  // Step 3: 12 MiB does not fit (32 + 12 > 40); release_cached_blocks frees
+  // the small segment, the retry fails: out of memory. The layout at the
+  // peak (step 2) still shows both segments.
+  EXPECT_FALSE(a.Malloc(2, 12 * MiB, 3));
+  const CudaMemoryLayout& peak = a.PeakLayout();
+  EXPECT_EQ(peak.step, 2);
+  EXPECT_EQ(peak.allocated_bytes, 30 * MiB);
+  EXPECT_EQ(peak.reserved_bytes, 32 * MiB);
+  EXPECT_EQ(peak.segments.size(), 2u);
+  EXPECT_EQ(a.stats().reserved_bytes, 30 * MiB);
+}
+
 TEST(CudaCachingAllocator, OutOfMemoryWithoutStoppingSkipsTheStorage) {
   CudaCachingOptions o;
   o.device_capacity = 40 * MiB;
