@@ -59,8 +59,9 @@ struct CudaCachingOptions {
   // Bytes cudaMalloc can hand out in all (the device's free memory when the
   // program starts); 0: unbounded, nothing ever runs out.
   std::int64_t device_capacity = 0;
-  // torch.cuda.set_per_process_memory_fraction (also the
-  // per_process_memory_fraction key): segments may total at most
+  // torch.cuda.set_per_process_memory_fraction (ParseCudaAllocConf also
+  // reads a per_process_memory_fraction key, which only newer PyTorch
+  // releases know): segments may total at most
   // fraction * device_capacity. 0: not set.
   double per_process_memory_fraction = 0.0;
 
