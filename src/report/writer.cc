@@ -32,7 +32,7 @@ std::vector<std::string> WriterNames() {
 }
 
 ReportOptions ReportOptionsFor(const ReportWriter& writer, ReportOptions base) {
-  if (writer.needs_alloc_log()) base.alloc_log = true;
+  if (writer.uses_alloc_log()) base.alloc_log = true;
   const std::size_t shown = writer.live_at_peak_shown();
   if (shown > 0) {
     base.live_at_peak_limit =

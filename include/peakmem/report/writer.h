@@ -38,6 +38,9 @@ class ReportWriter {
   // Whether Write reads Report::alloc_log (the run must set
   // ReportOptions::alloc_log; Write throws std::invalid_argument without it).
   virtual bool needs_alloc_log() const { return false; }
+  // Whether Write reads Report::alloc_log when there (it shows more with it):
+  // a run for this writer should keep it.
+  virtual bool uses_alloc_log() const { return needs_alloc_log(); }
   // How many of the storages alive at the peak the output shows (0: all):
   // a run for this writer need not list more (ReportOptions::live_at_peak_limit).
   virtual std::size_t live_at_peak_shown() const { return 0; }
@@ -53,7 +56,7 @@ const ReportWriter* FindWriter(std::string_view name);
 // The registered names in AllWriters' order.
 std::vector<std::string> WriterNames();
 // `base` with what a run must record for `writer`: alloc_log turned on when
-// the writer reads it, live_at_peak_limit lowered to what it shows.
+// the writer uses it, live_at_peak_limit lowered to what it shows.
 ReportOptions ReportOptionsFor(const ReportWriter& writer, ReportOptions base = {});
 // The writer's output as one string (tests, Python; big reports should be
 // streamed through Write instead).

@@ -79,6 +79,7 @@ class ChromeTrace final : public ReportWriter {
     return "Chrome trace-event JSON for Perfetto or chrome://tracing: a slice per statement, "
            "counters of live bytes, by role when the event log is kept";
   }
+  bool uses_alloc_log() const override { return true; }  // the counter by role
   void Write(const Report& report, const WriterOptions&, const ReportSink& sink) const override {
     std::string out;
     out.reserve(kFlushBytes + 4096);

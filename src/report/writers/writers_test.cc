@@ -30,6 +30,9 @@ TEST(WriterRegistry, ReportOptionsForAWriter) {
   EXPECT_EQ(ReportOptionsFor(*FindWriter("text")).live_at_peak_limit, kTextReportLiveTensors);
   EXPECT_EQ(ReportOptionsFor(*FindWriter("json")).live_at_peak_limit, 0u);
   EXPECT_FALSE(ReportOptionsFor(*FindWriter("json")).alloc_log);
+  // chrome-trace shows the live bytes by role when the log is kept.
+  EXPECT_FALSE(FindWriter("chrome-trace")->needs_alloc_log());
+  EXPECT_TRUE(ReportOptionsFor(*FindWriter("chrome-trace")).alloc_log);
   ReportOptions base;
   base.live_at_peak_limit = 3;
   base.steps = false;
