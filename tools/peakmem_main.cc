@@ -1,17 +1,22 @@
 // The `peakmem` command: a thin shell over the library (peakmem/analyze.h).
 //
-//   peakmem analyze TRACE [--model runtime|thunder] [--format text|json]
+//   peakmem analyze TRACE [--model runtime|thunder] [--format FORMAT]
 //                         [--convention auto|forward|backward|plain] [--no-scratch]
 //                         [--output FILE]
 //
+// FORMAT is any registered report writer (peakmem/report/writer.h): text,
+// json, annotated, chrome-trace, snapshot.
+//
 // Exit codes: 0 success, 1 bad input (trace error), 2 bad usage.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <malloc.h>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 
 #include "peakmem/analyze.h"
+#include "peakmem/report/writer.h"
 
 namespace {
 
@@ -45,13 +50,17 @@ int RunAnalyze(const AnalyzeArgs& args) {
     peakmem::RuntimeOptions options;
     peakmem::ParseCallingConvention(args.convention, &options.convention);
     options.model_scratch = !args.no_scratch;
-    peakmem::ReportOptions report_options;
-    // The text report shows the largest few storages alive at the peak (and
-    // how many there were); JSON lists them all.
-    if (args.format == "text") report_options.live_at_peak_limit = peakmem::kTextReportLiveTensors;
+    // --format took only registered names.
+    const peakmem::ReportWriter& writer = *peakmem::FindWriter(args.format);
+    // What the writer reads: the allocation event log for some, and only as
+    // many storages alive at the peak as it shows (the text report: the
+    // largest few, and how many there were).
+    const peakmem::ReportOptions report_options = peakmem::ReportOptionsFor(writer);
     kept_report =
         new peakmem::Report(peakmem::Analyze(parsed, args.model, options, report_options));
     const peakmem::Report& report = *kept_report;
+    // Before the output file is made.
+    if (writer.needs_alloc_log()) peakmem::RequireAllocLog(report, writer.name());
     // The report is streamed: a 10^6-step table is never held whole.
     std::FILE* out = args.output.empty() ? stdout : std::fopen(args.output.c_str(), "wb");
     if (out == nullptr) {
@@ -61,11 +70,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
     const peakmem::ReportSink sink = [out](std::string_view chunk) {
       std::fwrite(chunk.data(), 1, chunk.size(), out);
     };
-    if (args.format == "json") {
-      peakmem::WriteReportJson(report, 2, sink);
-    } else {
-      peakmem::WriteReportText(report, sink);
-    }
+    writer.Write(report, peakmem::WriterOptions{}, sink);
     const bool failed = std::fflush(out) != 0 || std::ferror(out) != 0;
     if (out != stdout) std::fclose(out);
     if (failed) {
@@ -109,8 +114,15 @@ int main(int argc, char** argv) {
       "peakmem: predicts the memory a tensor program (a Lightning Thunder execution trace)\n"
       "will use: the peak, what is held when it returns, and the live bytes after every op."};
   app.require_subcommand(1);
+  std::string format_names;  // "text|json|..."
+  std::string format_help = "Output format:";
+  for (const peakmem::ReportWriter* writer : peakmem::AllWriters()) {
+    format_names += (format_names.empty() ? "" : "|") + std::string(writer->name());
+    format_help += fmt::format("{} '{}' ({})", writer == peakmem::AllWriters().front() ? "" : ";",
+                               writer->name(), writer->description());
+  }
   app.footer(
-      "Usage: peakmem analyze TRACE [--model runtime|thunder] [--format text|json]\n"
+      "Usage: peakmem analyze TRACE [--model runtime|thunder] [--format " + format_names + "]\n"
       "                         [--convention auto|forward|backward|plain] [--no-scratch]\n"
       "                         [--output FILE]\n"
       "Run 'peakmem analyze --help' for the options.\n"
@@ -139,11 +151,8 @@ int main(int argc, char** argv) {
   analyze->add_flag("--no-scratch", args.no_scratch,
                     "Runtime model: leave op scratch memory (wrapped scalars, ...) out of the peak");
   analyze
-      ->add_option("-f,--format", args.format,
-                   "Output format: 'text' (summary, breakdown, per-step table) or 'json' (object "
-                   "with model, trace, peak_bytes, final_bytes, peak_step, breakdown, steps, "
-                   "diagnostics)")
-      ->check(CLI::IsMember({"text", "json"}))
+      ->add_option("-f,--format", args.format, format_help)
+      ->check(CLI::IsMember(peakmem::WriterNames()))
       ->capture_default_str();
   analyze->add_option("-o,--output", args.output, "Write the report to this file, not stdout");
   analyze

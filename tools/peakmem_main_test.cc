@@ -161,6 +161,50 @@ TEST_F(Cli, OutputOptionWritesTheReportToAFile) {
   std::remove(out_path.c_str());
 }
 
+TEST_F(Cli, AnnotatedFormatQuotesEachStatementWithItsLiveBytes) {
+  // The thunder model on the reference trace (JsonReportOfTheReferenceTrace):
+  // a 16 + b 16 before the first statement; nvFusion0 adds t14 and t15:
+  // 144, the peak; the return frees nothing: 144.
+  const std::string out_path = TempPath("annotated.py");
+  const CliResult r = RunCli("analyze --model thunder " + ShellQuote(kReferenceTrace) +
+                             " --format annotated -o " + ShellQuote(out_path));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(ReadFile(out_path),
+            "# trace: " + kReferenceTrace + "\n"
+            "# model: thunder; peak: 144 bytes at step 0; final: 144 bytes\n"
+            "# live before the first statement (the arguments): 32 bytes\n"
+            "[t14, t15] = nvFusion0(a, b)  # live: 144 bytes (peak)\n"
+            "return {'output': (t14, t15), 'flat_args': [a, b], 'flat_output': (t14, t15)}, "
+            "((), ())  # live: 144 bytes\n");
+  std::remove(out_path.c_str());
+}
+
+TEST_F(Cli, ChromeTraceFormatHasASlicePerStatementAndALiveCounter) {
+  const CliResult r =
+      RunCli("analyze --model thunder " + ShellQuote(kReferenceTrace) + " --format chrome-trace");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json trace = nlohmann::json::parse(r.out);
+  std::vector<std::string> slices;
+  std::vector<std::int64_t> live;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X") slices.push_back(e.at("name"));
+    if (e.at("ph") == "C" && e.at("name") == "live bytes") {
+      live.push_back(e.at("args").at("bytes").get<std::int64_t>());
+    }
+  }
+  EXPECT_EQ(slices, (std::vector<std::string>{"nvFusion0", "python_return"}));
+  EXPECT_EQ(live, (std::vector<std::int64_t>{32, 144, 144}));  // as derived above
+}
+
+TEST_F(Cli, FormatChoicesComeFromTheWriterRegistry) {
+  const CliResult r = RunCli("analyze --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* format : {"text", "json", "annotated", "chrome-trace", "snapshot"}) {
+    EXPECT_NE(r.out.find(std::string("'") + format + "'"), std::string::npos) << format;
+  }
+}
+
 // ---------------------------------------------------------------- help
 
 TEST_F(Cli, HelpExitsZeroAndMentionsAnalyze) {

@@ -1,0 +1,194 @@
+// The "json" writer: the report as one JSON object, streamed (the breakdown
+// and the steps, a key or a row per statement, are written as text spliced
+// into nlohmann::json's dump of the rest, in its exact layout).
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "registry.h"
+
+namespace peakmem {
+namespace writers {
+
+// Printable ASCII (every name and op in a trace) is escaped here; anything
+// else goes through nlohmann::json, which replaces invalid UTF-8 with U+FFFD.
+void AppendJsonString(std::string_view text, std::string* out) {
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f) {
+      *out += nlohmann::json(std::string(text))
+                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      return;
+    }
+  }
+  out->reserve(out->size() + text.size() + 2);
+  *out += '"';
+  for (const char c : text) {
+    if (c == '"' || c == '\\') *out += '\\';
+    *out += c;
+  }
+  *out += '"';
+}
+
+}  // namespace writers
+
+using writers::AppendInt;
+using writers::AppendJsonString;
+using writers::kFlushBytes;
+
+namespace {
+
+// Writes `items` as a JSON array or object in nlohmann::json's layout
+// (dump(indent)): one element per line at `level`+1, or compact when
+// indent < 0. `write(i, out)` appends element i. Output goes to the sink
+// whenever the buffer passes kFlushBytes, so a report of 10^6 steps never
+// sits in memory whole.
+template <typename Write>
+void AppendJsonList(std::size_t count, int indent, int level, char open, char close,
+                    Write write, std::string* out, const ReportSink& sink) {
+  *out += open;
+  if (count == 0) {
+    *out += close;
+    return;
+  }
+  const std::string pad = indent >= 0 ? "\n" + std::string((level + 1) * indent, ' ') : "";
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i) *out += ',';
+    *out += pad;
+    write(i, out);
+    if (out->size() >= kFlushBytes) {
+      sink(*out);
+      out->clear();
+    }
+  }
+  if (indent >= 0) {
+    *out += '\n';
+    out->append(level * indent, ' ');
+  }
+  *out += close;
+}
+
+}  // namespace
+
+void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
+  nlohmann::ordered_json j;
+  j["model"] = report.model;
+  j["trace"] = report.trace_name;
+  j["peak_bytes"] = report.peak_bytes;
+  j["final_bytes"] = report.final_bytes;
+  j["peak_step"] = report.peak_step;
+  if (report.tensor_peak_bytes >= 0) j["tensor_peak_bytes"] = report.tensor_peak_bytes;
+  if (!report.convention.empty()) j["convention"] = report.convention;
+  // The breakdown and the steps (a key or a row per statement) are written
+  // as text below, spliced where these placeholders are: ordered_json finds
+  // keys by linear search and costs an allocation per value.
+  j["breakdown"] = nullptr;
+  j["steps"] = nullptr;
+  nlohmann::ordered_json live = nlohmann::ordered_json::array();
+  for (const LiveTensor& t : report.live_at_peak) {
+    live.push_back({{"name", t.name},
+                    {"bytes", t.bytes},
+                    {"made_by", t.made_by},
+                    {"line", t.line},
+                    {"role", t.role}});
+  }
+  j["live_at_peak"] = std::move(live);
+  // Only when the list was cut (ReportOptions::live_at_peak_limit).
+  if (report.live_at_peak_total > report.live_at_peak.size()) {
+    j["live_at_peak_total"] = report.live_at_peak_total;
+  }
+  j["diagnostics"] = report.diagnostics;
+  const std::string head = j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+  const char* colon = indent >= 0 ? ": " : ":";
+  const std::string breakdown_placeholder = std::string("\"breakdown\"") + colon + "null";
+  const std::string steps_placeholder = std::string("\"steps\"") + colon + "null";
+  const std::size_t b = head.find(breakdown_placeholder);
+  const std::size_t st = head.find(steps_placeholder, b);
+  const std::size_t b_end = b + breakdown_placeholder.size();
+  const std::size_t st_end = st + steps_placeholder.size();
+
+  std::string out;
+  out.reserve(kFlushBytes + 4096);
+  out.append(head, 0, b_end - 4);
+  const auto& items = report.breakdown.items();
+  AppendJsonList(
+      items.size(), indent, 1, '{', '}',
+      [&](std::size_t i, std::string* out) {
+        AppendJsonString(items[i].first, out);
+        *out += colon;
+        AppendInt(items[i].second, out);
+      },
+      &out, sink);
+  out.append(head, b_end, st_end - 4 - b_end);
+  const std::string field_pad = indent >= 0 ? "\n" + std::string(3 * indent, ' ') : "";
+  AppendJsonList(
+      report.steps.size(), indent, 1, '[', ']',
+      [&](std::size_t i, std::string* out) {
+        const Step& s = report.steps[i];
+        auto field = [&](const char* name, bool first) {
+          if (!first) *out += ',';
+          *out += field_pad;
+          *out += '"';
+          *out += name;
+          *out += '"';
+          *out += colon;
+        };
+        *out += '{';
+        field("index", true);
+        AppendInt(s.index, out);
+        field("line", false);
+        AppendInt(s.line, out);
+        field("op", false);
+        AppendJsonString(s.op, out);
+        field("source", false);
+        AppendJsonString(s.source, out);
+        field("delta_bytes", false);
+        AppendInt(s.delta_bytes, out);
+        field("live_bytes", false);
+        AppendInt(s.live_bytes, out);
+        field("peak_bytes", false);
+        AppendInt(s.peak_bytes, out);
+        if (indent >= 0) {
+          *out += '\n';
+          out->append(2 * indent, ' ');
+        }
+        *out += '}';
+      },
+      &out, sink);
+  out.append(head, st_end);
+  out += '\n';
+  sink(out);
+}
+
+std::string ReportToJson(const Report& report, int indent) {
+  std::string out;
+  WriteReportJson(report, indent, [&](std::string_view chunk) { out += chunk; });
+  return out;
+}
+
+namespace writers {
+namespace {
+
+class Json final : public ReportWriter {
+ public:
+  std::string_view name() const override { return "json"; }
+  std::string_view description() const override {
+    return "object with model, trace, peak_bytes, final_bytes, peak_step, breakdown, steps, "
+           "diagnostics";
+  }
+  void Write(const Report& report, const WriterOptions& options,
+             const ReportSink& sink) const override {
+    WriteReportJson(report, options.indent, sink);
+  }
+};
+
+}  // namespace
+
+const ReportWriter& JsonWriter() {
+  static const Json writer;
+  return writer;
+}
+
+}  // namespace writers
+}  // namespace peakmem
