@@ -9,8 +9,10 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
-#include "peakmem/frontend/trace_text_reader.h"
+#include "peakmem/ir/parsed_trace.h"
+#include "peakmem/ir/source.h"
 
 namespace peakmem {
 
