@@ -18,8 +18,14 @@
 // A big trace (at least two chunks of TextReadOptions::min_chunk_bytes) is
 // read on several threads, one chunk of its body each, and the chunks are
 // joined; the result, and any error, is exactly that of one pass (see
-// trace_text_reader.cc, "chunks", for how that is guaranteed).
-
+// src/frontend/text_chunks.cc for how that is guaranteed).
+//
+// The reader lives in src/frontend/: text_lines.h (physical and logical
+// lines, the line scan), text_reader.{h,cc} (statements and comments),
+// text_expressions.cc (Python expressions and assignment targets),
+// text_chunks.{h,cc} (the parallel chunked read and join), and this file's
+// functions in trace_text_reader.cc. Output types that the text leaves out
+// are inferred by the shared pass in type_inference.h.
 #pragma once
 
 #include <memory>
