@@ -53,6 +53,7 @@
 
 #include "peakmem/analyze.h"
 #include "peakmem/frontend/trace_json_reader.h"
+#include "peakmem/frontend/trace_text_reader.h"
 
 namespace fs = std::filesystem;
 

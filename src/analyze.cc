@@ -4,7 +4,7 @@
 
 #include "peakmem/models/runtime_model.h"
 #include "peakmem/models/thunder_model.h"
-#include "peakmem/frontend/trace_json_reader.h"
+#include "peakmem/frontend/frontend.h"
 
 namespace peakmem {
 
@@ -13,21 +13,12 @@ const std::vector<std::string>& AvailableModels() {
   return models;
 }
 
-namespace {
-
-ParsedTrace Read(std::shared_ptr<const SourceFile> source, const TextReadOptions& text_options) {
-  if (LooksLikeJson(source->text())) return ReadTraceJson(std::move(source));
-  return ReadTraceText(std::move(source), text_options);
-}
-
-}  // namespace
-
 ParsedTrace ParseTrace(const std::string& name, std::string text) {
-  return Read(std::make_shared<const SourceFile>(name, std::move(text)), {});
+  return ReadTrace(std::make_shared<const SourceFile>(name, std::move(text)));
 }
 
 ParsedTrace LoadTrace(const std::string& path, const TextReadOptions& text_options) {
-  return Read(LoadSourceFile(path), text_options);
+  return ReadTrace(SourceFile::Map(path), ReadOptions{text_options});
 }
 
 namespace {

@@ -7,16 +7,17 @@
 
 #include "peakmem/report/report.h"
 #include "peakmem/models/runtime_model.h"
-#include "peakmem/frontend/trace_text_reader.h"
+#include "peakmem/frontend/frontend.h"
 
 namespace peakmem {
 
 // Names of the models that exist in this build, in order of preference.
 const std::vector<std::string>& AvailableModels();
 
-// Reads a trace file: printed trace text, or the JSON export (a file whose
-// first non-blank character is '{'). Throws TraceError on bad input.
-// `text_options`: how printed traces are read (threads).
+// Reads a trace file with the front end its text asks for (frontend.h):
+// printed trace text, or the JSON export (a file whose first non-blank
+// character is '{'). Throws TraceError on bad input. `text_options`: how
+// printed traces are read (threads).
 ParsedTrace LoadTrace(const std::string& path, const TextReadOptions& text_options = {});
 // Same for text held in memory; `name` is used in messages.
 ParsedTrace ParseTrace(const std::string& name, std::string text);

@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "peakmem/frontend/trace_text_reader.h"
+#include "peakmem/ir/parsed_trace.h"
 
 namespace peakmem_python {
 

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include "peakmem/frontend/type_inference.h"
 #include "peakmem/ir/trace_builder.h"
 
 namespace peakmem {
@@ -603,6 +604,10 @@ ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source) {
   JsonReader reader(source);
   ParsedTrace parsed;
   parsed.trace = reader.Read();
+  // The format lets an output's type be omitted ("Omitted when unknown",
+  // docs/trace-json.md); the export writes every proxy's. Where one is
+  // missing, the same inference as for printed traces applies.
+  InferAliasTypes(&parsed.trace);
   parsed.source = std::move(source);
   parsed.source_is_printed_trace = false;
   return parsed;

@@ -565,7 +565,7 @@ std::vector<Case> Catalogue() {
 
   // ------------------------------------------------------------ long statements
   // FINDING F5: a statement spread over many physical lines takes quadratic
-  // time: LogicalLine::At (src/frontend/trace_text_reader.cc) scans every piece of
+  // time: LogicalLine::At (src/frontend/text_lines.h) scans every piece of
   // the logical line for each token: 40,000 continuation lines take about
   // 3 s in a Release build, these 300,000 several minutes (linear: well under
   // a second). Backward traces unpack thousands of saved tensors this way.

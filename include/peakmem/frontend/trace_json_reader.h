@@ -4,13 +4,17 @@
 // TraceCtx: it carries every output's type (including multi-output ops and
 // fusions that the printed text leaves untyped) and each collection's
 // container kind (list/tuple/dict/set), which the printed text never says.
+// An output whose type is omitted gets one from the shared inference pass
+// (type_inference.h), as in the printed text.
 // Parsed with simdjson's On-Demand API, which also gives the byte position
 // of every value, so errors point at the offending JSON token.
 #pragma once
 
 #include <memory>
+#include <string_view>
 
-#include "peakmem/frontend/trace_text_reader.h"
+#include "peakmem/ir/parsed_trace.h"
+#include "peakmem/ir/source.h"
 
 namespace peakmem {
 

@@ -1,7 +1,7 @@
 // A sequence kept in one or more contiguous segments, indexed as one.
 //
 // What it is for: a trace's statements. A big printed trace is read in
-// chunks, one per core (trace_text_reader.cc), each into its own array;
+// chunks, one per core (src/frontend/text_chunks.cc), each into its own array;
 // joining them used to move every statement of the later chunks into the
 // first chunk's array: at 10^6 statements 80 MB written on one thread while
 // the other waited (~40 ms), and both copies held until the old one was

@@ -6,7 +6,7 @@
 // type strings. Every rejection is a TraceError at the offending location.
 //
 // A builder can also build one chunk of a trace whose chunks are read in
-// parallel (see trace_text_reader.cc): a chunk starts in the middle of the
+// parallel (see src/frontend/text_chunks.cc): a chunk starts in the middle of the
 // body, so it cannot know the names bound before it. Such a builder makes
 // optimistic assumptions about them and records each one; AppendChunk
 // checks the assumptions against the names bound before the chunk and, only

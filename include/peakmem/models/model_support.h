@@ -13,7 +13,7 @@
 
 #include "peakmem/semantics/op_registry.h"
 #include "peakmem/report/report.h"
-#include "peakmem/frontend/trace_text_reader.h"
+#include "peakmem/ir/parsed_trace.h"
 
 namespace peakmem {
 

@@ -26,7 +26,7 @@
 #include <memory>
 
 #include "peakmem/report/report.h"
-#include "peakmem/frontend/trace_text_reader.h"
+#include "peakmem/ir/parsed_trace.h"
 
 namespace peakmem {
 

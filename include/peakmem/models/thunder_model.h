@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "peakmem/report/report.h"
-#include "peakmem/frontend/trace_text_reader.h"
+#include "peakmem/ir/parsed_trace.h"
 
 namespace peakmem {
 
