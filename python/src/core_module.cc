@@ -59,19 +59,8 @@ std::vector<PyStep> Steps(const peakmem::Report& r) {
   return out;
 }
 
-}  // namespace
-
-NB_MODULE(_core, m) {
-  m.doc() = "peakmem's C++ engine";
-
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const peakmem::TraceError& e) {
-      RaiseTraceError(e);
-    }
-  });
-
+// The classes a Report is seen through.
+void BindReport(nb::module_& m) {
   nb::class_<PyStep>(m, "Step", "One statement of the trace and the live bytes after it.")
       .def_ro("index", &PyStep::index)
       .def_ro("line", &PyStep::line)
@@ -122,6 +111,22 @@ NB_MODULE(_core, m) {
         return "Report(model='" + r.model + "', peak_bytes=" + std::to_string(r.peak_bytes) +
                ", final_bytes=" + std::to_string(r.final_bytes) + ")";
       });
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "peakmem's C++ engine";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const peakmem::TraceError& e) {
+      RaiseTraceError(e);
+    }
+  });
+
+  BindReport(m);
 
   m.def("available_models", &peakmem::AvailableModels);
 

@@ -103,13 +103,10 @@ void AttrBlockReader::Calibrate(PyTypeObject* t, std::initializer_list<PyObject*
 #endif
 }
 
-void AttrBlockReader::Read(PyObject* const* objs, Py_ssize_t count, Found* found) {
-  for (Py_ssize_t j = 0; j < count; ++j) {
-    for (PyObject*& f : found[j]) f = nullptr;
-  }
 #if PEAKMEM_CPYTHON_311_LAYOUT
-  if (type_ == nullptr) return;
-  Store store[kMaxBlock];
+// Steps 1 to 4 of Read: where each object's attributes are.
+void AttrBlockReader::Locate(PyObject* const* objs, Py_ssize_t count, void* stores) const {
+  Store* store = static_cast<Store*>(stores);
   auto prefetch_slots = [&](PyObject** v) {
     for (int i = 0; i < count_; ++i) __builtin_prefetch(v + slots_[i]);
   };
@@ -161,6 +158,17 @@ void AttrBlockReader::Read(PyObject* const* objs, Py_ssize_t count, Found* found
       if (slots_[i] < k->dk_nentries) __builtin_prefetch(entries + slots_[i]);
     }
   }
+}
+#endif
+
+void AttrBlockReader::Read(PyObject* const* objs, Py_ssize_t count, Found* found) {
+  for (Py_ssize_t j = 0; j < count; ++j) {
+    for (PyObject*& f : found[j]) f = nullptr;
+  }
+#if PEAKMEM_CPYTHON_311_LAYOUT
+  if (type_ == nullptr) return;
+  Store store[kMaxBlock];
+  Locate(objs, count, store);
   // 5: the attributes, and the objects they are.
   for (Py_ssize_t j = 0; j < count; ++j) {
     const Store& s = store[j];

@@ -77,6 +77,10 @@ class AttrBlockReader {
   void Read(PyObject* const* objs, Py_ssize_t count, Found* found);
 
  private:
+  // Where each object's attributes are (an array of count Stores, private
+  // to the implementation).
+  void Locate(PyObject* const* objs, Py_ssize_t count, void* stores) const;
+
   PyTypeObject* type_ = nullptr;
   int count_ = 0;
   PyObject* names_[kMaxAttrs] = {};

@@ -122,8 +122,16 @@ void LiveReader::ReadReturn(PyObject* args, Statement& s) {
   returned_ = true;
 }
 
-void LiveReader::ReadCall(PyObject* bsym, PyObject* args, Statement& s) {
+void LiveReader::ReadCall(PyObject* bsym, PyObject* args, bool read_args, Statement& s) {
   s.kind = StatementKind::kCall;
+  if (!read_args) {
+    // Lean, and not an alias op: the thunder model reads only the outputs
+    // (as Thunder's get_alloc_memory does).
+    nb::object output = BsymAttr(bsym, Gathered::kOutput, names_.output_attr.ptr());
+    s.outputs = ToPattern(output.ptr(), 0);
+    if (s.outputs.kind == Pattern::Kind::kIgnore) s.outputs.kind = Pattern::Kind::kTuple;
+    return;
+  }
   nb::object kwargs = BsymAttr(bsym, Gathered::kKwargs, names_.kwargs_attr.ptr());
   if (!PyTuple_Check(args)) Fail("bound symbol arguments are not a tuple");
   if (!PyDict_Check(kwargs.ptr())) Fail("bound symbol keyword arguments are not a dict");
@@ -160,25 +168,25 @@ void LiveReader::ReadBoundSymbol(PyObject* bsym) {
   nb::object sym = BsymAttr(bsym, Gathered::kSym, names_.sym_attr.ptr());
   const SymInfo& info = SymOf(sym.ptr());
   if (info.special == Special::kUnpackTrivial) return ReadUnpackTrivial(bsym);
-  nb::object args = BsymAttr(bsym, Gathered::kArgs, names_.args_attr.ptr());
   Statement& s = builder_.trace().statements.emplace_back();
   s.at = At();
   s.source_line = static_cast<int>(index_);  // live traces: the bound symbol's 1-based index
+  s.call_symbol = info.call_symbol;
+  // (Not read where it is not needed: an argument tuple not yet touched is a cache miss.)
+  auto args = [&] { return BsymAttr(bsym, Gathered::kArgs, names_.args_attr.ptr()); };
   switch (info.special) {
     case Special::kUnpackSequence:
-      return ReadUnpack(bsym, args.ptr(), s);
+      return ReadUnpack(bsym, args().ptr(), s);
     case Special::kDel:
-      return ReadDel(args.ptr(), s);
+      return ReadDel(args().ptr(), s);
     case Special::kReturn:
-      return ReadReturn(args.ptr(), s);
+      return ReadReturn(args().ptr(), s);
     case Special::kClear:
       s.kind = StatementKind::kClear;
-      s.call_symbol = info.call_symbol;
-      s.source = Use(FirstArg(args.ptr()));
+      s.source = Use(FirstArg(args().ptr()));
       return;
     default:
-      s.call_symbol = info.call_symbol;
-      return ReadCall(bsym, args.ptr(), s);
+      return ReadCall(bsym, info.read_args ? args().ptr() : nullptr, info.read_args, s);
   }
 }
 

@@ -21,10 +21,12 @@
 namespace peakmem_python {
 
 struct LiveReadOptions {
-  // Default false. What the thunder model needs only: a call's arguments
-  // become its flattened proxies (Thunder's `flat_proxy_args`, in the same
-  // order), constants and keyword names are dropped and the return value is
-  // not read. The per-step table and the runtime model need the full form.
+  // Default false. What the thunder model needs only, as Thunder's
+  // get_alloc_memory reads it: the arguments of Thunder's alias ops
+  // (ThunderAliasOps) become their flattened proxies (`flat_proxy_args`, in
+  // the same order); other calls' arguments are not read (nor checked), the
+  // return value is not read, constants and keyword names are dropped. The
+  // per-step table and the runtime model need the full form.
   bool lean = false;
   // Default false. Everything the JSON form (docs/trace-json.md) carries, as
   // Thunder's objects spell it: every proxy's type is its `type_string()`,

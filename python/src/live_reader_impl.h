@@ -103,6 +103,9 @@ class LiveReader {
     // Calls and clears: the (callee, symbol, id) interned in the trace's
     // call_symbols (Statement::call_symbol).
     std::uint32_t call_symbol = peakmem::kNoCallSymbol;
+    // Calls: whether the arguments are read (lean: only those of Thunder's
+    // alias ops, the only calls whose arguments the thunder model reads).
+    bool read_args = true;
   };
 
   [[noreturn]] void Fail(const std::string& message) const {
@@ -129,7 +132,7 @@ class LiveReader {
   void ReadUnpack(PyObject* bsym, PyObject* args, Statement& s);
   void ReadDel(PyObject* args, Statement& s);
   void ReadReturn(PyObject* args, Statement& s);
-  void ReadCall(PyObject* bsym, PyObject* args, Statement& s);
+  void ReadCall(PyObject* bsym, PyObject* args, bool read_args, Statement& s);
 
   // ---- values
   ProxyKind KindOf(PyObject* obj);

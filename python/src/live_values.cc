@@ -1,6 +1,9 @@
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
+
 #include "live_reader_impl.h"
+#include "peakmem/models/thunder_model.h"
 
 namespace peakmem_python::live {
 
@@ -94,6 +97,9 @@ const LiveReader::SymInfo& LiveReader::SymOf(PyObject* sym) {
     const std::string callee = ModuleOf(sym) + symbol;
     const std::string symbol_id = PyUnicode_Check(id.ptr()) ? std::string(Utf8(id.ptr())) : std::string();
     info.call_symbol = builder_.InternCallSymbol(callee, symbol, symbol_id);
+    const auto& aliases = peakmem::ThunderAliasOps();
+    info.read_args = !options_.lean ||
+                     std::find(aliases.begin(), aliases.end(), symbol_id) != aliases.end();
   }
   return syms_.emplace(sym, info).first->second;
 }

@@ -56,6 +56,7 @@ nb::object ThunderAllocMemory(nb::handle trace) {
   peakmem::ReportOptions report_options;
   report_options.steps = false;
   report_options.live_at_peak = false;
+  report_options.second_thread = false;
   peakmem::Report report;
   {
     nb::gil_scoped_release release;
