@@ -12,12 +12,12 @@ training forward and the backward (`thunder.last_traces`,
 `thunder.last_backward_traces`). For each trace, best of --repeat:
 
   thunder        thunder.examine.memory_calculation.get_alloc_memory(trc)
-  peakmem_gam    peakmem.thunder.get_alloc_memory(trc)   (the drop-in: its direct
-                 path, Thunder's algorithm run in C++ on the live objects)
+  peakmem_gam    peakmem.thunder.get_alloc_memory(trc)   (the drop-in: the live
+                 reader's lean form and the thunder model, peak and breakdown only)
   analyze_rt     peakmem.analyze(trc)                    (runtime model)
   analyze_th     peakmem.analyze(trc, model="thunder")
-  export         peakmem.to_json_export(trc)             (the Python half)
-  core           peakmem._core.analyze_text(json, ...)   (the C++ half: read + thunder model)
+  export         peakmem.to_json_export(trc)             (live reader, exact form, + JSON writer)
+  core           peakmem._core.analyze_text(json, ...)   (JSON reader + thunder model)
   breakdown      report.breakdown                        (C++ -> Python dict)
 
 and checks that the two get_alloc_memory results are equal (peak and the
@@ -143,9 +143,6 @@ def main(argv: list[str] | None = None) -> int:
         co_w, co_c, report = best_of(
             lambda: _core.analyze_text(exported, "<TraceCtx>", "thunder", "auto", True), args.repeat)
         bd_w, bd_c, _ = best_of(lambda: report.breakdown, args.repeat)
-        # Whether the drop-in took its direct path (Thunder's algorithm on the
-        # live objects) rather than the IR and the thunder model.
-        fast_path = _core.thunder_alloc_memory_live(trc) is not None
         equal_peak = th_res[0] == pm_res[0]
         equal_breakdown = list(th_res[1].items()) == list(pm_res[1].items())
         r.update({
@@ -160,7 +157,6 @@ def main(argv: list[str] | None = None) -> int:
             "speedup_get_alloc_memory_wall": th_w / pm_w if pm_w else None,
             "speedup_analyze_runtime_cpu": th_c / rt_c if rt_c else None,
             "export_share_of_peakmem_gam": ex_c / pm_c if pm_c else None,
-            "direct_path": fast_path,
             "equal_peak": equal_peak,
             "equal_breakdown": equal_breakdown,
             "peak_bytes": th_res[0],
@@ -170,10 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         us = lambda s: 1e6 * s / n  # noqa: E731
         print(f"   thunder.get_alloc_memory          {th_c*1e3:9.1f} ms cpu {th_w*1e3:9.1f} ms wall  ({us(th_c):6.2f} us/bsym)")
         print(f"   peakmem.thunder.get_alloc_memory  {pm_c*1e3:9.1f} ms cpu {pm_w*1e3:9.1f} ms wall  ({us(pm_c):6.2f} us/bsym)")
-        print(f"     (direct path: {fast_path})")
         print(f"   peakmem.analyze (runtime)         {rt_c*1e3:9.1f} ms cpu {rt_w*1e3:9.1f} ms wall")
         print(f"   peakmem.analyze (thunder)         {at_c*1e3:9.1f} ms cpu {at_w*1e3:9.1f} ms wall")
-        print(f"     export to JSON (Python)         {ex_c*1e3:9.1f} ms cpu  ({len(exported)/1e6:.1f} MB)")
+        print(f"     export to JSON                  {ex_c*1e3:9.1f} ms cpu  ({len(exported)/1e6:.1f} MB)")
         print(f"     C++ read JSON + thunder model   {co_c*1e3:9.1f} ms cpu")
         print(f"     report.breakdown -> dict        {bd_c*1e3:9.1f} ms cpu")
         print(f"   speedup (thunder / peakmem get_alloc_memory): {r['speedup_get_alloc_memory_cpu']:.2f}x cpu, "

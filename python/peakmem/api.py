@@ -13,12 +13,16 @@ def _is_trace_ctx(obj: Any) -> bool:
 
 
 def to_json_export(trace: Any) -> str:
-    """Exports a Thunder TraceCtx to peakmem's JSON trace form (docs/trace-json.md)."""
-    from .export import trace_to_json
+    """Exports a Thunder TraceCtx to peakmem's JSON trace form (docs/trace-json.md).
 
+    The trace is read by the same live reader ``analyze`` uses (its exact
+    form: every proxy's ``type_string()``, every constant's ``repr()``) and
+    written by the C++ JSON writer; reading the result back gives the same
+    analysis as the TraceCtx itself.
+    """
     if not _is_trace_ctx(trace):
         raise TypeError(f"expected a Thunder TraceCtx, got {type(trace).__name__}")
-    return trace_to_json(trace)
+    return _core.trace_to_json(trace)
 
 
 def analyze(

@@ -20,13 +20,7 @@ from .api import _is_trace_ctx, analyze
 
 def get_alloc_memory(trace: Any) -> tuple[int, dict[str, int]]:
     if _is_trace_ctx(trace):
-        # The fast path: Thunder's algorithm on the live objects, in C++.
-        result = _core.thunder_alloc_memory_live(trace)
-        if result is not None:
-            return result
-        # Something the fast path leaves alone: read into the IR, run the
-        # thunder model (the same numbers, or the error to report).
-        report = _core.analyze_live(trace, "thunder", "auto", True, False)
-    else:
-        report = analyze(trace, model="thunder")
+        # The live reader (in C++) and the thunder model, peak and breakdown only.
+        return _core.thunder_alloc_memory(trace)
+    report = analyze(trace, model="thunder")
     return report.peak_bytes, report.breakdown

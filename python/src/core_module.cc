@@ -7,8 +7,10 @@
 
 #include <cstring>
 
-#include "live_trace.h"
+#include "live_reader.h"
 #include "peakmem/analyze.h"
+#include "peakmem/frontend/trace_json_writer.h"
+#include "thunder_drop_in.h"
 
 namespace nb = nanobind;
 
@@ -32,14 +34,9 @@ peakmem::RuntimeOptions Options(const std::string& convention, bool scratch) {
   return options;
 }
 
-// Thunder's dict: key -> bytes, in order. Keys are ASCII names almost always,
-// made without UTF-8 decoding.
-nb::dict Breakdown(const peakmem::Report& r) {
-  nb::dict d;
-  for (const auto& [key, bytes] : r.breakdown.items()) {
-    peakmem_python::SetBreakdownItem(d.ptr(), key, bytes, "replace");
-  }
-  return d;
+// Thunder's dict: key -> bytes, in order.
+nb::object Breakdown(const peakmem::Report& r) {
+  return peakmem_python::BreakdownDict(r.breakdown, "replace");
 }
 
 // A report row as Python sees it: it owns its text, so it stays valid after
@@ -62,19 +59,8 @@ std::vector<PyStep> Steps(const peakmem::Report& r) {
   return out;
 }
 
-}  // namespace
-
-NB_MODULE(_core, m) {
-  m.doc() = "peakmem's C++ engine";
-
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const peakmem::TraceError& e) {
-      RaiseTraceError(e);
-    }
-  });
-
+// The classes a Report is seen through.
+void BindReport(nb::module_& m) {
   nb::class_<PyStep>(m, "Step", "One statement of the trace and the live bytes after it.")
       .def_ro("index", &PyStep::index)
       .def_ro("line", &PyStep::line)
@@ -125,6 +111,22 @@ NB_MODULE(_core, m) {
         return "Report(model='" + r.model + "', peak_bytes=" + std::to_string(r.peak_bytes) +
                ", final_bytes=" + std::to_string(r.final_bytes) + ")";
       });
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "peakmem's C++ engine";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const peakmem::TraceError& e) {
+      RaiseTraceError(e);
+    }
+  });
+
+  BindReport(m);
 
   m.def("available_models", &peakmem::AvailableModels);
 
@@ -148,8 +150,9 @@ NB_MODULE(_core, m) {
         peakmem::ReportOptions report_options;
         report_options.steps = steps;
         // The thunder model without steps needs only the lean form.
-        const peakmem::ParsedTrace parsed =
-            peakmem_python::ReadLiveTrace(trace, model == "thunder" && !steps);
+        peakmem_python::LiveReadOptions read_options;
+        read_options.lean = model == "thunder" && !steps;
+        const peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, read_options);
         nb::gil_scoped_release release;
         return peakmem::Analyze(parsed, model, options, report_options);
       },
@@ -157,9 +160,20 @@ NB_MODULE(_core, m) {
       nb::arg("scratch") = true, nb::arg("steps") = true,
       "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table.");
 
-  m.def("thunder_alloc_memory_live", &peakmem_python::ThunderAllocMemoryLive, nb::arg("trace"),
-        "Thunder's get_alloc_memory on a live TraceCtx: (peak, breakdown), or None when the "
-        "trace needs the general path (analyze_live with the thunder model).");
+  m.def("thunder_alloc_memory", &peakmem_python::ThunderAllocMemory, nb::arg("trace"),
+        "Thunder's get_alloc_memory on a live TraceCtx: (peak, breakdown dict), from the live "
+        "reader's IR and the thunder model.");
+
+  m.def(
+      "trace_to_json",
+      [](nb::handle trace) {
+        peakmem_python::LiveReadOptions read_options;
+        read_options.exact = true;
+        const peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, read_options);
+        nb::gil_scoped_release release;
+        return peakmem::TraceToJson(parsed.trace);
+      },
+      nb::arg("trace"), "A live Thunder TraceCtx in peakmem's JSON trace form (docs/trace-json.md).");
 
   m.def(
       "analyze_file",

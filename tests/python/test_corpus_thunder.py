@@ -69,31 +69,32 @@ def test_live_trace_matches_thunder(program, live_corpus, thunder):
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_live_direct_path_is_taken_and_matches_thunder(program, live_corpus, thunder):
-    # The drop-in's fast path (Thunder's algorithm run in C++ on the live
-    # objects, no IR) must handle every corpus trace, agree with Thunder and
-    # with the IR path, and agree again on a second call (Thunder's cached
-    # properties move bound-symbol attributes into a __dict__ once used).
+def test_live_drop_in_agrees_with_full_read_and_second_call(program, live_corpus, thunder):
+    # The drop-in reads the TraceCtx in the live reader's lean form (a call's
+    # arguments as Thunder's flat_proxy_args; attributes gathered from
+    # CPython's storage a block at a time): it must agree with Thunder, with
+    # the thunder model on the full form (analyze with steps), and again on a
+    # second call (Thunder's cached properties move bound-symbol attributes
+    # into a __dict__ once used).
     from thunder.examine.memory_calculation import get_alloc_memory
 
     for kind, trace in live_corpus(program).items():
-        where = f"{program}/{kind} (direct path)"
-        direct = peakmem._core.thunder_alloc_memory_live(trace)
-        assert direct is not None, f"{where}: the direct path gave up"
-        assert_same(direct, get_alloc_memory(trace), where)
-        ir = peakmem._core.analyze_live(trace, "thunder", "auto", True, False)
-        assert_same(direct, (ir.peak_bytes, ir.breakdown), f"{where} vs the IR path")
-        assert_same(peakmem._core.thunder_alloc_memory_live(trace), direct, f"{where}, second call")
+        where = f"{program}/{kind} (drop-in)"
+        got = peakmem.thunder.get_alloc_memory(trace)
+        assert_same(got, get_alloc_memory(trace), where)
+        full = peakmem._core.analyze_live(trace, "thunder", "auto", True, True)
+        assert_same(got, (full.peak_bytes, full.breakdown), f"{where} vs the full read")
+        assert_same(peakmem.thunder.get_alloc_memory(trace), got, f"{where}, second call")
 
 
 @pytest.mark.parametrize("program", PROGRAMS[:4])
-def test_live_direct_path_reads_every_attribute_layout(program, make_corpus, thunder):
-    # The direct path reads bound symbols' and tensor proxies' attributes from
+def test_live_reader_reads_every_attribute_layout(program, make_corpus, thunder):
+    # The live reader reads bound symbols' and tensor proxies' attributes from
     # CPython 3.11's storage: an instance's values array, a __dict__ that
     # still shares the type's keys, or one with its own table (whose entries
     # it expects in the type's order, and looks up otherwise). Traced afresh
     # (the objects are changed here), with every layout mixed in one trace:
-    # it must take the direct path and agree with Thunder on the same trace.
+    # the drop-in must agree with Thunder on the same trace.
     from thunder.core.proxies import TensorProxy
     from thunder.examine.memory_calculation import get_alloc_memory
 
@@ -110,9 +111,7 @@ def test_live_direct_path_reads_every_attribute_layout(program, make_corpus, thu
                     d.clear()
                     d.update(reversed(items))
         where = f"{program}/{kind} (attribute layouts)"
-        direct = peakmem._core.thunder_alloc_memory_live(trace)
-        assert direct is not None, f"{where}: the direct path gave up"
-        assert_same(direct, get_alloc_memory(trace), where)
+        assert_same(peakmem.thunder.get_alloc_memory(trace), get_alloc_memory(trace), where)
 
 
 @pytest.mark.parametrize("program, kind", TRACES)

@@ -236,7 +236,8 @@ struct Statement {
 static_assert(sizeof(Statement) == 128);
 
 struct Parameter {
-  enum class Kind : std::uint8_t { kPositional, kVarArgs, kVarKwargs };
+  // kKeyword: keyword-only (after `*` or `*args`).
+  enum class Kind : std::uint8_t { kPositional, kKeyword, kVarArgs, kVarKwargs };
   Kind kind = Kind::kPositional;
   ValueId value = kNoValue;
   std::optional<Expr> default_value;
