@@ -1329,7 +1329,13 @@ void LiveThunder::Set(const std::string& key, std::int64_t bytes) {
 nb::object LiveThunder::Breakdown() {
   // Made at its final size, rather than grown (and rehashed) entry by entry.
   // A key set again keeps the place it was first set at, as in Thunder's dict.
+  // _PyDict_NewPresized is private CPython API: used where its declaration in
+  // cpython/dictobject.h is known (3.11, 3.12); elsewhere the dict grows.
+#if PY_VERSION_HEX < 0x030D0000
   nb::object dict = nb::steal(_PyDict_NewPresized(static_cast<Py_ssize_t>(entries_.size())));
+#else
+  nb::object dict = nb::steal(PyDict_New());
+#endif
   if (!dict.is_valid()) throw nb::python_error();
   // The keys were made long ago and have left the cache: each is prefetched
   // a few entries ahead (for writing: the dict takes a reference to it, and
