@@ -59,6 +59,24 @@ std::vector<PyStep> Steps(const peakmem::Report& r) {
   return out;
 }
 
+// The Report as Python holds it. Its per-statement and per-tensor tables
+// become Python objects on first read and are kept: a report never changes,
+// so every later read returns the same list (or dict) at no cost, and
+// `report.steps[i]` in a loop is O(1) per read instead of converting every
+// row each time.
+struct PyReport : peakmem::Report {
+  explicit PyReport(peakmem::Report r) : peakmem::Report(std::move(r)) {}
+  nb::object steps_list;         // list[Step]; null until first read
+  nb::object breakdown_dict;     // dict[str, int]; null until first read
+  nb::object live_at_peak_list;  // list[LiveTensor]; null until first read
+};
+
+template <typename T, typename Make>
+T Cached(nb::object& slot, Make&& make) {
+  if (!slot.is_valid()) slot = make();
+  return nb::borrow<T>(slot);
+}
+
 // The classes a Report is seen through.
 void BindReport(nb::module_& m) {
   nb::class_<PyStep>(m, "Step", "One statement of the trace and the live bytes after it.")
@@ -86,28 +104,47 @@ void BindReport(nb::module_& m) {
                t.made_by + "', role='" + t.role + "')";
       });
 
-  nb::class_<peakmem::Report>(m, "Report", "The result of analysing a trace with one model.")
-      .def_ro("model", &peakmem::Report::model)
-      .def_ro("trace_name", &peakmem::Report::trace_name)
-      .def_ro("peak_bytes", &peakmem::Report::peak_bytes)
-      .def_ro("final_bytes", &peakmem::Report::final_bytes)
-      .def_ro("peak_step", &peakmem::Report::peak_step)
+  nb::class_<PyReport>(m, "Report", "The result of analysing a trace with one model.")
+      .def_ro("model", &PyReport::model)
+      .def_ro("trace_name", &PyReport::trace_name)
+      .def_ro("peak_bytes", &PyReport::peak_bytes)
+      .def_ro("final_bytes", &PyReport::final_bytes)
+      .def_ro("peak_step", &PyReport::peak_step)
       .def_prop_ro(
           "tensor_peak_bytes",
-          [](const peakmem::Report& r) -> nb::object {
+          [](const PyReport& r) -> nb::object {
             if (r.tensor_peak_bytes < 0) return nb::none();
             return nb::int_(r.tensor_peak_bytes);
           },
           "Runtime model: the peak without op scratch memory (None for the thunder model)")
-      .def_ro("convention", &peakmem::Report::convention)
-      .def_ro("live_at_peak", &peakmem::Report::live_at_peak)
-      .def_prop_ro("breakdown", &Breakdown, "Ordered dict: key -> bytes (Thunder's keys)")
-      .def_prop_ro("steps", &Steps, "One Step per statement (empty when steps were not asked for)")
-      .def_ro("diagnostics", &peakmem::Report::diagnostics)
-      .def("to_json", [](const peakmem::Report& r, int indent) { return peakmem::ReportToJson(r, indent); },
+      .def_ro("convention", &PyReport::convention)
+      .def_prop_ro(
+          "live_at_peak",
+          [](PyReport& r) {
+            return Cached<nb::typed<nb::list, peakmem::LiveTensor>>(
+                r.live_at_peak_list, [&] { return nb::cast(r.live_at_peak, nb::rv_policy::copy); });
+          },
+          "The storages alive at the peak, largest first (made once, then the same list)")
+      .def_prop_ro(
+          "breakdown",
+          [](PyReport& r) {
+            return Cached<nb::typed<nb::dict, nb::str, std::int64_t>>(
+                r.breakdown_dict, [&] { return Breakdown(r); });
+          },
+          "Ordered dict: key -> bytes (Thunder's keys; made once, then the same dict)")
+      .def_prop_ro(
+          "steps",
+          [](PyReport& r) {
+            return Cached<nb::typed<nb::list, PyStep>>(r.steps_list,
+                                                       [&] { return nb::cast(Steps(r)); });
+          },
+          "One Step per statement (empty when steps were not asked for; made once, then the "
+          "same list)")
+      .def_ro("diagnostics", &PyReport::diagnostics)
+      .def("to_json", [](const PyReport& r, int indent) { return peakmem::ReportToJson(r, indent); },
            nb::arg("indent") = 2)
-      .def("to_text", &peakmem::ReportToText)
-      .def("__repr__", [](const peakmem::Report& r) {
+      .def("to_text", [](const PyReport& r) { return peakmem::ReportToText(r); })
+      .def("__repr__", [](const PyReport& r) {
         return "Report(model='" + r.model + "', peak_bytes=" + std::to_string(r.peak_bytes) +
                ", final_bytes=" + std::to_string(r.final_bytes) + ")";
       });
@@ -136,7 +173,7 @@ NB_MODULE(_core, m) {
          const std::string& convention, bool scratch) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         nb::gil_scoped_release release;
-        return peakmem::Analyze(peakmem::ParseTrace(name, text), model, options);
+        return PyReport(peakmem::Analyze(peakmem::ParseTrace(name, text), model, options));
       },
       nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
       nb::arg("convention") = "auto", nb::arg("scratch") = true,
@@ -154,7 +191,7 @@ NB_MODULE(_core, m) {
         read_options.lean = model == "thunder" && !steps;
         const peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, read_options);
         nb::gil_scoped_release release;
-        return peakmem::Analyze(parsed, model, options, report_options);
+        return PyReport(peakmem::Analyze(parsed, model, options, report_options));
       },
       nb::arg("trace"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
       nb::arg("scratch") = true, nb::arg("steps") = true,
@@ -181,7 +218,7 @@ NB_MODULE(_core, m) {
          bool scratch) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         nb::gil_scoped_release release;
-        return peakmem::Analyze(peakmem::LoadTrace(path), model, options);
+        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path), model, options));
       },
       nb::arg("path"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
       nb::arg("scratch") = true, "Analyse a trace file (text or JSON).");
