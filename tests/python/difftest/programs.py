@@ -10,8 +10,8 @@ op tracks the shape and dtype of what it makes and is only drawn where it
 applies, so every program is valid PyTorch that Thunder can trace.
 
 All choices are Hypothesis draws, so Hypothesis shrinks a failing program:
-fewer statements, fewer returned values, operands nearer the inputs, smaller
-shapes, earlier entries of each choice list (the simplest op first).
+fewer statements and inputs, fewer returned values, the most recent operand,
+smaller shapes, earlier entries of each choice list (the simplest op first).
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ class _Builder:
     saying which values it accepts; an op is only drawn when some value in the
     pool satisfies it."""
 
-    def __init__(self, draw) -> None:
-        self.draw = draw
-        self.pool: list[Var] = []
+    def __init__(self, inputs: list[Var]) -> None:
+        self.draw = None  # the draw of the statement being built
+        self.pool: list[Var] = list(inputs)
         self.lines: list[str] = []
         self.counter = 0
 
@@ -205,7 +205,8 @@ class _Builder:
             (1, lambda v: not v.name.startswith("x"), self.op_in_place),
         ]
 
-    def statement(self) -> None:
+    def statement(self, draw) -> None:
+        self.draw = draw
         applicable = [(pred, op) for weight, pred, op in self.ops() for _ in range(weight)
                       if any(pred(v) for v in self.pool)]
         pred, op = self.choose(applicable)
@@ -213,16 +214,24 @@ class _Builder:
 
 
 @st.composite
+def _statement(draw, builder: _Builder) -> None:
+    builder.statement(draw)
+
+
+@st.composite
 def programs(draw, max_statements: int = 9) -> Program:
     """One random program (see the module docstring)."""
     m = draw(st.sampled_from([2, 3, 4, 5, 8]))
     n = draw(st.sampled_from([2, 3, 4, 6]))
-    count = draw(st.integers(1, 3))
-    inputs = [Var(f"x{i}", draw(st.sampled_from([(m, n), (m, n), (n,), (2, m, n)]))) for i in range(count)]
-    builder = _Builder(draw)
-    builder.pool.extend(inputs)
-    for _ in range(draw(st.integers(1, max_statements))):
-        builder.statement()
+    shapes = draw(st.lists(st.sampled_from([(m, n), (m, n), (n,), (2, m, n)]), min_size=1, max_size=3))
+    inputs = [Var(f"x{i}", shape) for i, shape in enumerate(shapes)]
+    builder = _Builder(inputs)
+    # The statements are the elements of a Hypothesis list, each drawn in
+    # order and appended to `builder` as a side effect (the list's value is
+    # not used). Hypothesis shrinks a list by deleting elements, so a failing
+    # program loses its statements one by one; every statement draws its
+    # operands from the values before it, so a program stays valid.
+    draw(st.lists(_statement(builder), min_size=1, max_size=max_statements))
     made = [v for v in builder.pool if not v.name.startswith("x")]
     # The last value is always returned; each earlier one with probability 1/5.
     returned = [made[-1].name] + [v.name for v in made[:-1] if draw(st.integers(0, 4)) == 4]
