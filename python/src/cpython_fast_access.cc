@@ -196,7 +196,7 @@ void AttrBlockReader::Read(PyObject* const* objs, Py_ssize_t count, Found* found
 }
 
 nb::object NewPresizedDict(Py_ssize_t size) {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_LIMITED_API)
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000 && !defined(Py_LIMITED_API)
   PyObject* d = _PyDict_NewPresized(size);
 #else
   (void)size;
