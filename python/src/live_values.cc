@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "live_reader_impl.h"
-#include "peakmem/models/thunder_model.h"
+#include "peakmem/semantics/op_registry.h"
 
 namespace peakmem_python::live {
 
