@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """peakmem vs Thunder's own estimator, from a live TraceCtx.
 
-    /work/venv/bin/python bench/bench_python.py [--layers 400] [--repeat 5] [--json OUT]
+    .venv/bin/python bench/bench_python.py [--layers 400] [--repeat 5] [--json OUT]
 
 Builds, with lightning-thunder on CPU, a deep and narrow residual MLP stack
 (per layer: layer_norm, linear, gelu, residual add; width 8; the layers'

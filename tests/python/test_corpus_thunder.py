@@ -146,7 +146,7 @@ def test_stored_traces_are_current(program, live_corpus, make_corpus):
     assert sorted(traces) == stored
     for kind, trace in traces.items():
         # Source-location comments name files under the venv that made the
-        # trace (`# /work/venv/lib/python3.11/site-packages/torch/...`); the
+        # trace (`# <venv>/lib/python3.11/site-packages/torch/...`); the
         # venv's place is not part of the trace.
         def venv_free(text: str) -> str:
             return re.sub(r"# \S*?/site-packages/", "# <site-packages>/", text)

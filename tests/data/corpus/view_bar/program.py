@@ -1,6 +1,6 @@
 """`bar` from Thunder's thunder/tests/test_examine_memory.py::test_view_ops.
 
-The same program as /work/shared/examples/nvfusion_broadcast_fw.trace, here
+The same program as tests/data/nvfusion_broadcast_fw.trace, here
 with the torch executor on CPU (no fusion).
 """
 
