@@ -108,7 +108,8 @@ TEST(CudaCachingAllocator, ShouldSplitSmallRemainderOf512Splits) {
   ASSERT_TRUE(a.Malloc(2, 1024));
   EXPECT_EQ(BlockOf(a, 2).address, 0);
   EXPECT_EQ(a.stats().allocated_bytes, 1024 + 512);
-  const auto& blocks = a.Snapshot().segments[0].blocks;
+  const CudaMemoryLayout snapshot = a.Snapshot();
+  const auto& blocks = snapshot.segments[0].blocks;
   ASSERT_EQ(blocks.size(), 4u);
   EXPECT_EQ(blocks[1].size, 512);
   EXPECT_FALSE(blocks[1].allocated);
