@@ -349,7 +349,7 @@ def _walk_events(events) -> tuple[int, int, int, tuple[int, ...], int]:
         else:
             own = live.pop(ptr, None)
             if own is None:
-                ignored += -size  # allocated before this session: not ours
+                ignored += -size  # allocated before this profiling run: not ours
                 continue
             if own != -size:
                 raise RuntimeError(f"profiler freed {-size} bytes at {ptr:#x}, allocated as {own}")

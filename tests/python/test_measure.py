@@ -436,7 +436,7 @@ def test_frees_of_blocks_allocated_while_not_profiling_never_count():
     # A block allocated with the profiler off is not in its size table, so
     # its free is not reported ("Memory block of unknown size was allocated
     # before the profiling started") -- unless a stale entry for the same
-    # address survives from an earlier session, in which case the free is
+    # address survives from an earlier profiling run, in which case the free is
     # reported with the *stale* size (seen here: a 40-byte tensor's free
     # reported as -16). Either way measure() leaves it out: its pointer was
     # not allocated in the measured region.
