@@ -222,26 +222,28 @@ class CudaCachingAllocator::Impl {
   // block keeps the lower one's slot) and returns the block to its pool.
   void FreeBlock(Index i) {
     Pool& pool = PoolOf(blocks_[i]);
-    Index prev = blocks_[i].prev;
+    const Index prev = blocks_[i].prev;
     if (prev != kNil && !blocks_[prev].allocated) {
       EraseFromPool(pool, prev);
-      Block& p = blocks_[prev];
-      p.size += blocks_[i].size;
-      p.next = blocks_[i].next;
-      if (p.next != kNil) blocks_[p.next].prev = prev;
-      DeleteBlock(i);
+      Absorb(prev, i);
       i = prev;
     }
-    Index next = blocks_[i].next;
+    const Index next = blocks_[i].next;
     if (next != kNil && !blocks_[next].allocated) {
       EraseFromPool(pool, next);
-      Block& b = blocks_[i];
-      b.size += blocks_[next].size;
-      b.next = blocks_[next].next;
-      if (b.next != kNil) blocks_[b.next].prev = i;
-      DeleteBlock(next);
+      Absorb(i, next);
     }
     InsertIntoPool(pool, i);
+  }
+
+  // `lower` takes over its next neighbour `upper` (its bytes and its place
+  // in the segment's list); upper's slot is deleted.
+  void Absorb(Index lower, Index upper) {
+    Block& b = blocks_[lower];
+    b.size += blocks_[upper].size;
+    b.next = blocks_[upper].next;
+    if (b.next != kNil) blocks_[b.next].prev = lower;
+    DeleteBlock(upper);
   }
 
   // alloc_block: cudaMalloc of a new segment, which fails past the memory

@@ -43,6 +43,8 @@ class JsonReader {
   }
 
   std::string_view String(od::value& v, const char* what);
+  // The array `v` is, or an error saying `message` at v.
+  od::array Array(od::value& v, const char* message);
   SourceLocation PreflightErrorLocation(simdjson::error_code code) const;
   SourceLocation EndOfInput() const;
   void ReadParams(od::array params);
@@ -59,7 +61,18 @@ class JsonReader {
   Expr ReadExpr(od::value v, int depth);
   std::vector<Expr> ReadExprList(od::value v, int depth);
   void ReadStatements(od::array statements);
+  // One statement's fields, as read; FinishStatement checks and completes them.
+  struct PendingStatement {
+    Statement s;
+    std::string_view callee, symbol, symbol_id;  // interned into call_symbols at the end
+    bool have_kind = false;
+    bool have_outputs = false;
+  };
   void ReadStatement(od::object object, SourceLocation at);
+  void TakeStatementField(PendingStatement* p, std::string_view key, od::value value);
+  ArenaSpan<KeywordArg> ReadKeywordArgs(od::value value);
+  ArenaSpan<ValueId> ReadDeletedNames(od::value value, SourceLocation statement_at);
+  void FinishStatement(PendingStatement* p, SourceLocation at);
   // Appends the nodes to the trace's flat subsymbol list, in print order.
   void ReadSubSymbols(od::value v, int depth);
 
@@ -71,6 +84,13 @@ class JsonReader {
   SourceLocation last_statement_{1, 1};
   bool returned_ = false;
 };
+
+od::array JsonReader::Array(od::value& v, const char* message) {
+  const SourceLocation at = At(v);
+  od::array items;
+  if (v.get_array().get(items) != simdjson::SUCCESS) Fail(at, message);
+  return items;
+}
 
 std::string_view JsonReader::String(od::value& v, const char* what) {
   const SourceLocation at = At(v);
@@ -224,11 +244,8 @@ Pattern JsonReader::ReadPattern(od::value v, int depth) {
 }
 
 std::vector<Expr> JsonReader::ReadExprList(od::value v, int depth) {
-  const SourceLocation at = At(v);
-  od::array items;
-  if (v.get_array().get(items) != simdjson::SUCCESS) Fail(at, "expected an array of expressions");
   std::vector<Expr> out;
-  for (auto item : items) out.push_back(ReadExpr(item.value(), depth + 1));
+  for (auto item : Array(v, "expected an array of expressions")) out.push_back(ReadExpr(item.value(), depth + 1));
   return out;
 }
 
@@ -303,9 +320,7 @@ void JsonReader::ReadSubSymbols(od::value v, int depth) {
   const SourceLocation at = At(v);
   if (depth > kMaxDepth) Fail(at, "subsymbols nested too deeply");
   std::vector<SubSymbol>& out = builder_.trace().subsymbols;
-  od::array items;
-  if (v.get_array().get(items) != simdjson::SUCCESS) Fail(at, "'subsymbols' must be an array");
-  for (auto item : items) {
+  for (auto item : Array(v, "'subsymbols' must be an array")) {
     od::value node_value = item.value();
     const SourceLocation node_at = At(node_value);
     od::object node;
@@ -342,101 +357,112 @@ StatementKind ParseStatementKind(std::string_view kind, bool* ok) {
 }
 
 void JsonReader::ReadStatement(od::object object, SourceLocation at) {
-  Statement s;
-  s.at = at;
-  s.source_line = at.line;
-  bool have_kind = false;
-  std::string_view callee, symbol, symbol_id;  // interned into call_symbols below
-  bool have_outputs = false;
+  PendingStatement p;
+  p.s.at = at;
+  p.s.source_line = at.line;
   if (returned_) Fail(at, "statement after 'return'");
   for (auto field : object) {
     std::string_view key = field.unescaped_key();
     od::value value = field.value();
-    if (!have_kind) {
+    if (!p.have_kind) {
       if (key != "kind") Fail(At(value), "'kind' must be the first key of a statement");
       const SourceLocation kind_at = At(value);
       bool ok = false;
-      s.kind = ParseStatementKind(String(value, "'kind'"), &ok);
+      p.s.kind = ParseStatementKind(String(value, "'kind'"), &ok);
       if (!ok) Fail(kind_at, "statement 'kind' must be call, unpack, assign, del, clear or return");
-      have_kind = true;
+      p.have_kind = true;
       continue;
     }
-    if (key == "callee") {
-      callee = builder_.Intern(String(value, "'callee'"));
-    } else if (key == "symbol") {
-      symbol = builder_.Intern(String(value, "'symbol'"));
-    } else if (key == "id") {
-      if (value.is_null()) continue;
-      symbol_id = builder_.Intern(String(value, "'id'"));
-    } else if (key == "legacy") {
-      bool legacy = false;
-      if (value.get_bool().get(legacy) != simdjson::SUCCESS) Fail(At(value), "'legacy' must be a bool");
-      s.legacy_clear = legacy;
-    } else if (have_outputs && (key == "args" || key == "kwargs")) {
-      Fail(At(value), "'outputs' must come after 'args' and 'kwargs'");
-    } else if (key == "args") {
-      s.args = builder_.trace().SaveExprs(ReadExprList(value, 0));
-    } else if (key == "kwargs") {
-      const SourceLocation kw_at = At(value);
-      od::array pairs;
-      if (value.get_array().get(pairs) != simdjson::SUCCESS) Fail(kw_at, "'kwargs' must be an array");
-      std::vector<KeywordArg> kwargs;
-      for (auto pair_item : pairs) {
-        od::value pair_value = pair_item.value();
-        const SourceLocation pair_at = At(pair_value);
-        od::array pair;
-        if (pair_value.get_array().get(pair) != simdjson::SUCCESS) {
-          Fail(pair_at, "a keyword argument must be [name, expression]");
-        }
-        std::string_view name;
-        int n = 0;
-        for (auto part : pair) {
-          od::value part_value = part.value();
-          if (n == 0) name = builder_.Intern(String(part_value, "a keyword name"));
-          if (n == 1) kwargs.emplace_back(name, ReadExpr(part_value, 1));
-          if (n >= 2) Fail(pair_at, "a keyword argument must be [name, expression]");
-          ++n;
-        }
-        if (n != 2) Fail(pair_at, "a keyword argument must be [name, expression]");
-      }
-      s.kwargs = builder_.trace().SaveKeywordArgs(kwargs);
-    } else if (key == "source") {
-      const SourceLocation src_at = At(value);
-      const std::string_view name = String(value, "'source'");
-      s.source = builder_.LookupForUse(name, src_at);
-      if (s.source == kNoValue) Fail(src_at, "unknown name '" + std::string(name) + "'");
-    } else if (key == "names") {
-      const SourceLocation names_at = At(value);
-      od::array names;
-      if (value.get_array().get(names) != simdjson::SUCCESS) Fail(names_at, "'names' must be an array");
-      std::vector<ValueId> deleted;
-      for (auto item : names) {
-        od::value name_value = item.value();
-        const SourceLocation name_at = At(name_value);
-        deleted.push_back(builder_.Delete(String(name_value, "a name"), name_at, at.line));
-      }
-      s.deleted = builder_.trace().SaveArray(deleted);
-    } else if (key == "value") {
-      s.returned = ReadExpr(value, 0);
-    } else if (key == "outputs") {
-      // Python binds the targets after evaluating the call, so "outputs"
-      // must follow "args"/"kwargs" (checked above).
-      have_outputs = true;
-      s.outputs = ReadPattern(value, 0);
-    } else if (key == "subsymbols") {
-      s.subsymbols.begin = static_cast<std::uint32_t>(builder_.trace().subsymbols.size());
-      ReadSubSymbols(value, 0);
-      s.subsymbols.count =
-          static_cast<std::uint32_t>(builder_.trace().subsymbols.size() - s.subsymbols.begin);
-    } else if (key == "line") {
-      std::int64_t line = 0;
-      if (value.get_int64().get(line) != simdjson::SUCCESS) Fail(At(value), "'line' must be an integer");
-      (void)line;  // informational: the line in the printed trace
-    } else {
-      Fail(At(value), "unknown key '" + std::string(key) + "' in a statement");
-    }
+    TakeStatementField(&p, key, value);
   }
-  if (!have_kind) Fail(at, "a statement needs a 'kind'");
+  if (!p.have_kind) Fail(at, "a statement needs a 'kind'");
+  FinishStatement(&p, at);
+}
+
+void JsonReader::TakeStatementField(PendingStatement* p, std::string_view key, od::value value) {
+  Statement& s = p->s;
+  if (key == "callee") {
+    p->callee = builder_.Intern(String(value, "'callee'"));
+  } else if (key == "symbol") {
+    p->symbol = builder_.Intern(String(value, "'symbol'"));
+  } else if (key == "id") {
+    if (!value.is_null()) p->symbol_id = builder_.Intern(String(value, "'id'"));
+  } else if (key == "legacy") {
+    bool legacy = false;
+    if (value.get_bool().get(legacy) != simdjson::SUCCESS) Fail(At(value), "'legacy' must be a bool");
+    s.legacy_clear = legacy;
+  } else if (p->have_outputs && (key == "args" || key == "kwargs")) {
+    Fail(At(value), "'outputs' must come after 'args' and 'kwargs'");
+  } else if (key == "args") {
+    s.args = builder_.trace().SaveExprs(ReadExprList(value, 0));
+  } else if (key == "kwargs") {
+    s.kwargs = ReadKeywordArgs(value);
+  } else if (key == "source") {
+    const SourceLocation src_at = At(value);
+    const std::string_view name = String(value, "'source'");
+    s.source = builder_.LookupForUse(name, src_at);
+    if (s.source == kNoValue) Fail(src_at, "unknown name '" + std::string(name) + "'");
+  } else if (key == "names") {
+    s.deleted = ReadDeletedNames(value, s.at);
+  } else if (key == "value") {
+    s.returned = ReadExpr(value, 0);
+  } else if (key == "outputs") {
+    // Python binds the targets after evaluating the call, so "outputs"
+    // must follow "args"/"kwargs" (checked above).
+    p->have_outputs = true;
+    s.outputs = ReadPattern(value, 0);
+  } else if (key == "subsymbols") {
+    s.subsymbols.begin = static_cast<std::uint32_t>(builder_.trace().subsymbols.size());
+    ReadSubSymbols(value, 0);
+    s.subsymbols.count =
+        static_cast<std::uint32_t>(builder_.trace().subsymbols.size() - s.subsymbols.begin);
+  } else if (key == "line") {
+    std::int64_t line = 0;
+    if (value.get_int64().get(line) != simdjson::SUCCESS) Fail(At(value), "'line' must be an integer");
+    (void)line;  // informational: the line in the printed trace
+  } else {
+    Fail(At(value), "unknown key '" + std::string(key) + "' in a statement");
+  }
+}
+
+// [[name, expression], ...]
+ArenaSpan<KeywordArg> JsonReader::ReadKeywordArgs(od::value value) {
+  std::vector<KeywordArg> kwargs;
+  for (auto pair_item : Array(value, "'kwargs' must be an array")) {
+    od::value pair_value = pair_item.value();
+    const SourceLocation pair_at = At(pair_value);
+    std::string_view name;
+    int n = 0;
+    for (auto part : Array(pair_value, "a keyword argument must be [name, expression]")) {
+      od::value part_value = part.value();
+      if (n == 0) name = builder_.Intern(String(part_value, "a keyword name"));
+      if (n == 1) kwargs.emplace_back(name, ReadExpr(part_value, 1));
+      if (n >= 2) Fail(pair_at, "a keyword argument must be [name, expression]");
+      ++n;
+    }
+    if (n != 2) Fail(pair_at, "a keyword argument must be [name, expression]");
+  }
+  return builder_.trace().SaveKeywordArgs(kwargs);
+}
+
+// A del's "names": each name is deleted from the frame here.
+ArenaSpan<ValueId> JsonReader::ReadDeletedNames(od::value value, SourceLocation statement_at) {
+  std::vector<ValueId> deleted;
+  for (auto item : Array(value, "'names' must be an array")) {
+    od::value name_value = item.value();
+    const SourceLocation name_at = At(name_value);
+    deleted.push_back(builder_.Delete(String(name_value, "a name"), name_at, statement_at.line));
+  }
+  return builder_.trace().SaveArray(deleted);
+}
+
+// Checks what each kind of statement needs, fills in the defaults (a call's
+// symbol from its callee, a clear's names) and appends the statement.
+void JsonReader::FinishStatement(PendingStatement* p, SourceLocation at) {
+  Statement& s = p->s;
+  std::string_view& callee = p->callee;
+  std::string_view& symbol = p->symbol;
+  std::string_view& symbol_id = p->symbol_id;
   switch (s.kind) {
     case StatementKind::kCall:
       if (callee.empty()) Fail(at, "a call needs a 'callee'");
@@ -444,7 +470,7 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
         const std::size_t dot = callee.rfind('.');
         symbol = dot == std::string::npos ? callee : callee.substr(dot + 1);
       }
-      if (!have_outputs) s.outputs.kind = Pattern::Kind::kTuple;
+      if (!p->have_outputs) s.outputs.kind = Pattern::Kind::kTuple;
       s.call_symbol = builder_.InternCallSymbol(callee, symbol, symbol_id);
       break;
     case StatementKind::kClear:
@@ -457,7 +483,7 @@ void JsonReader::ReadStatement(od::object object, SourceLocation at) {
     case StatementKind::kUnpack:
     case StatementKind::kAssign:
       if (s.source == kNoValue) Fail(at, "an unpack needs a 'source'");
-      if (!have_outputs) Fail(at, "an unpack needs 'outputs'");
+      if (!p->have_outputs) Fail(at, "an unpack needs 'outputs'");
       break;
     case StatementKind::kDel:
       if (s.deleted.empty()) Fail(at, "a del needs 'names'");

@@ -19,6 +19,17 @@ using text::RangesFrom;
 using text::ReadInChunks;
 using text::TextReader;
 
+namespace {
+
+Trace ReadInOnePass(const std::shared_ptr<const SourceFile>& source,
+                    const TextReadOptions& options) {
+  TextReader reader(source);
+  reader.KeepFusionSubSymbolsOnly(options.fusion_subsymbols_only);
+  return reader.Read();
+}
+
+}  // namespace
+
 ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source,
                           const TextReadOptions& options) {
   ParsedTrace parsed;
@@ -39,9 +50,7 @@ ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source,
     parsed.trace = ReadInChunks(source, std::move(ranges), &parsed.chunks_joined,
                                 options.fusion_subsymbols_only);
   } else {
-    TextReader reader(source);
-    reader.KeepFusionSubSymbolsOnly(options.fusion_subsymbols_only);
-    parsed.trace = reader.Read();
+    parsed.trace = ReadInOnePass(source, options);
   }
   parsed.source = std::move(source);
   return parsed;
@@ -69,9 +78,7 @@ ParsedTrace ReadTraceTextInChunks(std::shared_ptr<const SourceFile> source,
     parsed.trace = ReadInChunks(source, RangesFrom(all, source->text().size(), indent),
                                 &parsed.chunks_joined, options.fusion_subsymbols_only);
   } else {
-    TextReader reader(source);
-    reader.KeepFusionSubSymbolsOnly(options.fusion_subsymbols_only);
-    parsed.trace = reader.Read();
+    parsed.trace = ReadInOnePass(source, options);
   }
   parsed.source = std::move(source);
   return parsed;

@@ -233,14 +233,48 @@ void TraceBuilder::SetTypeOfName(std::string_view name, std::string_view type_te
   SetType(it->value, type_text, type_at);
 }
 
+// A chunk's value ids as this builder numbers them: the chunk's own values
+// follow this trace's; a name taken for a value bound before the chunk is
+// the value it resolved to (or kConstantName).
+struct TraceBuilder::ChunkRenumbering {
+  const std::vector<ValueId>& resolved;
+  ValueId value_base;
+  void operator()(ValueId& id) const {
+    if (id == kNoValue) return;
+    id = IsExternal(id) ? resolved[id & ~kExternalBit] : id + value_base;
+  }
+};
+
 bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
                                const std::function<void(std::uint32_t)>& finish_call) {
   // A big chunk is checked and renumbered on two threads (the threads that
   // read the chunks are idle by now); both only read what they share.
   const bool two_threads = chunk.trace_.statements.size() >= kParallelAppendStatements;
-
   // 1. Check every assumption against the names bound here, changing nothing.
   std::vector<ValueId> resolved(chunk.externals_.size());
+  if (!ResolveChunkAssumptions(chunk, two_threads, &resolved)) return false;
+  // 2. Append, renumbering.
+  const ChunkRenumbering renumber{resolved, static_cast<ValueId>(trace_.values.size())};
+  const auto statement_base = static_cast<std::uint32_t>(trace_.statements.size());
+  MoveChunkStatements(chunk, renumber, two_threads);
+  // 3. The work the chunk put off, in text order.
+  RunDeferred(chunk, renumber, statement_base, finish_call);
+  // 4. The names the chunk leaves bound (or deleted), for the next chunk.
+  if (more_follow) {
+    for (const auto& [key, entry] : chunk.names_.entries()) {
+      if (entry.deleted_at == kAssumedUnbound) continue;
+      ValueId id = entry.value;
+      renumber(id);
+      if (id == kConstantName) continue;  // (still never bound)
+      names_.InsertOrAssign(key.view(), NameEntry{id, entry.deleted_at});
+    }
+  }
+  trace_.AdoptStorage(std::move(chunk.trace_));
+  return true;
+}
+
+bool TraceBuilder::ResolveChunkAssumptions(const TraceBuilder& chunk, bool two_threads,
+                                           std::vector<ValueId>* resolved) const {
   bool externals_hold = true;
   bool unbound_hold = true;
   OnTwoThreads(
@@ -249,9 +283,9 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
         for (std::size_t i = 0; i < chunk.externals_.size() && externals_hold; ++i) {
           const NameEntry* it = names_.Find(chunk.externals_[i]);
           if (it != nullptr && it->deleted_at == kLive) {
-            resolved[i] = it->value;
+            (*resolved)[i] = it->value;
           } else if (it == nullptr && !chunk.external_required_[i]) {
-            resolved[i] = kConstantName;  // never bound: one pass reads the name as a constant
+            (*resolved)[i] = kConstantName;  // never bound: one pass reads the name as a constant
           } else {
             externals_hold = false;
           }
@@ -266,17 +300,14 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
           }
         }
       });
-  if (!externals_hold || !unbound_hold) return false;
+  return externals_hold && unbound_hold;
+}
 
-  // 2. Append, renumbering: the chunk's own values follow this trace's.
+void TraceBuilder::MoveChunkStatements(TraceBuilder& chunk, const ChunkRenumbering& renumber,
+                                       bool two_threads) {
   Trace& from = chunk.trace_;
-  const auto value_base = static_cast<ValueId>(trace_.values.size());
   const auto statement_base = static_cast<std::uint32_t>(trace_.statements.size());
   const auto subsymbol_base = static_cast<std::uint32_t>(trace_.subsymbols.size());
-  auto renumber = [&](ValueId& id) {
-    if (id == kNoValue) return;
-    id = IsExternal(id) ? resolved[id & ~kExternalBit] : id + value_base;
-  };
   // An expression naming a value; or, for a name never bound, the constant
   // one pass reads it as.
   auto renumber_expr = [&](Expr* e) {
@@ -317,8 +348,11 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
       });
   trace_.statements.Append(std::move(from.statements));
   for (std::uint32_t u : from.unpacks) trace_.unpacks.push_back(u + statement_base);
+}
 
-  // 3. The work the chunk put off, in text order.
+void TraceBuilder::RunDeferred(const TraceBuilder& chunk, const ChunkRenumbering& renumber,
+                               std::uint32_t statement_base,
+                               const std::function<void(std::uint32_t)>& finish_call) {
   for (const Deferred& d : chunk.deferred_) {
     switch (d.kind) {
       case Deferred::Kind::kSetType: {
@@ -341,19 +375,6 @@ bool TraceBuilder::AppendChunk(TraceBuilder&& chunk, bool more_follow,
         break;
     }
   }
-
-  // 4. The names the chunk leaves bound (or deleted), for the next chunk.
-  if (more_follow) {
-    for (const auto& [key, entry] : chunk.names_.entries()) {
-      if (entry.deleted_at == kAssumedUnbound) continue;
-      ValueId id = entry.value;
-      renumber(id);
-      if (id == kConstantName) continue;  // (still never bound)
-      names_.InsertOrAssign(key.view(), NameEntry{id, entry.deleted_at});
-    }
-  }
-  trace_.AdoptStorage(std::move(from));
-  return true;
 }
 
 }  // namespace peakmem

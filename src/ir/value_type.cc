@@ -127,35 +127,83 @@ std::optional<ValueType> MakeTensorType(std::string device, std::string_view dty
   return FinishTensor(std::move(type), 0, error);
 }
 
+namespace {
+
+// The kind of a type string that names no tensor, or nullopt for a tensor.
+std::optional<ValueKind> NonTensorKind(std::string_view text) {
+  if (text == "Collection") return ValueKind::kCollection;
+  for (std::string_view number : {"int ", "bool ", "float ", "complex "}) {
+    if (StartsWith(text, number)) return ValueKind::kNumber;
+  }
+  if (text == "None") return ValueKind::kNone;
+  if (text == "str" || StartsWith(text, "str ")) return ValueKind::kString;
+  // Anything without a shape bracket is an opaque object type ("Any", ...).
+  if (text.find('[') == std::string_view::npos) return ValueKind::kOpaque;
+  return std::nullopt;
+}
+
+// The dimensions between `[` (at `bracket`) and the final `]` of a tensor
+// type; false, with `error` set, when one is not a non-negative integer that
+// fits 64 bits.
+bool ParseShape(std::string_view text, std::size_t bracket, Dims* shape, TypeStringError* error) {
+  std::size_t i = bracket + 1;
+  const std::size_t end = text.size() - 1;
+  while (i < end) {
+    while (i < end && text[i] == ' ') ++i;
+    const std::size_t start = i;
+    if (i < end && text[i] == '-') ++i;
+    while (i < end && IsDigit(text[i])) ++i;
+    const std::string_view digits = text.substr(start, i - start);
+    if (digits.empty() || digits == "-") {
+      std::size_t stop = start;
+      while (stop < end && text[stop] != ',') ++stop;
+      std::string dim(text.substr(start, stop - start));
+      while (!dim.empty() && dim.back() == ' ') dim.pop_back();
+      if (!dim.empty() && (std::isalpha(static_cast<unsigned char>(dim[0])) || dim[0] == '_' ||
+                           dim[0] == '[' || dim[0] == '<')) {
+        Fail(error, start, "symbolic dimension '" + dim + "': peakmem needs concrete shapes");
+        return false;
+      }
+      Fail(error, start, "expected an integer dimension");
+      return false;
+    }
+    std::int64_t value = 0;
+    const bool negative = digits[0] == '-';
+    for (char c : digits.substr(negative ? 1 : 0)) {
+      if (__builtin_mul_overflow(value, 10, &value) ||
+          __builtin_add_overflow(value, c - '0', &value)) {
+        Fail(error, start, "dimension " + std::string(digits) + " overflows 64 bits");
+        return false;
+      }
+    }
+    if (negative) {
+      Fail(error, start, "negative dimension " + std::string(digits));
+      return false;
+    }
+    shape->push_back(value);
+    while (i < end && text[i] == ' ') ++i;
+    if (i < end) {
+      if (text[i] != ',') {
+        Fail(error, i, "expected ',' or ']' in shape");
+        return false;
+      }
+      ++i;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error) {
   ValueType type;
   type.text = std::string(text);
-  if (text == "Collection") {
-    type.kind = ValueKind::kCollection;
+  if (auto kind = NonTensorKind(text)) {
+    type.kind = *kind;
     return type;
   }
-  for (std::string_view number : {"int ", "bool ", "float ", "complex "}) {
-    if (StartsWith(text, number)) {
-      type.kind = ValueKind::kNumber;
-      return type;
-    }
-  }
-  if (text == "None") {
-    type.kind = ValueKind::kNone;
-    return type;
-  }
-  if (text == "str" || StartsWith(text, "str ")) {
-    type.kind = ValueKind::kString;
-    return type;
-  }
-  // Anything without a shape bracket is an opaque object type ("Any", ...).
-  const std::size_t bracket = text.find('[');
-  if (bracket == std::string_view::npos) {
-    type.kind = ValueKind::kOpaque;
-    return type;
-  }
-
   // [FUTURE ]<device> <dtype>[d0, d1, ...]
+  const std::size_t bracket = text.find('[');
   std::size_t pos = 0;
   type.kind = ValueKind::kTensor;
   if (StartsWith(text, "FUTURE ")) {
@@ -177,44 +225,7 @@ std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError*
     return Fail(error, space + 1, "unknown dtype '" + EscapeForMessage(dtype_name) + "'");
   }
   if (text.back() != ']') return Fail(error, text.size(), "expected ']' at end of tensor type");
-  std::size_t i = bracket + 1;
-  const std::size_t end = text.size() - 1;
-  while (i < end) {
-    while (i < end && text[i] == ' ') ++i;
-    const std::size_t start = i;
-    if (i < end && text[i] == '-') ++i;
-    while (i < end && IsDigit(text[i])) ++i;
-    const std::string_view digits = text.substr(start, i - start);
-    if (digits.empty() || digits == "-") {
-      std::size_t stop = start;
-      while (stop < end && text[stop] != ',') ++stop;
-      std::string dim(text.substr(start, stop - start));
-      while (!dim.empty() && dim.back() == ' ') dim.pop_back();
-      if (!dim.empty() && (std::isalpha(static_cast<unsigned char>(dim[0])) || dim[0] == '_' ||
-                           dim[0] == '[' || dim[0] == '<')) {
-        return Fail(error, start,
-                    "symbolic dimension '" + dim + "': peakmem needs concrete shapes");
-      }
-      return Fail(error, start, "expected an integer dimension");
-    }
-    std::int64_t value = 0;
-    bool negative = digits[0] == '-';
-    for (char c : digits.substr(negative ? 1 : 0)) {
-      if (__builtin_mul_overflow(value, 10, &value) ||
-          __builtin_add_overflow(value, c - '0', &value)) {
-        return Fail(error, start, "dimension " + std::string(digits) + " overflows 64 bits");
-      }
-    }
-    if (negative) {
-      return Fail(error, start, "negative dimension " + std::string(digits));
-    }
-    type.shape.push_back(value);
-    while (i < end && text[i] == ' ') ++i;
-    if (i < end) {
-      if (text[i] != ',') return Fail(error, i, "expected ',' or ']' in shape");
-      ++i;
-    }
-  }
+  if (!ParseShape(text, bracket, &type.shape, error)) return std::nullopt;
   return FinishTensor(std::move(type), bracket, error);
 }
 

@@ -36,6 +36,131 @@ std::optional<Dims> Error(std::string* error, std::string message) {
   return std::nullopt;
 }
 
+// One function per view rule; each returns nullopt when it cannot follow
+// the call (see ViewOutputStrides).
+
+std::optional<Dims> PermuteStrides(const Statement& s, const Dims& in_shape, const Dims& in_strides,
+                                   std::string* error) {
+  std::optional<Dims> dims;
+  if (s.args.size() >= 2) dims = IntList(s.args[1]);
+  if (!dims && s.args.size() > 2) {  // permute(x, 1, 0, 2): the dims as separate arguments
+    Dims collected;
+    for (std::size_t i = 1; i < s.args.size(); ++i) {
+      auto d = IntConstant(s.args[i]);
+      if (!d) break;
+      collected.push_back(*d);
+    }
+    if (collected.size() == in_shape.size()) dims = collected;
+  }
+  if (!dims || dims->size() != in_shape.size()) return std::nullopt;
+  Dims strides;
+  for (std::int64_t d : *dims) {
+    const std::int64_t n = NormalizeDim(d, in_shape.size());
+    if (n < 0) {
+      return Error(error, "permute dimension " + std::to_string(d) + " out of range for a " +
+                              std::to_string(in_shape.size()) + "-d tensor");
+    }
+    strides.push_back(in_strides[n]);
+  }
+  return strides;
+}
+
+std::optional<Dims> TransposeStrides(const Statement& s, const Dims& in_shape,
+                                     const Dims& in_strides, std::string* error) {
+  Dims strides = in_strides;
+  if (in_shape.size() < 2) return strides;
+  std::int64_t d0 = 0, d1 = 1;
+  if (s.args.size() >= 3) {
+    auto a = IntConstant(s.args[1]);
+    auto b = IntConstant(s.args[2]);
+    if (!a || !b) return std::nullopt;
+    d0 = NormalizeDim(*a, in_shape.size());
+    d1 = NormalizeDim(*b, in_shape.size());
+    if (d0 < 0 || d1 < 0) {
+      return Error(error, "transpose dimensions out of range for a " +
+                              std::to_string(in_shape.size()) + "-d tensor");
+    }
+  }
+  std::swap(strides[d0], strides[d1]);
+  return strides;
+}
+
+std::optional<Dims> UnsqueezeStrides(const Statement& s, const Dims& in_shape,
+                                     const Dims& in_strides, std::string* error) {
+  if (s.args.size() < 2) return std::nullopt;
+  auto d = IntConstant(s.args[1]);
+  if (!d) return std::nullopt;
+  const std::int64_t dim = NormalizeDim(*d, in_shape.size() + 1);
+  if (dim < 0) {
+    return Error(error, "unsqueeze dimension " + std::to_string(*d) + " out of range for a " +
+                            std::to_string(in_shape.size()) + "-d tensor");
+  }
+  Dims strides = in_strides;
+  const std::int64_t stride =
+      dim >= static_cast<std::int64_t>(in_shape.size()) ? 1 : in_shape[dim] * in_strides[dim];
+  strides.insert(strides.begin() + dim, stride);
+  return strides;
+}
+
+std::optional<Dims> DropDimsStrides(const Statement& s, const Dims& in_shape,
+                                    const Dims& in_strides, const Dims& out_shape,
+                                    std::string* error) {
+  std::optional<std::int64_t> dim;
+  if (s.args.size() >= 2) dim = IntConstant(s.args[1]);
+  for (const auto& [name, e] : s.kwargs) {
+    if (name == "dim") dim = IntConstant(e);
+  }
+  if (out_shape.size() + 1 == in_shape.size() && dim) {
+    const std::int64_t n = NormalizeDim(*dim, in_shape.size());
+    if (n < 0) {
+      return Error(error, "dimension " + std::to_string(*dim) + " out of range for a " +
+                              std::to_string(in_shape.size()) + "-d tensor");
+    }
+    Dims strides = in_strides;
+    strides.erase(strides.begin() + n);
+    return strides;
+  }
+  // No single constant dim: align output dims with input dims, dropping the removed ones.
+  Dims strides;
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < in_shape.size(); ++i) {
+    if (j < out_shape.size() && in_shape[i] == out_shape[j] &&
+        !(in_shape[i] == 1 && in_shape.size() - i > out_shape.size() - j)) {
+      strides.push_back(in_strides[i]);
+      ++j;
+    }
+  }
+  if (strides.size() == out_shape.size()) return strides;
+  return std::nullopt;
+}
+
+// broadcast_in_dim(x, shape, broadcast_dimensions) maps input dim i onto
+// output dim broadcast_dimensions[i]; expand aligns the trailing dims. A
+// broadcast dim (size 1 in, not 1 out) and every new dim get stride 0.
+std::optional<Dims> BroadcastStrides(LayoutRule rule, const Statement& s, const Dims& in_shape,
+                                     const Dims& in_strides, const Dims& out_shape,
+                                     std::string* error) {
+  Dims strides(out_shape.size(), 0);
+  if (rule == LayoutRule::kBroadcastInDim && s.args.size() >= 3) {
+    auto bdims = IntList(s.args[2]);
+    if (!bdims || bdims->size() != in_shape.size()) return std::nullopt;
+    for (std::size_t i = 0; i < in_shape.size(); ++i) {
+      const std::int64_t bdim = (*bdims)[i];
+      if (bdim < 0 || bdim >= static_cast<std::int64_t>(out_shape.size())) {
+        return Error(error, "broadcast dimension " + std::to_string(bdim) + " out of range");
+      }
+      const auto o = static_cast<std::size_t>(bdim);
+      strides[o] = (in_shape[i] == 1 && out_shape[o] != 1) ? 0 : in_strides[i];
+    }
+    return strides;
+  }
+  const std::size_t offset = out_shape.size() - std::min(out_shape.size(), in_shape.size());
+  for (std::size_t i = 0; i < in_shape.size() && offset + i < out_shape.size(); ++i) {
+    strides[offset + i] = (in_shape[i] == 1 && out_shape[offset + i] != 1) ? 0 : in_strides[i];
+  }
+  return strides;
+}
+
 }  // namespace
 
 std::optional<Dims> ViewOutputStrides(LayoutRule rule, const Statement& s, const Dims& in_shape,
@@ -45,124 +170,22 @@ std::optional<Dims> ViewOutputStrides(LayoutRule rule, const Statement& s, const
     case LayoutRule::kSameStrides:
       if (out_shape.size() == in_shape.size()) return in_strides;
       return std::nullopt;
-    case LayoutRule::kPermute: {
-      std::optional<Dims> dims;
-      if (s.args.size() >= 2) dims = IntList(s.args[1]);
-      if (!dims && s.args.size() > 2) {
-        Dims collected;
-        for (std::size_t i = 1; i < s.args.size(); ++i) {
-          auto d = IntConstant(s.args[i]);
-          if (!d) break;
-          collected.push_back(*d);
-        }
-        if (collected.size() == in_shape.size()) dims = collected;
-      }
-      if (dims && dims->size() == in_shape.size()) {
-        Dims strides;
-        for (std::int64_t d : *dims) {
-          const std::int64_t n = NormalizeDim(d, in_shape.size());
-          if (n < 0) return Error(error, "permute dimension " + std::to_string(d) + " out of range for a " +
-                                    std::to_string(in_shape.size()) + "-d tensor");
-          strides.push_back(in_strides[n]);
-        }
-        return strides;
-      }
-      return std::nullopt;
-    }
-    case LayoutRule::kTranspose: {
-      Dims strides = in_strides;
-      if (in_shape.size() < 2) return strides;
-      std::int64_t d0 = 0, d1 = 1;
-      if (s.args.size() >= 3) {
-        auto a = IntConstant(s.args[1]);
-        auto b = IntConstant(s.args[2]);
-        if (!a || !b) return std::nullopt;
-        d0 = NormalizeDim(*a, in_shape.size());
-        d1 = NormalizeDim(*b, in_shape.size());
-        if (d0 < 0 || d1 < 0) {
-          return Error(error, "transpose dimensions out of range for a " + std::to_string(in_shape.size()) +
-                         "-d tensor");
-        }
-      }
-      std::swap(strides[d0], strides[d1]);
-      return strides;
-    }
-    case LayoutRule::kUnsqueeze: {
-      if (s.args.size() < 2) return std::nullopt;
-      auto d = IntConstant(s.args[1]);
-      if (!d) return std::nullopt;
-      const std::int64_t dim = NormalizeDim(*d, in_shape.size() + 1);
-      if (dim < 0) {
-        return Error(error, "unsqueeze dimension " + std::to_string(*d) + " out of range for a " +
-                       std::to_string(in_shape.size()) + "-d tensor");
-      }
-      Dims strides = in_strides;
-      const std::int64_t stride =
-          dim >= static_cast<std::int64_t>(in_shape.size()) ? 1 : in_shape[dim] * in_strides[dim];
-      strides.insert(strides.begin() + dim, stride);
-      return strides;
-    }
-    case LayoutRule::kDropDims: {
-      // Align output dims with input dims, dropping the removed ones.
-      std::optional<std::int64_t> dim;
-      if (s.args.size() >= 2) dim = IntConstant(s.args[1]);
-      for (const auto& [name, e] : s.kwargs) {
-        if (name == "dim") dim = IntConstant(e);
-      }
-      if (out_shape.size() + 1 == in_shape.size() && dim) {
-        const std::int64_t n = NormalizeDim(*dim, in_shape.size());
-        if (n < 0) {
-          return Error(error, "dimension " + std::to_string(*dim) + " out of range for a " +
-                         std::to_string(in_shape.size()) + "-d tensor");
-        }
-        Dims strides = in_strides;
-        strides.erase(strides.begin() + n);
-        return strides;
-      }
-      Dims strides;
-      std::size_t j = 0;
-      for (std::size_t i = 0; i < in_shape.size(); ++i) {
-        if (j < out_shape.size() && in_shape[i] == out_shape[j] &&
-            !(in_shape[i] == 1 && in_shape.size() - i > out_shape.size() - j)) {
-          strides.push_back(in_strides[i]);
-          ++j;
-        }
-      }
-      if (strides.size() == out_shape.size()) return strides;
-      return std::nullopt;
-    }
+    case LayoutRule::kPermute:
+      return PermuteStrides(s, in_shape, in_strides, error);
+    case LayoutRule::kTranspose:
+      return TransposeStrides(s, in_shape, in_strides, error);
+    case LayoutRule::kUnsqueeze:
+      return UnsqueezeStrides(s, in_shape, in_strides, error);
+    case LayoutRule::kDropDims:
+      return DropDimsStrides(s, in_shape, in_strides, out_shape, error);
     case LayoutRule::kBroadcastInDim:
-    case LayoutRule::kExpand: {
-      Dims strides(out_shape.size(), 0);
-      const std::size_t offset = out_shape.size() - std::min(out_shape.size(), in_shape.size());
-      if (rule == LayoutRule::kBroadcastInDim && s.args.size() >= 3) {
-        auto bdims = IntList(s.args[2]);
-        if (bdims && bdims->size() == in_shape.size()) {
-          for (std::size_t i = 0; i < in_shape.size(); ++i) {
-            const std::int64_t bdim = (*bdims)[i];
-            if (bdim < 0 || bdim >= static_cast<std::int64_t>(out_shape.size())) {
-              return Error(error, "broadcast dimension " + std::to_string(bdim) + " out of range");
-            }
-            const auto o = static_cast<std::size_t>(bdim);
-            strides[o] = (in_shape[i] == 1 && out_shape[o] != 1) ? 0 : in_strides[i];
-          }
-          return strides;
-        }
-        return std::nullopt;
-      }
-      for (std::size_t i = 0; i < in_shape.size() && offset + i < out_shape.size(); ++i) {
-        strides[offset + i] =
-            (in_shape[i] == 1 && out_shape[offset + i] != 1) ? 0 : in_strides[i];
-      }
-      return strides;
-    }
+    case LayoutRule::kExpand:
+      return BroadcastStrides(rule, s, in_shape, in_strides, out_shape, error);
     case LayoutRule::kReshape:
-      if (auto v = ComputeViewStrides(in_shape, in_strides, out_shape)) return *v;
-      return std::nullopt;
+      return ComputeViewStrides(in_shape, in_strides, out_shape);
     default:
       return std::nullopt;
   }
-  return std::nullopt;
 }
 
 }  // namespace peakmem

@@ -164,6 +164,15 @@ class TraceBuilder {
   std::vector<Deferred> deferred_;
   std::vector<bool> pending_;
   [[noreturn]] void AbortChunk() const;
+  // AppendChunk's steps.
+  struct ChunkRenumbering;
+  bool ResolveChunkAssumptions(const TraceBuilder& chunk, bool two_threads,
+                               std::vector<ValueId>* resolved) const;
+  void MoveChunkStatements(TraceBuilder& chunk, const ChunkRenumbering& renumber,
+                           bool two_threads);
+  void RunDeferred(const TraceBuilder& chunk, const ChunkRenumbering& renumber,
+                   std::uint32_t statement_base,
+                   const std::function<void(std::uint32_t)>& finish_call);
   ValueId External(std::string_view name, int deleted_at, bool required);
   NameMap<std::string_view> interned_;
   absl::flat_hash_map<std::tuple<std::string_view, std::string_view, std::string_view>,

@@ -69,9 +69,11 @@ void AppendJsonList(std::size_t count, int indent, int level, char open, char cl
   *out += close;
 }
 
-}  // namespace
-
-void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
+// Every field of the report but the breakdown and the steps, which are
+// null placeholders here: WriteReportJson writes them as text where the
+// placeholders are (ordered_json finds keys by linear search and costs an
+// allocation per value; a 10^6-step report would be slow).
+nlohmann::ordered_json ReportHead(const Report& report) {
   nlohmann::ordered_json j;
   j["model"] = report.model;
   j["trace"] = report.trace_name;
@@ -80,9 +82,6 @@ void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
   j["peak_step"] = report.peak_step;
   if (report.tensor_peak_bytes >= 0) j["tensor_peak_bytes"] = report.tensor_peak_bytes;
   if (!report.convention.empty()) j["convention"] = report.convention;
-  // The breakdown and the steps (a key or a row per statement) are written
-  // as text below, spliced where these placeholders are: ordered_json finds
-  // keys by linear search and costs an allocation per value.
   j["breakdown"] = nullptr;
   j["steps"] = nullptr;
   nlohmann::ordered_json live = nlohmann::ordered_json::array();
@@ -99,7 +98,47 @@ void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
     j["live_at_peak_total"] = report.live_at_peak_total;
   }
   j["diagnostics"] = report.diagnostics;
-  const std::string head = j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+  return j;
+}
+
+// One row of "steps", as nlohmann would print it at this indent.
+void AppendStepJson(const Step& s, int indent, const char* colon, const std::string& field_pad,
+                    std::string* out) {
+  auto field = [&](const char* name, bool first) {
+    if (!first) *out += ',';
+    *out += field_pad;
+    *out += '"';
+    *out += name;
+    *out += '"';
+    *out += colon;
+  };
+  *out += '{';
+  field("index", true);
+  AppendInt(s.index, out);
+  field("line", false);
+  AppendInt(s.line, out);
+  field("op", false);
+  AppendJsonString(s.op, out);
+  field("source", false);
+  AppendJsonString(s.source, out);
+  field("delta_bytes", false);
+  AppendInt(s.delta_bytes, out);
+  field("live_bytes", false);
+  AppendInt(s.live_bytes, out);
+  field("peak_bytes", false);
+  AppendInt(s.peak_bytes, out);
+  if (indent >= 0) {
+    *out += '\n';
+    out->append(2 * indent, ' ');
+  }
+  *out += '}';
+}
+
+}  // namespace
+
+void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
+  const std::string head =
+      ReportHead(report).dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
   const char* colon = indent >= 0 ? ": " : ":";
   const std::string breakdown_placeholder = std::string("\"breakdown\"") + colon + "null";
   const std::string steps_placeholder = std::string("\"steps\"") + colon + "null";
@@ -110,7 +149,7 @@ void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
 
   std::string out;
   out.reserve(kFlushBytes + 4096);
-  out.append(head, 0, b_end - 4);
+  out.append(head, 0, b_end - 4);  // up to the placeholder's "null"
   const auto& items = report.breakdown.items();
   AppendJsonList(
       items.size(), indent, 1, '{', '}',
@@ -125,35 +164,7 @@ void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
   AppendJsonList(
       report.steps.size(), indent, 1, '[', ']',
       [&](std::size_t i, std::string* out) {
-        const Step& s = report.steps[i];
-        auto field = [&](const char* name, bool first) {
-          if (!first) *out += ',';
-          *out += field_pad;
-          *out += '"';
-          *out += name;
-          *out += '"';
-          *out += colon;
-        };
-        *out += '{';
-        field("index", true);
-        AppendInt(s.index, out);
-        field("line", false);
-        AppendInt(s.line, out);
-        field("op", false);
-        AppendJsonString(s.op, out);
-        field("source", false);
-        AppendJsonString(s.source, out);
-        field("delta_bytes", false);
-        AppendInt(s.delta_bytes, out);
-        field("live_bytes", false);
-        AppendInt(s.live_bytes, out);
-        field("peak_bytes", false);
-        AppendInt(s.peak_bytes, out);
-        if (indent >= 0) {
-          *out += '\n';
-          out->append(2 * indent, ' ');
-        }
-        *out += '}';
+        AppendStepJson(report.steps[i], indent, colon, field_pad, out);
       },
       &out, sink);
   out.append(head, st_end);

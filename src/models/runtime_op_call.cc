@@ -1,0 +1,261 @@
+// What one op call does to the runtime model's heap: the objects its
+// outputs are bound to (an input, a view of an input's storage, or a new
+// storage laid out by the op's layout rule) and the scratch it allocates and
+// frees inside the call, all by the op registry's declarations (see
+// runtime_interpreter.h).
+#include <algorithm>
+#include <string>
+
+#include "peakmem/semantics/fusion.h"
+#include "peakmem/semantics/scratch.h"
+#include "peakmem/semantics/view_strides.h"
+#include "runtime_interpreter.h"
+
+namespace peakmem {
+namespace runtime_detail {
+
+ObjectId RuntimeModel::ArgObject(const Statement& s, std::size_t index) const {
+  if (index >= s.args.size() || s.args[index].kind != Expr::Kind::kValue) return kNone;
+  const ValueId v = s.args[index].value;
+  return bound_[v] ? object_of_[v] : kNone;
+}
+
+ObjectId RuntimeModel::FirstTensorArg(const Statement& s) {
+  auto tensor = [&](ValueId v) {
+    return bound_[v] && IsTensorKind(ValueOf(v).type->kind) &&
+           objects_[object_of_[v]].kind == Object::Kind::kTensor;
+  };
+  // Usually the first positional argument: no flattening needed.
+  if (!s.args.empty() && s.args[0].kind == Expr::Kind::kValue && tensor(s.args[0].value)) {
+    return object_of_[s.args[0].value];
+  }
+  FlatArgs(s, &flat_args_);
+  for (ValueId v : flat_args_) {
+    if (tensor(v)) return object_of_[v];
+  }
+  return kNone;
+}
+
+Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Object& input,
+                               const Value& out, bool* known) {
+  const Dims& in_shape = input.type->shape;
+  const Dims& in_strides = StridesOf(input);
+  const Dims& out_shape = out.type->shape;
+  *known = input.layout_known;
+  std::string error;
+  if (auto strides = ViewOutputStrides(op.layout, s, in_shape, in_strides, out_shape, &error)) {
+    return std::move(*strides);
+  }
+  if (!error.empty()) Fail(s.at, error);
+  if (out_shape == in_shape) return in_strides;
+  if (IsContiguous(in_shape, in_strides)) return ContiguousStrides(out_shape);
+  *known = false;
+  Diagnose("line " + std::to_string(s.source_line) + ": the strides of view op '" + std::string(trace_.SymbolOf(s)) +
+           "' are not followed; its output is assumed contiguous");
+  return ContiguousStrides(out_shape);
+}
+
+// CPU matrix products hand BLAS only operands laid out as a row- or
+// column-major matrix (ATen's addmm_impl_cpu_: unit stride in one dimension
+// and a leading dimension at least the other's size); any other operand
+// (an expanded view with stride 0, a strided slice) is cloned contiguous
+// first, after the output is allocated, and freed when the op returns.
+// Found by the differential tester: `v = x.unsqueeze(0).expand(2, 3);
+// v @ v.t()` measures two 24-byte clones on top of the output.
+std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
+  const OpInfo* op = ops_.Find(s);
+  if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
+  std::int64_t bytes = 0;
+  int operands = 0;
+  for (const Expr& a : s.args) {
+    if (a.kind != Expr::Kind::kValue || !bound_[a.value]) continue;
+    const Object& o = objects_[object_of_[a.value]];
+    if (o.kind != Object::Kind::kTensor) continue;
+    ++operands;
+    const Dims& shape = o.type->shape;
+    if (shape.size() != 2) return 0;  // only plain 2-D products are modelled
+    const std::int64_t rows = shape[0], cols = shape[1];
+    const Dims& strides = StridesOf(o);
+    const std::int64_t s0 = strides[0], s1 = strides[1];
+    const bool row_major = (s1 == 1 || cols == 1) && s0 >= std::max<std::int64_t>(1, cols);
+    const bool col_major = (s0 == 1 || rows == 1) && s1 >= std::max<std::int64_t>(1, rows);
+    if (!row_major && !col_major) {
+      const Value& v = ValueOf(a.value);
+      bytes += static_cast<std::int64_t>(v.type->numel * v.type->dtype->bits / 8);
+    }
+  }
+  return operands == 2 ? bytes : 0;
+}
+
+Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out) {
+  const Dims& shape = out.type->shape;
+  if (op == nullptr) return ContiguousStrides(shape);
+  switch (op->layout) {
+    case LayoutRule::kElementwise: {
+      std::vector<Operand>& operands = operands_;
+      operands.clear();
+      FlatArgs(s, &flat_args_);
+      for (ValueId v : flat_args_) {
+        if (!IsTensorKind(ValueOf(v).type->kind) || !bound_[v]) continue;
+        const Object& o = objects_[object_of_[v]];
+        if (o.kind != Object::Kind::kTensor || o.type->shape.size() > shape.size()) continue;
+        operands.push_back({&o.type->shape, &StridesOf(o), o.contiguous});
+      }
+      if (operands.empty()) return ContiguousStrides(shape);
+      return ElementwiseOutputStrides(shape, operands);
+    }
+    case LayoutRule::kStrideOrder: {
+      std::optional<Dims> order;
+      if (s.args.size() >= 2) order = IntList(s.args[1]);
+      if (!order || order->size() != shape.size()) return ContiguousStrides(shape);
+      std::vector<std::size_t> dims(shape.size());
+      for (std::size_t d = 0; d < dims.size(); ++d) dims[d] = d;
+      std::stable_sort(dims.begin(), dims.end(),
+                       [&](std::size_t a, std::size_t b) { return (*order)[a] < (*order)[b]; });
+      Dims strides(shape.size(), 1);
+      std::int64_t next = 1;
+      for (std::size_t d : dims) {
+        strides[d] = next;
+        next *= std::max<std::int64_t>(shape[d], 1);
+      }
+      return strides;
+    }
+    case LayoutRule::kPreserve: {
+      const ObjectId in = FirstTensorArg(s);
+      if (in != kNone && objects_[in].type->shape == shape) {
+        return PreserveFormatStrides(shape, StridesOf(objects_[in]));
+      }
+      return ContiguousStrides(shape);
+    }
+    default:
+      return ContiguousStrides(shape);
+  }
+}
+
+ObjectId RuntimeModel::ReturnedInput(const Statement& s, const OpInfo& op, ValueId out,
+                                     std::size_t index) {
+  ObjectId in = kNone;
+  if (op.returned_arg >= 0) {
+    in = ArgObject(s, static_cast<std::size_t>(op.returned_arg));
+  } else {
+    FlatArgs(s, &flat_args_);
+    if (index < flat_args_.size() && bound_[flat_args_[index]]) in = object_of_[flat_args_[index]];
+  }
+  if (in != kNone && objects_[in].kind == Object::Kind::kTensor) return in;
+  Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(trace_.SymbolOf(s)) +
+           "' should return an input tensor, but its argument is not a live tensor; "
+           "counted as allocating");
+  return NewAllocatedTensor(out, ContiguousStrides(ValueOf(out).type->shape), Role::kIntermediate);
+}
+
+// to / type_as: the input itself when dtype, device and shape do not change
+// and no copy is asked; else a copy in the input's memory format.
+ObjectId RuntimeModel::ConversionResult(const Statement& s, ObjectId in, ValueId out) {
+  const Value& v = ValueOf(out);
+  const Object& input = objects_[in];
+  const Value* in_value = &v;
+  FlatArgs(s, &flat_args_);
+  for (ValueId a : flat_args_) {
+    if (bound_[a] && object_of_[a] == in) {
+      in_value = &ValueOf(a);
+      break;
+    }
+  }
+  bool copy = false;
+  for (const auto& [name, e] : s.kwargs) {
+    if (name == "copy" && e.kind == Expr::Kind::kConstant && e.text == "True") copy = true;
+  }
+  if (!copy && in_value->type->dtype == v.type->dtype && in_value->type->device == v.type->device &&
+      input.type->shape == v.type->shape) {
+    return in;
+  }
+  return NewAllocatedTensor(out, PreserveFormatStrides(v.type->shape, StridesOf(input)),
+                            Role::kIntermediate);
+}
+
+// Ops that return a view or a copy depending on the input's layout.
+ObjectId RuntimeModel::MaybeViewResult(const Statement& s, const OpInfo& op, ObjectId in,
+                                       ValueId out) {
+  const Value& v = ValueOf(out);
+  const Object& input = objects_[in];
+  if (!input.layout_known) {
+    Diagnose("line " + std::to_string(s.source_line) + ": whether '" + std::string(trace_.SymbolOf(s)) +
+             "' copies depends on strides peakmem did not follow; assumed a view");
+  }
+  if (op.layout == LayoutRule::kReshape) {
+    if (auto strides = ComputeViewStrides(input.type->shape, StridesOf(input), v.type->shape)) {
+      return NewTensor(out, input.storage, std::move(*strides), input.layout_known);
+    }
+    return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
+  }
+  if (op.layout == LayoutRule::kContiguous) {  // contiguous(): self when already contiguous
+    if (input.contiguous) return in;
+    return NewAllocatedTensor(out, ContiguousStrides(v.type->shape), Role::kIntermediate);
+  }
+  return ConversionResult(s, in, out);
+}
+
+ObjectId RuntimeModel::CallResult(const Statement& s, const OpInfo* op, ValueId out,
+                                  std::size_t index) {
+  const Value& v = ValueOf(out);
+  if (v.type->kind == ValueKind::kUnknown) {
+    Fail(v.defined_at, "cannot determine the size of '" + std::string(v.name) +
+                           "': no type comment and no subsymbol defines it");
+  }
+  if (!IsTensorKind(v.type->kind)) return MakeValueObject(out, Role::kIntermediate, true, 0);
+  switch (op == nullptr ? OpEffect::kAllocates : op->effect) {
+    case OpEffect::kReturnsInput:
+    case OpEffect::kInPlace:
+      return ReturnedInput(s, *op, out, index);
+    case OpEffect::kViewOfInput: {
+      const ObjectId in = FirstTensorArg(s);
+      if (in == kNone) break;
+      bool known = true;
+      const Object& input = objects_[in];
+      Dims strides = ViewStrides(s, *op, input, v, &known);
+      return NewTensor(out, input.storage, std::move(strides), known);
+    }
+    case OpEffect::kMaybeView: {
+      const ObjectId in = FirstTensorArg(s);
+      if (in == kNone) break;
+      return MaybeViewResult(s, *op, in, out);
+    }
+    case OpEffect::kFusion: {
+      const StorageId storage = NewStorage(FusionOutputBytes(trace_, s, out), out, Role::kIntermediate);
+      return NewTensor(out, storage, ContiguousStrides(v.type->shape), true);
+    }
+    default:
+      break;
+  }
+  return NewAllocatedTensor(out, AllocatedStrides(s, op, v), Role::kIntermediate);
+}
+
+void RuntimeModel::ExecuteCall(const Statement& s) {
+  const OpInfo* op = ops_.Find(s);
+  unknown_.Note(trace_, s, op);
+  std::vector<ValueId>& outputs = flat_outs_;
+  FlatOutputs(s, &outputs);
+
+  // Scratch the op allocates and frees before it returns, on top of its
+  // inputs (and, per the rule, its outputs).
+  ScratchEstimate scratch =
+      options_.model_scratch ? EstimateScratch(trace_, s, op) : ScratchEstimate{};
+  if (options_.model_scratch) scratch.with_outputs += MatmulOperandClones(s);
+  if (scratch.before_outputs > 0) Scratch(scratch.before_outputs);
+
+  // Outputs are created in order, each held by the call's result, then
+  // bound (Python binds after the call returns).
+  std::vector<ObjectId>& results = results_;
+  results.clear();
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const ObjectId o = CallResult(s, op, outputs[i], i);
+    IncRef(o);
+    results.push_back(o);
+  }
+  if (scratch.with_outputs > 0) Scratch(scratch.with_outputs);
+  for (std::size_t i = 0; i < outputs.size(); ++i) Bind(outputs[i], results[i]);
+  for (ObjectId o : results) DecRef(o);
+}
+
+}  // namespace runtime_detail
+}  // namespace peakmem
