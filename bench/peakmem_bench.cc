@@ -24,6 +24,11 @@
 //                     runs it: the working memory of one run is reused by
 //                     the next (the first, untimed run warms it)
 //   simulate_runtime/F  the same for the runtime model: the simulation itself
+//   replay_requested/F  baseline: the runtime model's event log (kept once,
+//                     untimed) replayed through the requested-bytes counter
+//   price_cuda_caching/F  the same log through the CUDA caching allocator
+//                     model, as `--allocator cuda-caching` runs it; items are
+//                     events
 // Byte rates come from SetBytesProcessed (file bytes), statement rates from
 // SetItemsProcessed (statements in the parsed trace). Counters:
 //   statements        statements in the trace
@@ -52,6 +57,7 @@
 #include <vector>
 
 #include "peakmem/analyze.h"
+#include "peakmem/sim/requested_bytes.h"
 #include "peakmem/frontend/trace_json_reader.h"
 #include "peakmem/frontend/trace_text_reader.h"
 
@@ -285,6 +291,35 @@ void BM_Analyze(benchmark::State& state, TraceFile f, std::string model, bool fu
   Common(state, f, n);
 }
 
+// The CUDA caching allocator model over a real trace's allocation events
+// (the runtime model's stream, kept once outside timing), as
+// `--allocator cuda-caching` runs it after the model; items are events.
+// Its baseline is `replay_requested/F`: the same events through the
+// requested-bytes counter (the cost of Replay itself).
+void BM_PriceCuda(benchmark::State& state, TraceFile f, bool cuda) {
+  const peakmem::ParsedTrace& parsed = cache().Parsed(f);
+  peakmem::ReportOptions options;
+  options.steps = options.breakdown = options.live_at_peak = false;
+  options.alloc_log = true;
+  const peakmem::Report report = peakmem::Analyze(parsed, "runtime", {}, options);
+  const peakmem::AllocLog& log = *report.alloc_log;
+  peakmem::AllocatorOptions allocator;
+  allocator.model = peakmem::AllocatorModel::kCudaCaching;
+  for (auto _ : state) {
+    if (cuda) {
+      const peakmem::AllocatorResult r = peakmem::RunAllocatorModel(log, allocator);
+      benchmark::DoNotOptimize(r.stats.reserved_bytes_peak);
+    } else {
+      peakmem::RequestedBytesSink counter;
+      peakmem::Replay(log, counter);
+      benchmark::DoNotOptimize(counter.counter().peak());
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * log.events.size()));
+  state.counters["events"] = static_cast<double>(log.events.size());
+  Common(state, f, parsed.trace.statements.size());
+}
+
 std::vector<TraceFile> FindTraces(const std::string& dir) {
   std::vector<TraceFile> out;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -365,6 +400,8 @@ int main(int argc, char** argv) {
     reg("analyze_runtime", [f](benchmark::State& s) { BM_Analyze(s, f, "runtime", true); });
     reg("simulate_thunder", [f](benchmark::State& s) { BM_Analyze(s, f, "thunder", false); });
     reg("simulate_runtime", [f](benchmark::State& s) { BM_Analyze(s, f, "runtime", false); });
+    reg("replay_requested", [f](benchmark::State& s) { BM_PriceCuda(s, f, false); });
+    reg("price_cuda_caching", [f](benchmark::State& s) { BM_PriceCuda(s, f, true); });
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -33,17 +33,39 @@ Report RunModel(const ParsedTrace& trace, const std::string& model,
   throw std::invalid_argument("unknown model '" + model + "'; available models: runtime, thunder");
 }
 
+// The model, then the allocator model over its event stream.
+Report RunPriced(const ParsedTrace& trace, const std::string& model,
+                 const RuntimeOptions& runtime_options, const ReportOptions& report_options,
+                 const AllocatorOptions& allocator, RuntimeWorkspace* runtime_workspace) {
+  if (allocator.model == AllocatorModel::kRequested) {
+    return RunModel(trace, model, runtime_options, report_options, runtime_workspace);
+  }
+  // Settings the allocator rejects fail before the model runs.
+  if (std::string problem = ValidateCudaCachingOptions(allocator.cuda); !problem.empty()) {
+    throw std::invalid_argument(problem);
+  }
+  ReportOptions with_log = report_options;
+  with_log.alloc_log = true;
+  Report report = RunModel(trace, model, runtime_options, with_log, runtime_workspace);
+  report.allocator = std::make_shared<const AllocatorResult>(
+      RunAllocatorModel(*report.alloc_log, allocator));
+  if (!report_options.alloc_log) report.alloc_log.reset();
+  return report;
+}
+
 }  // namespace
 
 Report Analyze(const ParsedTrace& trace, const std::string& model,
-               const RuntimeOptions& runtime_options, const ReportOptions& report_options) {
-  return RunModel(trace, model, runtime_options, report_options, nullptr);
+               const RuntimeOptions& runtime_options, const ReportOptions& report_options,
+               const AllocatorOptions& allocator) {
+  return RunPriced(trace, model, runtime_options, report_options, allocator, nullptr);
 }
 
 Report Simulator::Analyze(const ParsedTrace& trace, const std::string& model,
                           const RuntimeOptions& runtime_options,
-                          const ReportOptions& report_options) {
-  return RunModel(trace, model, runtime_options, report_options, &runtime_);
+                          const ReportOptions& report_options,
+                          const AllocatorOptions& allocator) {
+  return RunPriced(trace, model, runtime_options, report_options, allocator, &runtime_);
 }
 
 }  // namespace peakmem

@@ -2,7 +2,8 @@
 //
 //   peakmem analyze TRACE [--model runtime|thunder] [--format FORMAT]
 //                         [--convention auto|forward|backward|plain] [--no-scratch]
-//                         [--output FILE]
+//                         [--allocator requested|cuda-caching] [--alloc-conf CONF]
+//                         [--device-memory SIZE] [--output FILE]
 //
 // FORMAT is any registered report writer (peakmem/report/writer.h): text,
 // json, annotated, chrome-trace, snapshot.
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 #include <malloc.h>
 #include <cstdio>
+#include <optional>
 #include <fstream>
 #include <iostream>
 
@@ -30,7 +32,19 @@ struct AnalyzeArgs {
   bool no_scratch = false;
   std::string output;
   int threads = 0;
+  std::string allocator = "requested";
+  std::string alloc_conf;  // empty: PYTORCH_CUDA_ALLOC_CONF's
+  std::string device_memory;
 };
+
+// The allocator the report is priced with, from the flags (and
+// PYTORCH_CUDA_ALLOC_CONF when --alloc-conf is not given). Throws
+// std::invalid_argument (bad usage) for settings it cannot take.
+peakmem::AllocatorOptions AllocatorFromArgs(const AnalyzeArgs& args) {
+  std::optional<std::string_view> conf;
+  if (!args.alloc_conf.empty()) conf = args.alloc_conf;
+  return peakmem::MakeAllocatorOptions(args.allocator, conf, args.device_memory);
+}
 
 // The trace and the report outlive RunAnalyze on purpose: the process exits
 // right after it, and freeing the millions of small objects of a big trace
@@ -42,6 +56,8 @@ peakmem::Report* kept_report = nullptr;
 
 int RunAnalyze(const AnalyzeArgs& args) {
   try {
+    // Before the trace is read: bad settings fail at once.
+    const peakmem::AllocatorOptions allocator = AllocatorFromArgs(args);
     peakmem::TextReadOptions text_options;
     text_options.threads = args.threads;
     text_options.fusion_subsymbols_only = true;  // the models read no others
@@ -56,8 +72,8 @@ int RunAnalyze(const AnalyzeArgs& args) {
     // many storages alive at the peak as it shows (the text report: the
     // largest few, and how many there were).
     const peakmem::ReportOptions report_options = peakmem::ReportOptionsFor(writer);
-    kept_report =
-        new peakmem::Report(peakmem::Analyze(parsed, args.model, options, report_options));
+    kept_report = new peakmem::Report(
+        peakmem::Analyze(parsed, args.model, options, report_options, allocator));
     const peakmem::Report& report = *kept_report;
     // Before the output file is made.
     if (writer.needs_alloc_log()) peakmem::RequireAllocLog(report, writer.name());
@@ -124,7 +140,8 @@ int main(int argc, char** argv) {
   app.footer(
       "Usage: peakmem analyze TRACE [--model runtime|thunder] [--format " + format_names + "]\n"
       "                         [--convention auto|forward|backward|plain] [--no-scratch]\n"
-      "                         [--output FILE]\n"
+      "                         [--allocator requested|cuda-caching] [--alloc-conf CONF]\n"
+      "                         [--device-memory SIZE] [--output FILE]\n"
       "Run 'peakmem analyze --help' for the options.\n"
       "Exit codes: 0 success; 1 bad input (the message gives file:line:col, the line and a "
       "caret); 2 bad usage.");
@@ -154,6 +171,20 @@ int main(int argc, char** argv) {
       ->add_option("-f,--format", args.format, format_help)
       ->check(CLI::IsMember(peakmem::WriterNames()))
       ->capture_default_str();
+  analyze
+      ->add_option("--allocator", args.allocator,
+                   "Allocator the memory is priced with: 'requested' counts the storages' own "
+                   "bytes; 'cuda-caching' also runs PyTorch's CUDA caching allocator over them "
+                   "(allocated and reserved bytes, segments, out of memory)")
+      ->check(CLI::IsMember(peakmem::AllocatorModelNames()))
+      ->capture_default_str();
+  analyze->add_option("--alloc-conf", args.alloc_conf,
+                      "cuda-caching: allocator settings in PYTORCH_CUDA_ALLOC_CONF's syntax, e.g. "
+                      "'max_split_size_mb:128,roundup_power2_divisions:4' (default: the "
+                      "PYTORCH_CUDA_ALLOC_CONF environment variable)");
+  analyze->add_option("--device-memory", args.device_memory,
+                      "cuda-caching: the memory the device can hand out (e.g. 80GiB): the report "
+                      "says whether the run fits, with the headroom, or where it runs out");
   analyze->add_option("-o,--output", args.output, "Write the report to this file, not stdout");
   analyze
       ->add_option("-j,--threads", args.threads,

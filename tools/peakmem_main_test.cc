@@ -139,6 +139,111 @@ TEST_F(Cli, JsonReportOfTheReferenceTrace) {
   EXPECT_TRUE(StateOf(kReferenceTrace) == before) << "the input trace was modified";
 }
 
+// ---------------------------------------------------------------- --allocator
+
+// The runtime model's storages of the reference trace (on cuda:0): a, b,
+// t14 and t15 at 16 bytes each (t15 is a stride-0 broadcast:
+// tests/data/nvfusion_broadcast_fw.md), all held to the end. Under the CUDA
+// caching allocator each 16-byte request is a 512-byte block (round_size),
+// carved from one 2 MiB small-pool segment (get_allocation_size): allocated
+// 4 * 512 = 2048, reserved 2097152, at the peak and at the end.
+TEST_F(Cli, CudaCachingAllocatorPricesTheReferenceTrace) {
+  const FileState before = StateOf(kReferenceTrace);
+  const CliResult r =
+      RunCli("analyze " + ShellQuote(kReferenceTrace) + " --allocator cuda-caching --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::ordered_json report = nlohmann::ordered_json::parse(r.out);
+  EXPECT_EQ(report.at("peak_bytes").get<std::int64_t>(), 64);  // requested, as without it
+  const nlohmann::ordered_json& a = report.at("allocator");
+  EXPECT_EQ(a.at("name"), "cuda-caching");
+  EXPECT_EQ(a.at("device"), "cuda:0");
+  EXPECT_EQ(a.at("requested_peak_bytes").get<std::int64_t>(), 64);
+  EXPECT_EQ(a.at("allocated_peak_bytes").get<std::int64_t>(), 2048);
+  EXPECT_EQ(a.at("allocated_final_bytes").get<std::int64_t>(), 2048);
+  EXPECT_EQ(a.at("reserved_peak_bytes").get<std::int64_t>(), 2097152);
+  EXPECT_EQ(a.at("reserved_final_bytes").get<std::int64_t>(), 2097152);
+  EXPECT_EQ(a.at("segments_peak").get<std::int64_t>(), 1);
+  EXPECT_TRUE(a.at("fits").is_null());  // no device capacity given
+  EXPECT_TRUE(a.at("out_of_memory").is_null());
+  EXPECT_TRUE(StateOf(kReferenceTrace) == before) << "the input trace was modified";
+}
+
+TEST_F(Cli, RequestedBytesReportsHaveNoAllocatorSection) {
+  const CliResult r = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(nlohmann::ordered_json::parse(r.out).contains("allocator"));
+}
+
+// A 2 MiB device holds the one 2 MiB segment exactly: headroom 0. A 1 MiB
+// device cannot hold it: argument a (16 bytes, rounded to 512) fails
+// before the first statement (step -1), with nothing allocated.
+TEST_F(Cli, DeviceMemorySaysWhetherItFits) {
+  const CliResult fits = RunCli("analyze " + ShellQuote(kReferenceTrace) +
+                                " --allocator cuda-caching --device-memory 2MiB --format json");
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  const nlohmann::ordered_json a = nlohmann::ordered_json::parse(fits.out).at("allocator");
+  EXPECT_EQ(a.at("device_capacity_bytes").get<std::int64_t>(), 2097152);
+  EXPECT_EQ(a.at("fits"), true);
+  EXPECT_EQ(a.at("headroom_bytes").get<std::int64_t>(), 0);
+
+  const CliResult oom = RunCli("analyze " + ShellQuote(kReferenceTrace) +
+                               " --allocator cuda-caching --device-memory 1MiB --format json");
+  ASSERT_EQ(oom.exit_code, 0) << oom.err;
+  const nlohmann::ordered_json b = nlohmann::ordered_json::parse(oom.out).at("allocator");
+  EXPECT_EQ(b.at("fits"), false);
+  EXPECT_TRUE(b.at("headroom_bytes").is_null());
+  const nlohmann::ordered_json& o = b.at("out_of_memory");
+  EXPECT_EQ(o.at("step").get<int>(), -1);
+  EXPECT_EQ(o.at("requested_bytes").get<std::int64_t>(), 16);
+  EXPECT_EQ(o.at("rounded_bytes").get<std::int64_t>(), 512);
+  EXPECT_EQ(o.at("segment_bytes").get<std::int64_t>(), 2097152);
+  EXPECT_EQ(o.at("allocated_bytes").get<std::int64_t>(), 0);
+
+  const CliResult text = RunCli("analyze " + ShellQuote(kReferenceTrace) +
+                                " --allocator cuda-caching --device-memory 1MiB");
+  EXPECT_NE(text.out.find("OUT OF MEMORY at the arguments: a request of 16 bytes (a 2097152-byte "
+                          "segment) failed"),
+            std::string::npos)
+      << text.out;
+}
+
+TEST_F(Cli, AllocatorSettingsAreChecked) {
+  const std::string trace = ShellQuote(kReferenceTrace);
+  const CliResult no_allocator = RunCli("analyze " + trace + " --device-memory 1GiB");
+  EXPECT_EQ(no_allocator.exit_code, 2);
+  EXPECT_NE(no_allocator.err.find("--alloc-conf and --device-memory need the cuda-caching allocator"), std::string::npos);
+  const CliResult bad_size =
+      RunCli("analyze " + trace + " --allocator cuda-caching --device-memory 80XB");
+  EXPECT_EQ(bad_size.exit_code, 2);
+  EXPECT_NE(bad_size.err.find("--device-memory: cannot read the size '80XB'"), std::string::npos);
+  const CliResult bad_conf =
+      RunCli("analyze " + trace + " --allocator cuda-caching --alloc-conf max_split_size_mb:5");
+  EXPECT_EQ(bad_conf.exit_code, 2);
+  EXPECT_NE(bad_conf.err.find("--alloc-conf: "), std::string::npos) << bad_conf.err;
+  EXPECT_NE(bad_conf.err.find("max_split_size_mb"), std::string::npos) << bad_conf.err;
+  const CliResult unknown = RunCli("analyze " + trace + " --allocator cuda");
+  EXPECT_EQ(unknown.exit_code, 2);
+}
+
+// PYTORCH_CUDA_ALLOC_CONF is read when --alloc-conf is not given: a value
+// PyTorch rejects (max_split_size_mb must be at least 20) is an error naming
+// the variable.
+TEST_F(Cli, AllocConfComesFromTheEnvironment) {
+  const std::string command = "env PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:5 " + ShellQuote(kCli) +
+                              " analyze " + ShellQuote(kReferenceTrace) +
+                              " --allocator cuda-caching 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+  const int status = pclose(pipe);
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 2);
+  EXPECT_NE(out.find("PYTORCH_CUDA_ALLOC_CONF"), std::string::npos) << out;
+  EXPECT_NE(out.find("max_split_size_mb"), std::string::npos) << out;
+}
+
 TEST_F(Cli, TextReportIsTheDefaultFormat) {
   const FileState before = StateOf(kReferenceTrace);
   const CliResult r = RunCli("analyze --model thunder " + ShellQuote(kReferenceTrace));

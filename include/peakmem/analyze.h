@@ -25,9 +25,14 @@ ParsedTrace ParseTrace(const std::string& name, std::string text);
 // Runs `model` ("runtime" or "thunder") on the trace. Throws
 // std::invalid_argument for a model name that does not exist, TraceError for
 // input the model cannot size. `runtime_options` apply to the runtime model.
+// `allocator`: an allocator model other than requested bytes runs over the
+// model's allocation event stream afterwards (Report::allocator); the run
+// then keeps the stream, which Report::alloc_log holds only if
+// `report_options` asked for it.
 Report Analyze(const ParsedTrace& trace, const std::string& model,
                const RuntimeOptions& runtime_options = {},
-               const ReportOptions& report_options = {});
+               const ReportOptions& report_options = {},
+               const AllocatorOptions& allocator = {});
 
 // Analyze for callers that run models over and over (an optimization pass
 // scoring schedules, the benchmarks): it keeps the models' working memory
@@ -37,7 +42,8 @@ class Simulator {
  public:
   Report Analyze(const ParsedTrace& trace, const std::string& model,
                  const RuntimeOptions& runtime_options = {},
-                 const ReportOptions& report_options = {});
+                 const ReportOptions& report_options = {},
+                 const AllocatorOptions& allocator = {});
 
  private:
   RuntimeWorkspace runtime_;

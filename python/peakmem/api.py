@@ -31,6 +31,9 @@ def analyze(
     model: str = "runtime",
     convention: str = "auto",
     scratch: bool = True,
+    allocator: str = "requested",
+    alloc_conf: str | None = None,
+    device_memory: str | None = None,
 ) -> _core.Report:
     """Analyses a trace with one model and returns a Report.
 
@@ -41,6 +44,15 @@ def analyze(
     called with lists, anything else is a forward whose caller holds every
     argument; or ``"forward"``, ``"backward"``, ``"plain"``) and `scratch`
     whether op scratch memory counts in ``peak_bytes``.
+
+    `allocator` prices the storages: ``"requested"`` (their own bytes, what
+    ``peak_bytes`` always is) or ``"cuda-caching"``, which also runs
+    PyTorch's CUDA caching allocator over them and fills ``report.allocator``
+    (allocated and reserved bytes at the peak and the end, segments, out of
+    memory). With it, `alloc_conf` is ``PYTORCH_CUDA_ALLOC_CONF``'s syntax
+    (``None``: that environment variable's value) and `device_memory` the
+    device's capacity (``"80GiB"``; ``None``: unbounded), so that the report
+    says whether the run fits and where it would run out of memory.
 
     `trace` may be:
       - a Thunder ``TraceCtx`` (read directly: bound symbols, proxies,
@@ -53,7 +65,7 @@ def analyze(
     ``ValueError`` for an unknown model, ``FileNotFoundError`` for a missing
     file and ``TypeError`` for an object that is none of the above.
     """
-    options = (model, convention, scratch)
+    options = (model, convention, scratch, allocator, alloc_conf, device_memory)
     if _is_trace_ctx(trace):
         return _core.analyze_live(trace, *options)
     if isinstance(trace, os.PathLike):

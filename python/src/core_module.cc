@@ -1,6 +1,7 @@
 // peakmem._core: the nanobind extension. A thin skin over peakmem/analyze.h;
 // the Python package (python/peakmem) re-exports what users should see.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -10,6 +11,7 @@
 #include "live_reader.h"
 #include "peakmem/analyze.h"
 #include "peakmem/frontend/trace_json_writer.h"
+#include "peakmem/report/allocator_summary.h"
 #include "thunder_drop_in.h"
 
 namespace nb = nanobind;
@@ -32,6 +34,17 @@ peakmem::RuntimeOptions Options(const std::string& convention, bool scratch) {
   }
   options.model_scratch = scratch;
   return options;
+}
+
+// peakmem.analyze's allocator=, alloc_conf= (None: PYTORCH_CUDA_ALLOC_CONF's)
+// and device_memory= (None: unbounded).
+peakmem::AllocatorOptions Allocator(const std::string& allocator,
+                                    const std::optional<std::string>& alloc_conf,
+                                    const std::optional<std::string>& device_memory) {
+  std::optional<std::string_view> conf;
+  if (alloc_conf) conf = *alloc_conf;
+  return peakmem::MakeAllocatorOptions(allocator, conf, device_memory.value_or(""), "alloc_conf",
+                                       "device_memory");
 }
 
 // Thunder's dict: key -> bytes, in order.
@@ -69,6 +82,7 @@ struct PyReport : peakmem::Report {
   nb::object steps_list;         // list[Step]; null until first read
   nb::object breakdown_dict;     // dict[str, int]; null until first read
   nb::object live_at_peak_list;  // list[LiveTensor]; null until first read
+  nb::object allocator_dict;     // dict (or None); null until first read
 };
 
 template <typename T, typename Make>
@@ -78,7 +92,8 @@ T Cached(nb::object& slot, Make&& make) {
 }
 
 // The classes a Report is seen through.
-void BindReport(nb::module_& m) {
+// The rows of a report's tables.
+void BindRows(nb::module_& m) {
   nb::class_<PyStep>(m, "Step", "One statement of the trace and the live bytes after it.")
       .def_ro("index", &PyStep::index)
       .def_ro("line", &PyStep::line)
@@ -103,7 +118,10 @@ void BindReport(nb::module_& m) {
         return "LiveTensor(name='" + t.name + "', bytes=" + std::to_string(t.bytes) + ", made_by='" +
                t.made_by + "', role='" + t.role + "')";
       });
+}
 
+void BindReport(nb::module_& m) {
+  BindRows(m);
   nb::class_<PyReport>(m, "Report", "The result of analysing a trace with one model.")
       .def_ro("model", &PyReport::model)
       .def_ro("trace_name", &PyReport::trace_name)
@@ -140,6 +158,18 @@ void BindReport(nb::module_& m) {
           },
           "One Step per statement (empty when steps were not asked for; made once, then the "
           "same list)")
+      .def_prop_ro(
+          "allocator",
+          [](PyReport& r) {
+            return Cached<nb::object>(r.allocator_dict, [&]() -> nb::object {
+              if (r.allocator == nullptr) return nb::none();
+              return nb::module_::import_("json").attr("loads")(
+                  peakmem::AllocatorSummaryJson(r).dump());
+            });
+          },
+          "The allocator model's figures (allocator='cuda-caching'): allocated and reserved "
+          "bytes at the peak and the end, segments, whether it fits device_memory, and where it "
+          "runs out; None for requested bytes")
       .def_ro("diagnostics", &PyReport::diagnostics)
       .def("to_json", [](const PyReport& r, int indent) { return peakmem::ReportToJson(r, indent); },
            nb::arg("indent") = 2)
@@ -148,6 +178,63 @@ void BindReport(nb::module_& m) {
         return "Report(model='" + r.model + "', peak_bytes=" + std::to_string(r.peak_bytes) +
                ", final_bytes=" + std::to_string(r.final_bytes) + ")";
       });
+}
+
+// The analyze_* functions peakmem.analyze calls (python/peakmem/api.py).
+void BindAnalyze(nb::module_& m) {
+  m.def(
+      "analyze_text",
+      [](const std::string& text, const std::string& name, const std::string& model,
+         const std::string& convention, bool scratch, const std::string& allocator,
+         const std::optional<std::string>& alloc_conf,
+         const std::optional<std::string>& device_memory) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch);
+        const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
+        nb::gil_scoped_release release;
+        return PyReport(
+            peakmem::Analyze(peakmem::ParseTrace(name, text), model, options, {}, priced));
+      },
+      nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
+      nb::arg("convention") = "auto", nb::arg("scratch") = true,
+      nb::arg("allocator") = "requested", nb::arg("alloc_conf") = nb::none(),
+      nb::arg("device_memory") = nb::none(),
+      "Analyse printed trace text (or peakmem's JSON export).");
+
+  m.def(
+      "analyze_live",
+      [](nb::handle trace, const std::string& model, const std::string& convention, bool scratch,
+         const std::string& allocator, const std::optional<std::string>& alloc_conf,
+         const std::optional<std::string>& device_memory, bool steps) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch);
+        const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
+        peakmem::ReportOptions report_options;
+        report_options.steps = steps;
+        // The thunder model without steps needs only the lean form.
+        peakmem_python::LiveReadOptions read_options;
+        read_options.lean = model == "thunder" && !steps;
+        const peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, read_options);
+        nb::gil_scoped_release release;
+        return PyReport(peakmem::Analyze(parsed, model, options, report_options, priced));
+      },
+      nb::arg("trace"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
+      nb::arg("scratch") = true, nb::arg("allocator") = "requested",
+      nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
+      nb::arg("steps") = true,
+      "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table.");
+
+  m.def(
+      "analyze_file",
+      [](const std::string& path, const std::string& model, const std::string& convention,
+         bool scratch, const std::string& allocator, const std::optional<std::string>& alloc_conf,
+         const std::optional<std::string>& device_memory) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch);
+        const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
+        nb::gil_scoped_release release;
+        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path), model, options, {}, priced));
+      },
+      nb::arg("path"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
+      nb::arg("scratch") = true, nb::arg("allocator") = "requested",
+      nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(), "Analyse a trace file (text or JSON).");
 }
 
 }  // namespace
@@ -164,38 +251,9 @@ NB_MODULE(_core, m) {
   });
 
   BindReport(m);
+  BindAnalyze(m);
 
   m.def("available_models", &peakmem::AvailableModels);
-
-  m.def(
-      "analyze_text",
-      [](const std::string& text, const std::string& name, const std::string& model,
-         const std::string& convention, bool scratch) {
-        const peakmem::RuntimeOptions options = Options(convention, scratch);
-        nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(peakmem::ParseTrace(name, text), model, options));
-      },
-      nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
-      nb::arg("convention") = "auto", nb::arg("scratch") = true,
-      "Analyse printed trace text (or peakmem's JSON export).");
-
-  m.def(
-      "analyze_live",
-      [](nb::handle trace, const std::string& model, const std::string& convention, bool scratch,
-         bool steps) {
-        const peakmem::RuntimeOptions options = Options(convention, scratch);
-        peakmem::ReportOptions report_options;
-        report_options.steps = steps;
-        // The thunder model without steps needs only the lean form.
-        peakmem_python::LiveReadOptions read_options;
-        read_options.lean = model == "thunder" && !steps;
-        const peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, read_options);
-        nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(parsed, model, options, report_options));
-      },
-      nb::arg("trace"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
-      nb::arg("scratch") = true, nb::arg("steps") = true,
-      "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table.");
 
   m.def("thunder_alloc_memory", &peakmem_python::ThunderAllocMemory, nb::arg("trace"),
         "Thunder's get_alloc_memory on a live TraceCtx: (peak, breakdown dict), from the live "
@@ -211,15 +269,4 @@ NB_MODULE(_core, m) {
         return peakmem::TraceToJson(parsed.trace);
       },
       nb::arg("trace"), "A live Thunder TraceCtx in peakmem's JSON trace form (docs/trace-json.md).");
-
-  m.def(
-      "analyze_file",
-      [](const std::string& path, const std::string& model, const std::string& convention,
-         bool scratch) {
-        const peakmem::RuntimeOptions options = Options(convention, scratch);
-        nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path), model, options));
-      },
-      nb::arg("path"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
-      nb::arg("scratch") = true, "Analyse a trace file (text or JSON).");
 }

@@ -82,7 +82,7 @@ def test_live_drop_in_agrees_with_full_read_and_second_call(program, live_corpus
         where = f"{program}/{kind} (drop-in)"
         got = peakmem.thunder.get_alloc_memory(trace)
         assert_same(got, get_alloc_memory(trace), where)
-        full = peakmem._core.analyze_live(trace, "thunder", "auto", True, True)
+        full = peakmem._core.analyze_live(trace, "thunder", "auto", True, steps=True)
         assert_same(got, (full.peak_bytes, full.breakdown), f"{where} vs the full read")
         assert_same(peakmem.thunder.get_alloc_memory(trace), got, f"{where}, second call")
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "peakmem/ir/string_arena.h"
+#include "peakmem/allocators/allocator_choice.h"
 #include "peakmem/sim/alloc_events.h"
 #include "peakmem/ir/string_hash.h"
 
@@ -105,6 +106,10 @@ struct Report {
   // ReportOptions::alloc_log asked for it; what allocator models and
   // writers read.
   std::shared_ptr<const AllocLog> alloc_log;
+  // What the allocator model the run was priced with made of the stream
+  // (allocators/allocator_choice.h); null for requested bytes, which the
+  // fields above already are.
+  std::shared_ptr<const AllocatorResult> allocator;
 
   // What the steps' text views: the source they quote and an arena for text
   // rendered for them (statements re-printed from JSON, op names).

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "peakmem/report/allocator_summary.h"
 #include "registry.h"
 
 namespace peakmem {
@@ -82,6 +83,7 @@ nlohmann::ordered_json ReportHead(const Report& report) {
   j["peak_step"] = report.peak_step;
   if (report.tensor_peak_bytes >= 0) j["tensor_peak_bytes"] = report.tensor_peak_bytes;
   if (!report.convention.empty()) j["convention"] = report.convention;
+  if (report.allocator != nullptr) j["allocator"] = AllocatorSummaryJson(report);
   j["breakdown"] = nullptr;
   j["steps"] = nullptr;
   nlohmann::ordered_json live = nlohmann::ordered_json::array();

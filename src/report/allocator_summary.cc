@@ -1,0 +1,61 @@
+#include "peakmem/report/allocator_summary.h"
+
+namespace peakmem {
+
+namespace {
+
+nlohmann::ordered_json StepOrNull(std::int32_t step) {
+  if (step == kCudaNoStep) return nullptr;
+  return step;
+}
+
+nlohmann::ordered_json OutOfMemory(const Report& report, const AllocatorResult& a) {
+  const CudaAllocatorStats& s = a.stats;
+  if (s.oom_step == kCudaNoStep) return nullptr;
+  nlohmann::ordered_json oom;
+  oom["step"] = s.oom_step;
+  const bool have_step = s.oom_step >= 0 && s.oom_step < static_cast<std::int32_t>(report.steps.size());
+  oom["line"] = have_step ? nlohmann::ordered_json(report.steps[s.oom_step].line) : nullptr;
+  oom["op"] = have_step ? nlohmann::ordered_json(std::string(report.steps[s.oom_step].op)) : nullptr;
+  oom["requested_bytes"] = a.oom_requested_bytes;
+  oom["rounded_bytes"] = s.oom_size;
+  oom["segment_bytes"] = s.oom_alloc_size;  // what PyTorch's message says it tried to allocate
+  oom["allocated_bytes"] = s.allocated_bytes;
+  oom["reserved_bytes"] = s.reserved_bytes;
+  return oom;
+}
+
+}  // namespace
+
+nlohmann::ordered_json AllocatorSummaryJson(const Report& report) {
+  if (report.allocator == nullptr) return nullptr;
+  const AllocatorResult& a = *report.allocator;
+  const CudaAllocatorStats& s = a.stats;
+  nlohmann::ordered_json j;
+  j["name"] = AllocatorModelName(a.model);
+  j["device"] = a.device;
+  j["requested_peak_bytes"] = s.requested_bytes_peak;
+  j["requested_final_bytes"] = s.requested_bytes;
+  j["allocated_peak_bytes"] = s.allocated_bytes_peak;
+  j["allocated_final_bytes"] = s.allocated_bytes;
+  j["allocated_peak_step"] = StepOrNull(s.allocated_peak_step);
+  j["reserved_peak_bytes"] = s.reserved_bytes_peak;
+  j["reserved_final_bytes"] = s.reserved_bytes;
+  j["reserved_peak_step"] = StepOrNull(s.reserved_peak_step);
+  j["segments_peak"] = s.segments_peak;
+  j["segments_final"] = s.segments;
+  j["device_alloc_calls"] = s.num_device_alloc;
+  j["device_free_calls"] = s.num_device_free;
+  j["alloc_retries"] = s.num_alloc_retries;
+  const bool bounded = a.device_capacity > 0;
+  const bool oom = s.oom_step != kCudaNoStep;
+  j["device_capacity_bytes"] = bounded ? nlohmann::ordered_json(a.device_capacity) : nullptr;
+  j["fits"] = bounded ? nlohmann::ordered_json(!oom) : nullptr;
+  j["headroom_bytes"] = bounded && !oom
+                            ? nlohmann::ordered_json(a.device_capacity - s.reserved_bytes_peak)
+                            : nullptr;
+  j["out_of_memory"] = OutOfMemory(report, a);
+  return j;
+}
+
+}  // namespace peakmem
