@@ -7,6 +7,9 @@ Public API:
     Report, Step                the result types (from the C++ engine)
     TraceError                  bad trace input; carries file, line, column
     measure(trace, ...)         run a trace for real and measure its memory
+    estimate_step(model, *inputs, loss_fn=, optimizer=, steps=, zero_grad=, budget=)
+                                one training step's memory, predicted (meta inputs work)
+    measure_step(...)           the same step run for real on the CPU and measured
     thunder.get_alloc_memory    drop-in for Thunder's own estimator
 """
 
@@ -20,16 +23,20 @@ from .api import analyze, to_json_export
 # Imported eagerly (it imports torch only when called), so that the name
 # `peakmem.measure` is the function, not the submodule of the same name.
 from .measure import Measurement, measure  # noqa: E402
+from .step import StepReport, estimate_step, measure_step  # noqa: E402
 
 __all__ = [
     "LiveTensor",
     "Measurement",
     "Report",
+    "StepReport",
     "Step",
     "TraceError",
     "analyze",
+    "estimate_step",
     "available_models",
     "measure",
+    "measure_step",
     "thunder",
     "to_json_export",
 ]

@@ -4,6 +4,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
@@ -46,6 +47,10 @@ peakmem::AllocatorOptions Allocator(const std::string& allocator,
   return peakmem::MakeAllocatorOptions(allocator, conf, device_memory.value_or(""), "alloc_conf",
                                        "device_memory");
 }
+
+// RuntimeOptions::argument_tensors from Python: (name, external,
+// storage_group, storage_bytes, strides).
+using ArgumentSpec = std::tuple<std::string, bool, int, std::int64_t, std::vector<std::int64_t>>;
 
 // Thunder's dict: key -> bytes, in order.
 nb::object Breakdown(const peakmem::Report& r) {
@@ -170,6 +175,18 @@ void BindReport(nb::module_& m) {
           "The allocator model's figures (allocator='cuda-caching'): allocated and reserved "
           "bytes at the peak and the end, segments, whether it fits device_memory, and where it "
           "runs out; None for requested bytes")
+      .def_prop_ro(
+          "returned_tensors",
+          [](const PyReport& r) {
+            nb::list out;
+            for (const peakmem::ReturnedTensor& t : r.returned_tensors) {
+              out.append(nb::make_tuple(t.name, t.storage, t.storage_bytes, t.strides,
+                                        peakmem::StorageRoleName(t.role)));
+            }
+            return out;
+          },
+          "(name, storage, storage_bytes, strides, role) of each tensor the trace returns "
+          "(runtime model, when asked for: returned_tensors=True)")
       .def_ro("diagnostics", &PyReport::diagnostics)
       .def("to_json", [](const PyReport& r, int indent) { return peakmem::ReportToJson(r, indent); },
            nb::arg("indent") = 2)
@@ -204,11 +221,17 @@ void BindAnalyze(nb::module_& m) {
       "analyze_live",
       [](nb::handle trace, const std::string& model, const std::string& convention, bool scratch,
          const std::string& allocator, const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool steps) {
-        const peakmem::RuntimeOptions options = Options(convention, scratch);
+         const std::optional<std::string>& device_memory, bool steps,
+         const std::vector<ArgumentSpec>& argument_tensors, bool returned_tensors) {
+        peakmem::RuntimeOptions options = Options(convention, scratch);
+        for (const ArgumentSpec& a : argument_tensors) {
+          options.argument_tensors.push_back({std::get<0>(a), std::get<1>(a), std::get<2>(a),
+                                              std::get<3>(a), std::get<4>(a)});
+        }
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         peakmem::ReportOptions report_options;
         report_options.steps = steps;
+        report_options.returned_tensors = returned_tensors;
         // The thunder model without steps needs only the lean form.
         peakmem_python::LiveReadOptions read_options;
         read_options.lean = model == "thunder" && !steps;
@@ -219,8 +242,12 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("trace"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
-      nb::arg("steps") = true,
-      "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table.");
+      nb::arg("steps") = true, nb::arg("argument_tensors") = std::vector<ArgumentSpec>{},
+      nb::arg("returned_tensors") = false,
+      "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table; "
+      "argument_tensors: (name, external, storage_group, storage_bytes, strides) per argument "
+      "tensor whose identity the caller knows (peakmem.step); returned_tensors: fill "
+      "Report.returned_tensors.");
 
   m.def(
       "analyze_file",
@@ -254,6 +281,16 @@ NB_MODULE(_core, m) {
   BindAnalyze(m);
 
   m.def("available_models", &peakmem::AvailableModels);
+
+  m.def(
+      "parse_byte_size",
+      [](const std::string& text) {
+        std::int64_t bytes = 0;
+        std::string error;
+        if (!peakmem::ParseByteSize(text, &bytes, &error)) throw std::invalid_argument(error);
+        return bytes;
+      },
+      nb::arg("text"), "A size as users write it ('80GiB', '512 MiB', '1.5GB', '4096') in bytes.");
 
   m.def("thunder_alloc_memory", &peakmem_python::ThunderAllocMemory, nb::arg("trace"),
         "Thunder's get_alloc_memory on a live TraceCtx: (peak, breakdown dict), from the live "

@@ -56,6 +56,33 @@ ObjectId RuntimeModel::NewTensor(ValueId value, StorageId storage, Dims strides,
   return id;
 }
 
+ObjectId RuntimeModel::NewArgumentTensor(ValueId value, Role role, const ArgumentTensor& spec) {
+  const Value& v = ValueOf(value);
+  Dims strides = spec.strides.empty() ? ContiguousStrides(v.type->shape)
+                                      : Dims(spec.strides.begin(), spec.strides.end());
+  if (strides.size() != v.type->shape.size()) {
+    Fail(v.defined_at, "argument '" + std::string(v.name) + "' is given " +
+                           std::to_string(strides.size()) + " strides for a " +
+                           std::to_string(v.type->shape.size()) + "-d tensor");
+  }
+  const std::int64_t bytes = spec.external ? 0
+                             : spec.storage_bytes >= 0
+                                 ? spec.storage_bytes
+                                 : static_cast<std::int64_t>(v.type->bytes);
+  StorageId storage = kNone;
+  if (spec.storage_group >= 0) {
+    const auto group = static_cast<std::size_t>(spec.storage_group);
+    if (group >= group_storage_.size()) group_storage_.resize(group + 1, kNone);
+    if (group_storage_[group] == kNone) group_storage_[group] = NewStorage(bytes, value, role);
+    storage = group_storage_[group];
+  } else {
+    storage = NewStorage(bytes, value, role);
+  }
+  const ObjectId id = NewTensor(value, storage, std::move(strides), true);
+  if (spec.external) IncRef(id);  // the holder outside the trace: never released here
+  return id;
+}
+
 ObjectId RuntimeModel::NewAllocatedTensor(ValueId value, Dims strides, Role role,
                                           bool layout_known) {
   const Value& v = ValueOf(value);

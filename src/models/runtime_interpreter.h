@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -100,6 +101,7 @@ class RuntimeModel {
     storage_users_.reserve(trace_.values.size() + 16);
     convention_ = options.convention == CallingConvention::kAuto ? InferCallingConvention(trace_)
                                                                 : options.convention;
+    for (const ArgumentTensor& a : options_.argument_tensors) argument_specs_[a.name] = &a;
   }
 
   // Runs the whole trace and lists the storages alive at the peak.
@@ -112,6 +114,8 @@ class RuntimeModel {
   ObjectId NewTensor(ValueId value, StorageId storage, Dims strides, bool layout_known,
                      int contiguous = -1);  // -1: work it out
   ObjectId NewAllocatedTensor(ValueId value, Dims strides, Role role, bool layout_known = true);
+  // An argument tensor held as `spec` says (RuntimeOptions::argument_tensors).
+  ObjectId NewArgumentTensor(ValueId value, Role role, const ArgumentTensor& spec);
   void IncRef(ObjectId id) { ++objects_[id].refs; }
   // A tensor's strides (see Object::strides).
   // (Valid until the next tensor is made.)
@@ -156,6 +160,8 @@ class RuntimeModel {
   void BindPattern(const Pattern& pattern, ObjectId object, int depth);
   ObjectId BuildReturned(const Expr& e, int depth);
   void ExecuteReturn(const Statement& s);
+  // Report::returned_tensors: the tensors `e` names.
+  void RecordReturned(const Expr& e, int depth, std::set<std::string_view>* seen);
 
   // ---- op semantics
   ObjectId FirstTensorArg(const Statement& s);
@@ -233,6 +239,10 @@ class RuntimeModel {
   std::vector<ValueId> flat_outs_;
   std::vector<ObjectId> results_;
   std::vector<Operand> operands_;
+  // RuntimeOptions::argument_tensors by name, and the storage of each
+  // storage group made so far (kNone: not yet).
+  std::map<std::string_view, const ArgumentTensor*> argument_specs_;
+  std::vector<StorageId> group_storage_;
 };
 
 }  // namespace runtime_detail

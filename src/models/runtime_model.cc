@@ -37,6 +37,11 @@ ObjectId RuntimeModel::MakeValueObject(ValueId value, Role role, bool allocate_t
   if (depth > 1000) Fail(v.defined_at, "collections nested too deeply");
   if (IsTensorKind(v.type->kind)) {
     if (!allocate_tensors) return NewObject(Object::Kind::kOther);
+    // (Only the arguments, made before the first statement, have specs.)
+    if (!argument_specs_.empty() && current_step_ < 0) {
+      const auto it = argument_specs_.find(v.name);
+      if (it != argument_specs_.end()) return NewArgumentTensor(value, role, *it->second);
+    }
     return NewAllocatedTensor(value, ContiguousStrides(v.type->shape), role);
   }
   if (v.type->kind == ValueKind::kCollection) {
@@ -184,7 +189,28 @@ ObjectId RuntimeModel::BuildReturned(const Expr& e, int depth) {
 void RuntimeModel::ExecuteReturn(const Statement& s) {
   // The caller receives the returned object, then the frame's locals die.
   BuildReturned(*s.returned, 0);
+  if (report_options_.returned_tensors) {
+    std::set<std::string_view> seen;
+    RecordReturned(*s.returned, 0, &seen);
+  }
   for (ValueId v = 0; v < bound_.size(); ++v) Unbind(v);
+}
+
+void RuntimeModel::RecordReturned(const Expr& e, int depth, std::set<std::string_view>* seen) {
+  if (depth > 1000) Fail(e.at, "returned value nested too deeply");
+  if (e.kind == Expr::Kind::kValue) {
+    if (!bound_[e.value]) return;
+    const Object& o = objects_[object_of_[e.value]];
+    const std::string_view name = ValueOf(e.value).name;
+    if (o.kind != Object::Kind::kTensor || !seen->insert(name).second) return;
+    const StorageRecord& storage = stream_.storages()[o.storage];
+    const Dims& strides = StridesOf(o);
+    report_.returned_tensors.push_back({std::string(name), o.storage, storage.bytes,
+                                        std::vector<std::int64_t>(strides.begin(), strides.end()),
+                                        storage.role});
+    return;
+  }
+  for (const Expr& item : e.items) RecordReturned(item, depth + 1, seen);
 }
 
 void RuntimeModel::Execute(std::size_t index) {

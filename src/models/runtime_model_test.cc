@@ -30,11 +30,14 @@ std::ostream& operator<<(std::ostream& os, const Event& e) {
   return os << "{" << e.step << ", " << e.value << ", " << e.delta << "}";
 }
 
-std::vector<Event> EventsOf(const std::string& text, CallingConvention convention) {
+std::vector<Event> EventsOf(const std::string& text, CallingConvention convention,
+                            std::vector<ArgumentTensor> arguments = {}) {
   const ParsedTrace parsed = Parse(text);
   ReportOptions options;
   options.alloc_log = true;
-  const Report report = RunRuntimeModel(parsed, RuntimeOptions{.convention = convention}, options);
+  const Report report = RunRuntimeModel(
+      parsed, RuntimeOptions{.convention = convention, .argument_tensors = std::move(arguments)},
+      options);
   EXPECT_NE(report.alloc_log, nullptr);
   std::vector<Event> events;
   for (const AllocEvent& e : report.alloc_log->events) {
@@ -113,6 +116,82 @@ TEST(RuntimeModelEvents, ReportNumbersEqualTheCounterOverTheLog) {
   EXPECT_EQ(report.final_bytes, 32);
   EXPECT_EQ(sink.counter().live(), 32);
   EXPECT_EQ(report.tensor_peak_bytes, 32);
+}
+
+// A backward whose saved tensors are w (a parameter the caller holds: no
+// bytes, never freed), and v0, v1 (two views of one 32-byte forward
+// activation: one storage). Cotangent g is its own 16 bytes.
+//   arguments: w 0 (external), v0 32 (the group's storage), v1 shares it, g 16
+//   t0 = mul(v0, g) at step 10: +16
+//   del v0 (step 11): v1 still holds the storage; del v1 (step 12): -32
+//   del g (step 13): -16
+constexpr const char* kSavedViews = R"(def backward_fn(saved_for_backward, cotangents):
+  # saved_for_backward: "Collection"
+  # cotangents: "Collection"
+  C0, C1, = saved_for_backward
+  # C0: "Collection"
+  # C1: "Collection"
+  clear_mutable_collection(saved_for_backward)
+  clear_mutable_collection(C1)
+  del C1, saved_for_backward
+  g, = cotangents
+  # g: "cpu f32[4]"
+  clear_mutable_collection(cotangents)
+  del cotangents
+  w, v0, v1, = C0
+  # w: "cpu f32[4]"
+  # v0: "cpu f32[4]"
+  # v1: "cpu f32[4]"
+  clear_mutable_collection(C0)
+  del C0
+  t0 = torch.mul(v0, g)  # t0: "cpu f32[4]"
+  del v0
+  del v1
+  del g
+  return (t0, w)
+)";
+
+TEST(RuntimeModelEvents, ArgumentTensorsCarryIdentityIntoATrace) {
+  const std::vector<Event> expected = {{-1, "w", 0},   {-1, "v0", 32}, {-1, "g", 16},
+                                       {10, "t0", 16}, {12, "v0", -32}, {13, "g", -16}};
+  EXPECT_EQ(EventsOf(kSavedViews, CallingConvention::kBackward,
+                     {{.name = "w", .external = true},
+                      {.name = "v0", .storage_group = 0, .storage_bytes = 32},
+                      {.name = "v1", .storage_group = 0, .storage_bytes = 32, .strides = {2}}}),
+            expected);
+}
+
+TEST(RuntimeModelEvents, ReturnedTensorsNameTheirStorages) {
+  // t0 is a 16-byte storage of its own; w is the caller's (a zero-byte
+  // storage made for the saved argument).
+  const ParsedTrace parsed = Parse(kSavedViews);
+  ReportOptions options;
+  options.returned_tensors = true;
+  RuntimeOptions runtime;
+  runtime.argument_tensors = {{.name = "w", .external = true}};
+  const Report report = RunRuntimeModel(parsed, runtime, options);
+  ASSERT_EQ(report.returned_tensors.size(), 2u);
+  EXPECT_EQ(report.returned_tensors[0].name, "t0");
+  EXPECT_EQ(report.returned_tensors[0].storage_bytes, 16);
+  EXPECT_EQ(report.returned_tensors[0].strides, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(report.returned_tensors[0].role, StorageRole::kIntermediate);
+  EXPECT_EQ(report.returned_tensors[1].name, "w");
+  EXPECT_EQ(report.returned_tensors[1].storage_bytes, 0);
+  EXPECT_EQ(report.returned_tensors[1].role, StorageRole::kSaved);
+}
+
+TEST(RuntimeModelEvents, ArgumentTensorStridesMustFitTheRank) {
+  const ParsedTrace parsed = Parse(kSavedViews);
+  RuntimeOptions runtime;
+  runtime.argument_tensors = {{.name = "v0", .strides = {4, 1}}};
+  try {
+    RunRuntimeModel(parsed, runtime);
+    FAIL() << "expected a TraceError";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 'v0' is given 2 strides for a 1-d tensor"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -23,7 +23,10 @@
 //     +-------------------------> statements
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "peakmem/ir/parsed_trace.h"
 #include "peakmem/models/calling_convention.h"
@@ -31,9 +34,32 @@
 
 namespace peakmem {
 
+// How one tensor argument of a trace is held when the trace runs inside a
+// bigger program (a training step: the backward's saved tensors are the
+// forward's parameters, inputs and activations, with their identity). Named
+// by its value name in the trace: a parameter or a leaf of a collection
+// argument's first unpack.
+struct ArgumentTensor {
+  std::string name;
+  // Held outside the trace for the whole run (a parameter, an input, the
+  // loss the caller keeps): it costs the trace nothing (a zero-byte storage)
+  // and the trace never frees it.
+  bool external = false;
+  // Arguments with the same group (>= 0) are views of one storage: it is
+  // allocated once, and freed when the last of them dies. -1: its own.
+  int storage_group = -1;
+  // The storage's bytes (-1: the tensor's own, numel * element size).
+  std::int64_t storage_bytes = -1;
+  // Empty: contiguous.
+  std::vector<std::int64_t> strides;
+};
+
 struct RuntimeOptions {
   CallingConvention convention = CallingConvention::kAuto;  // default: inferred
   bool model_scratch = true;  // default true: add op scratch memory to the peak
+  // Default empty: every argument tensor is a storage of its own, made by
+  // the caller (see CallingConvention). Entries override that per argument.
+  std::vector<ArgumentTensor> argument_tensors;
 };
 
 // The runtime model's working memory (its objects, storages and per-value

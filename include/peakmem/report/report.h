@@ -84,6 +84,16 @@ struct LiveTensor {
   std::string role;     // "argument", "saved", "intermediate", "scratch"
 };
 
+// A tensor the trace returns, with the storage behind it (what a caller that
+// runs the trace inside a bigger program needs to carry its identity on).
+struct ReturnedTensor {
+  std::string name;  // the returned value's name in the trace
+  StorageId storage = kNoStorage;  // its storage in the run's storage table
+  std::int64_t storage_bytes = 0;
+  std::vector<std::int64_t> strides;
+  StorageRole role = StorageRole::kIntermediate;  // kArgument: the caller's own tensor (or a view of it)
+};
+
 struct Report {
   std::string model;
   std::string trace_name;
@@ -110,6 +120,9 @@ struct Report {
   // (allocators/allocator_choice.h); null for requested bytes, which the
   // fields above already are.
   std::shared_ptr<const AllocatorResult> allocator;
+  // The runtime model, when ReportOptions::returned_tensors: every tensor
+  // named in the return statement, in the order written (a name once).
+  std::vector<ReturnedTensor> returned_tensors;
 
   // What the steps' text views: the source they quote and an arena for text
   // rendered for them (statements re-printed from JSON, op names).
@@ -135,6 +148,8 @@ struct ReportOptions {
   // Default false: keep the allocation event stream in Report::alloc_log
   // (16 bytes an event, 32 a storage).
   bool alloc_log = false;
+  // Default false: fill Report::returned_tensors (runtime model).
+  bool returned_tensors = false;
 };
 
 // How many of the storages alive at the peak the text report lists.

@@ -1,0 +1,535 @@
+"""One training step, predicted (``estimate_step``) and measured (``measure_step``).
+
+The step, as both functions run it (``steps`` times in a row)::
+
+    def step():
+        loss = model(*inputs)              # or loss_fn(model(*inputs), *inputs), traced together
+        loss.backward()
+        if optimizer is not None:
+            optimizer.step()
+        if zero_grad:
+            optimizer.zero_grad(set_to_none=True)   # the module's, without an optimizer
+        # `loss` dies when step() returns
+
+with the module's parameters and buffers held throughout and the caller
+holding the inputs. Every byte a tensor holds counts: parameters, buffers and
+inputs included.
+
+How the estimate is made (on ``meta`` inputs nothing is allocated): the
+module is traced with ``thunder.jit`` (one call and one ``backward`` on the
+given inputs), and the two execution traces are simulated by the runtime
+model and joined with the identity of every tensor carried across:
+
+* forward: called as Thunder's autograd function calls it, the caller
+  holding every argument (parameters, buffers, inputs);
+* backward: called as ``ThunderFunction.backward`` calls it
+  (thunder/executors/torch_autograd.py: ``compiled_backward([saved_tensors_list,
+  saved_other], cotangents)`` after ``ctx.maybe_clear_saved_tensors()``), each
+  saved tensor being the forward's own: a saved parameter, input or output is
+  that tensor (held elsewhere, it costs the backward nothing and is never
+  freed by it), two saved views of one forward storage are one storage with
+  the forward's strides, and the cotangent (``torch.ones_like(loss)``, made
+  by ``loss.backward()``) is held by autograd until ``backward`` returns;
+* gradients, as ``AccumulateGrad`` accumulates them
+  (torch/csrc/autograd/functions/accumulate_grad.h): into an empty ``.grad``
+  the backward's gradient is stolen (no copy) when it obeys the layout
+  contract (the parameter's strides on every dimension of size other than 1)
+  and nothing else holds it; into an existing ``.grad`` it is added in place
+  and freed;
+* the optimizer: ``torch.optim.SGD`` without momentum, weight decay or
+  ``maximize`` updates in place (``param.add_(grad, alpha=-lr)``) and
+  allocates nothing; other optimizers are not modelled yet (an error says
+  so).
+
+``measure_step`` runs the same step for real on the CPU under the PyTorch
+profiler (peakmem.measure's event walk), after one untimed warm-up step
+(Thunder compiles on the first call) whose gradients are dropped.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["StepReport", "estimate_step", "measure_step"]
+
+CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries")
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """The memory of one training step (or ``steps`` of them), in bytes.
+
+    Attributes:
+        peak_bytes: the most bytes held at once, parameters and inputs included.
+        final_bytes: bytes still held after the last step (parameters,
+            buffers, inputs, gradients left by ``zero_grad=False``,
+            optimizer state).
+        phase_at_peak: where the peak is: ``"forward"``, ``"backward"`` or
+            ``"gradients"`` (``AccumulateGrad``); ``step_at_peak``: which
+            step (1-based).
+        by_category: the bytes held at the peak, by what they are (every key
+            of CATEGORIES; they sum to ``peak_bytes``): parameters (and
+            buffers), inputs, gradients (``.grad`` and gradients being
+            made), optimizer_state, activations (tensors saved for the
+            backward) and temporaries (everything else: intermediates, the
+            loss, the cotangent, op scratch).
+        budget: the bytes the step must fit in (``None``: not asked);
+            ``fits`` and ``headroom_bytes`` then say whether and by how much.
+        forward, backward: the runtime model's reports of the two traces as
+            the step runs them (estimate only).
+        measured: ``True`` for ``measure_step``.
+    """
+
+    peak_bytes: int
+    final_bytes: int
+    phase_at_peak: str
+    step_at_peak: int
+    by_category: dict[str, int] = field(default_factory=dict)
+    budget: int | None = None
+    fits: bool | None = None
+    headroom_bytes: int | None = None
+    forward: Any = None
+    backward: Any = None
+    measured: bool = False
+
+
+# ---------------------------------------------------------------------------
+# What both functions share: the module to trace, the step, the bytes held
+
+
+def _import_torch_and_thunder():
+    import torch
+
+    from ._thunder_compat import import_thunder
+
+    return torch, import_thunder()
+
+
+def _check_optimizer(optimizer: Any, optimizer_kwargs: dict | None) -> dict:
+    kwargs = dict(optimizer_kwargs or {})
+    if optimizer is None:
+        if kwargs:
+            raise ValueError("optimizer_kwargs given without an optimizer")
+        return kwargs
+    import torch
+
+    if optimizer is not torch.optim.SGD:
+        name = getattr(optimizer, "__name__", repr(optimizer))
+        raise ValueError(
+            f"optimizer {name} is not modelled yet: peakmem models no optimizer and "
+            "torch.optim.SGD without momentum, weight decay or maximize")
+    for key, plain in (("momentum", 0), ("weight_decay", 0), ("maximize", False), ("nesterov", False),
+                       ("dampening", 0)):
+        if kwargs.get(key, plain) != plain:
+            raise ValueError(
+                f"torch.optim.SGD with {key}={kwargs[key]!r} is not modelled yet (it keeps or makes "
+                "tensors the plain update does not); peakmem models SGD without momentum, weight "
+                "decay or maximize")
+    if kwargs.get("foreach") or kwargs.get("fused"):
+        raise ValueError("torch.optim.SGD with foreach or fused is not modelled yet")
+    return kwargs
+
+
+def _step_module(model: Any, loss_fn: Callable | None):
+    """The module Thunder traces: the model, with the loss inside when given."""
+    import torch
+
+    if loss_fn is None:
+        return model
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs):
+            return loss_fn(self.model(*inputs), *inputs)
+
+    return WithLoss()
+
+
+def _check_loss(loss: Any) -> None:
+    import torch
+
+    if not isinstance(loss, torch.Tensor):
+        raise ValueError(f"the loss must be a scalar tensor; the step returned a {type(loss).__name__}")
+    if loss.dim() != 0:
+        raise ValueError(
+            f"the loss must be a scalar tensor; the step returned shape {tuple(loss.shape)} "
+            "(pass loss_fn=, or reduce the model's output)")
+    if not loss.requires_grad:
+        raise ValueError("the loss does not require grad: no parameter of the model takes part in it")
+
+
+def _run_step(jm: Any, inputs: tuple, optimizer: Any, zero_grad: bool) -> None:
+    loss = jm(*inputs)
+    _check_loss(loss)
+    loss.backward()
+    if optimizer is not None:
+        optimizer.step()
+    if zero_grad:
+        (optimizer if optimizer is not None else jm).zero_grad(set_to_none=True)
+
+
+def _storage_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind `tensors` (a view counts its whole storage once)."""
+    seen: dict[Any, int] = {}
+    for t in tensors:
+        s = t.untyped_storage()
+        key = (t.device.type, s.data_ptr()) if t.device.type != "meta" else id(s)
+        seen[key] = s.nbytes()
+    return sum(seen.values())
+
+
+def _held_by_module(module: Any) -> list:
+    return [*module.parameters(), *module.buffers()]
+
+
+def _input_tensors(inputs: tuple) -> list:
+    import torch
+
+    return [x for x in inputs if isinstance(x, torch.Tensor)]
+
+
+def _budget(budget: int | str | None) -> int | None:
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, (int, str)):
+        raise TypeError(f"budget must be a number of bytes or a size such as '80GiB', got {budget!r}")
+    if isinstance(budget, str):
+        from . import _core
+
+        return _core.parse_byte_size(budget)
+    if budget < 0:
+        raise ValueError(f"budget must not be negative, got {budget}")
+    return budget
+
+
+def _with_budget(report: StepReport, budget: int | None) -> StepReport:
+    if budget is None:
+        return report
+    from dataclasses import replace
+
+    return replace(report, budget=budget, fits=report.peak_bytes <= budget,
+                   headroom_bytes=budget - report.peak_bytes)
+
+
+# ---------------------------------------------------------------------------
+# The estimate
+
+
+def _trace_step(thunder: Any, module: Any, inputs: tuple):
+    """Runs the jitted module once, forward and backward, for its traces."""
+    jm = thunder.jit(module)
+    params = list(module.parameters())
+    grads_before = [p.grad for p in params]
+    try:
+        loss = jm(*inputs)
+        _check_loss(loss)
+        loss.backward()
+    except ValueError:
+        raise
+    except Exception as e:  # what Thunder cannot trace or run
+        raise RuntimeError(f"Thunder could not trace the step: {type(e).__name__}: {e}") from e
+    finally:
+        for p, g in zip(params, grads_before):
+            p.grad = g
+    fw = thunder.last_traces(jm)[-1]
+    bw = thunder.last_backward_traces(jm)[-1]
+    if bw is None:
+        raise RuntimeError("Thunder made no backward trace for the step")
+    cotangent_bytes = loss.element_size() * loss.numel()
+    return fw, bw, cotangent_bytes
+
+
+def _return_args(trace: Any) -> tuple:
+    last = trace.bound_symbols[-1]
+    if last.sym.name not in ("return", "python_return"):
+        raise RuntimeError(f"the trace does not end with a return (its last op is {last.sym.name})")
+    return last.args
+
+
+def _names(x: Any) -> list[str]:
+    """Names of the tensor proxies in a nested structure, in order."""
+    out: list[str] = []
+    if isinstance(x, (list, tuple)):
+        for item in x:
+            out.extend(_names(item))
+    elif isinstance(x, dict):
+        for item in x.values():
+            out.extend(_names(item))
+    elif hasattr(x, "name") and hasattr(x, "shape"):
+        out.append(x.name)
+    return out
+
+
+class _Timeline:
+    """The step's live bytes as the phases add to them; keeps the peak."""
+
+    def __init__(self, live: int) -> None:
+        self.live = live
+        self.peak = live
+        self.at = ("forward", 1)
+        self.categories: dict[str, int] = {}
+
+    def reach(self, value: int, phase: str, step: int, categories: Callable[[], dict[str, int]]) -> None:
+        if value > self.peak:
+            self.peak = value
+            self.at = (phase, step)
+            self.categories = categories()
+
+
+def _live_by_role(report: Any, saved_names: set[str], grad_names: set[str]) -> dict[str, int]:
+    """The intermediates live at a report's peak, as step categories."""
+    out = {"activations": 0, "gradients": 0, "temporaries": 0}
+    for t in report.live_at_peak:
+        if t.role == "argument" or t.bytes == 0:
+            continue
+        if t.role == "saved" or t.name in saved_names:
+            out["activations"] += t.bytes
+        elif t.name in grad_names:
+            out["gradients"] += t.bytes
+        else:
+            out["temporaries"] += t.bytes
+    return out
+
+
+def estimate_step(
+    model: Any,
+    *inputs: Any,
+    loss_fn: Callable | None = None,
+    optimizer: Any = None,
+    optimizer_kwargs: dict | None = None,
+    steps: int = 1,
+    zero_grad: bool = True,
+    budget: int | str | None = None,
+) -> StepReport:
+    """Predicts the memory of ``steps`` training steps of `model` on `inputs`.
+
+    `model` is an ``nn.Module`` called as ``model(*inputs)``; ``loss_fn(output,
+    *inputs)`` returns the scalar loss (``None``: the model returns it).
+    `inputs` may be real tensors or on the ``meta`` device (then nothing is
+    allocated: the model's parameters should be on ``meta`` too). `optimizer`
+    is a class (``torch.optim.SGD``) with `optimizer_kwargs`; `budget` bytes
+    (or a size such as ``"80GiB"``) to check the peak against. See the
+    module docstring for the step and how it is modelled.
+
+    Raises ValueError for an optimizer or a loss peakmem cannot model,
+    RuntimeError when Thunder cannot trace the step.
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    _check_optimizer(optimizer, optimizer_kwargs)
+    limit = _budget(budget)
+    torch, thunder = _import_torch_and_thunder()
+    from . import _core
+
+    module = _step_module(model, loss_fn)
+    fw, bw, cotangent_bytes = _trace_step(thunder, module, tuple(inputs))
+
+    # The forward, and the identity of everything it returns.
+    fw_report = _core.analyze_live(fw, "runtime", "forward", True, returned_tensors=True)
+    returned = {name: (storage, nbytes, list(strides), role)
+                for name, storage, nbytes, strides, role in fw_report.returned_tensors}
+    data, (saved, _saved_other) = _return_args(fw)
+    output_names = set(_names(data["output"]))
+    flat_arg_names = _names(data["flat_args"])
+    saved_names = _names(saved)
+    args_bytes = fw_report.steps[0].live_bytes - fw_report.steps[0].delta_bytes if fw_report.steps else 0
+
+    # The backward, its saved tensors being the forward's.
+    spec, own_saved_bytes = _saved_identity(saved_names, returned, output_names)
+    spec += [(name, True, -1, 0, []) for name in _names(bw.args[1])]  # cotangents: autograd holds them
+    bw_report = _core.analyze_live(bw, "runtime", "backward", True, argument_tensors=spec,
+                                   returned_tensors=True)
+    grads = _accumulated_grads(bw, bw_report, flat_arg_names, returned)
+    grad_bytes = sum(grads.values())
+
+    parameters = _storage_bytes(_held_by_module(module))
+    input_bytes = _storage_bytes(_input_tensors(tuple(inputs)))
+    outside = parameters + input_bytes - args_bytes  # held, but not arguments of the forward
+    if outside < 0:
+        raise RuntimeError(
+            f"the forward's arguments hold {args_bytes} bytes, more than the module's parameters and "
+            f"buffers ({parameters}) and the inputs ({input_bytes}): tensors passed twice (tied "
+            "weights) are not modelled yet")
+
+    fw_cats = _live_by_role(fw_report, set(saved_names), set())
+    bw_cats = _live_by_role(bw_report, set(), {t[0] for t in bw_report.returned_tensors})
+    timeline = _Timeline(parameters + input_bytes)
+    timeline.categories = {"parameters": parameters, "inputs": input_bytes, "gradients": 0,
+                           "optimizer_state": 0, "activations": 0, "temporaries": 0}
+    carry = 0  # bytes of .grad held between steps
+    for k in range(1, steps + 1):
+        held = outside + carry  # beyond the forward's arguments
+        timeline.reach(held + fw_report.peak_bytes, "forward", k, lambda: {
+            "parameters": parameters, "inputs": input_bytes, "gradients": carry,
+            "optimizer_state": 0, **fw_cats})
+        # After the forward: its final bytes (arguments, the loss, saved tensors);
+        # loss.backward() adds the cotangent; the backward counts the saved
+        # tensors it owns as its arguments.
+        offset = held + fw_report.final_bytes + cotangent_bytes - own_saved_bytes
+        bw_peak = offset + bw_report.peak_bytes
+        timeline.reach(bw_peak, "backward", k, lambda: _backward_categories(
+            bw_peak, parameters, input_bytes, carry, bw_cats))
+        # The backward returns: what it still held but its gradients is released
+        # (release_variables); AccumulateGrad steals them into empty .grad
+        # fields, or adds them in place and frees them. Then the cotangent and,
+        # as step() returns, the loss go. No later moment of the step holds more.
+        if carry == 0:
+            carry = grad_bytes
+        if zero_grad:
+            carry = 0
+    final = parameters + input_bytes + carry
+    report = StepReport(
+        peak_bytes=timeline.peak, final_bytes=final, phase_at_peak=timeline.at[0],
+        step_at_peak=timeline.at[1], by_category=timeline.categories,
+        forward=fw_report, backward=bw_report)
+    return _with_budget(report, limit)
+
+
+def _saved_identity(saved_names: list[str], returned: dict, output_names: set[str]):
+    """The backward's argument_tensors for the saved tensors, and the bytes of
+    the storages it owns (each forward storage once)."""
+    spec = []
+    groups: dict[int, int] = {}
+    own = 0
+    for name in saved_names:
+        if name not in returned:
+            raise RuntimeError(f"the backward's saved tensor {name} is not returned by the forward")
+        storage, nbytes, strides, role = returned[name]
+        if role == "argument" or name in output_names:
+            spec.append((name, True, -1, 0, strides))  # a parameter, an input or the loss
+            continue
+        if storage not in groups:
+            groups[storage] = len(groups)
+            own += nbytes
+        spec.append((name, False, groups[storage], nbytes, strides))
+    return spec, own
+
+
+def _accumulated_grads(bw: Any, bw_report: Any, flat_arg_names: list[str], returned: dict) -> dict:
+    """The storages (and bytes) of the gradients the backward returns, each
+    checked to be stolen by AccumulateGrad into an empty .grad."""
+    returned_by_bw = {name: (storage, nbytes, list(strides), role)
+                      for name, storage, nbytes, strides, role in bw_report.returned_tensors}
+    (grads,) = _return_args(bw)[:1]
+    if len(grads) != len(flat_arg_names):
+        raise RuntimeError(
+            f"the backward returns {len(grads)} gradients for the forward's {len(flat_arg_names)} "
+            "arguments")
+    out: dict[int, int] = {}
+    for arg, g in zip(flat_arg_names, grads):
+        if g is None or not hasattr(g, "shape"):
+            continue
+        storage, nbytes, strides, role = returned_by_bw[g.name]
+        if role != "intermediate":
+            raise ValueError(
+                f"the gradient of {arg} ({g.name}) is a view of a tensor the step holds elsewhere "
+                f"({role}); AccumulateGrad would clone it: not modelled yet")
+        want = returned[arg][2]
+        shape = [int(d) for d in g.shape]
+        if any(n != 1 and a != b for n, a, b in zip(shape, strides, want)):
+            raise ValueError(
+                f"the gradient of {arg} ({g.name}) has strides {tuple(strides)}, the parameter "
+                f"{tuple(want)}: AccumulateGrad copies it to the parameter's layout; not modelled yet")
+        if storage in out:
+            raise ValueError(
+                f"the gradients of two arguments share {g.name}'s storage: AccumulateGrad would "
+                "clone one of them; not modelled yet")
+        out[storage] = nbytes
+    return out
+
+
+def _backward_categories(peak: int, parameters: int, inputs: int, carry: int,
+                         live: dict[str, int]) -> dict[str, int]:
+    cats = {"parameters": parameters, "inputs": inputs, "gradients": carry + live["gradients"],
+            "optimizer_state": 0, "activations": live["activations"]}
+    cats["temporaries"] = peak - sum(cats.values())  # the loss, the cotangent, intermediates
+    return cats
+
+
+
+# ---------------------------------------------------------------------------
+# The measurement
+
+
+def measure_step(
+    model: Any,
+    *inputs: Any,
+    loss_fn: Callable | None = None,
+    optimizer: Any = None,
+    optimizer_kwargs: dict | None = None,
+    steps: int = 1,
+    zero_grad: bool = True,
+    budget: int | str | None = None,
+) -> StepReport:
+    """Runs ``steps`` training steps of `model` for real on the CPU and
+    measures them: the truth ``estimate_step`` is checked against.
+
+    Same arguments and step as ``estimate_step`` (real CPU tensors only).
+    One warm-up step runs first, unmeasured (Thunder compiles on the first
+    call); its gradients are dropped and the optimizer is made afresh, so the
+    measured steps start as the estimate's do: no ``.grad``, no optimizer
+    state. Under the profiler (peakmem.measure's event walk, which counts
+    requested bytes), the inputs are copied inside the measured region; the
+    parameters and buffers, made before it, are added to every figure.
+    ``phase_at_peak`` is ``"measured"`` and ``by_category`` holds the
+    parameters and inputs only (the profiler does not say what a block is).
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    kwargs = _check_optimizer(optimizer, optimizer_kwargs)
+    limit = _budget(budget)
+    torch, thunder = _import_torch_and_thunder()
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from .measure import _INPUTS_RANGE, _InputMaker, _cpu_allocation_events, _walk_events
+
+    given = tuple(inputs)
+    for x in _input_tensors(given) + _held_by_module(model):
+        if x.device.type != "cpu":
+            raise ValueError(f"measure_step runs on the CPU; a tensor is on {x.device}")
+    module = _step_module(model, loss_fn)
+    jm = thunder.jit(module)
+    maker = _InputMaker(torch.device("cpu"), 0)
+
+    def make_optimizer():
+        return None if optimizer is None else optimizer(module.parameters(), **kwargs)
+
+    try:  # the warm-up: Thunder compiles here
+        _run_step(jm, maker.copy_given(given), make_optimizer(), zero_grad=True)
+    except ValueError:
+        raise
+    except Exception as e:
+        raise RuntimeError(f"Thunder could not trace the step: {type(e).__name__}: {e}") from e
+    for p in module.parameters():
+        p.grad = None
+    opt = make_optimizer()
+    parameters = _storage_bytes(_held_by_module(module))
+
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            with record_function(_INPUTS_RANGE):
+                copies = maker.copy_given(given)
+            for _ in range(steps):
+                _run_step(jm, copies, opt, zero_grad)
+        events = _cpu_allocation_events(prof)
+        input_bytes = _storage_bytes(_input_tensors(copies))
+        del copies, opt
+    finally:
+        if was_enabled:
+            gc.enable()
+    for p in module.parameters():
+        p.grad = None
+    peak, final, _inputs, _counted, _ignored = _walk_events(events)
+    report = StepReport(
+        peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
+        step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
+        measured=True)
+    return _with_budget(report, limit)
