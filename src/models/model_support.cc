@@ -70,7 +70,7 @@ Step StepMaker::Make(std::size_t index, std::int64_t delta, std::int64_t live) {
 
 OpLookup::OpLookup(const Trace& trace) {
   ops_.reserve(trace.call_symbols.size());
-  for (const CallSymbol& c : trace.call_symbols) ops_.push_back(FindOp(c.symbol));
+  for (const CallSymbol& c : trace.call_symbols) ops_.push_back(FindCallOp(c.callee, c.symbol));
 }
 
 void UnknownOps::Note(const Trace& trace, const Statement& statement, const OpInfo* op) {

@@ -140,6 +140,12 @@ std::vector<OpInfo> BuildTable() {
   }
   // prims.stride_order: always a fresh tensor with the requested stride order.
   ops.push_back({"torch_stride_order_prim_impl", E::kAllocates, L::kStrideOrder});
+  // Entries keyed by the printed callee, for ops whose symbol name another op
+  // shares (FindCallOp looks these up first): torch.nn.functional.unfold is
+  // im2col, a fresh [N, C*kh*kw, L] tensor, where Tensor.unfold ("unfold"
+  // above) is a view. (Measured: F.unfold of f32[4, 3, 64, 64] allocates its
+  // 196,608-byte output.)
+  ops.push_back({"torch.nn.functional.unfold", E::kAllocates, L::kContiguous});
   for (const char* n : kElementwiseNames) ops.push_back({n, E::kAllocates, L::kElementwise});
   for (const char* n : kPreserveNames) ops.push_back({n, E::kAllocates, L::kPreserve});
   for (const char* n : kContiguousNames) ops.push_back({n, E::kAllocates, L::kContiguous});
@@ -203,6 +209,14 @@ const OpInfo* FindOp(std::string_view symbol_name) {
   if (IsFusionName(symbol_name)) return &kFusion;
   if (symbol_name.size() > 4 && symbol_name.substr(symbol_name.size() - 4) == "_vjp") return &kVjp;
   return nullptr;
+}
+
+const OpInfo* FindCallOp(std::string_view callee, std::string_view symbol_name) {
+  if (callee.find('.') != std::string_view::npos) {
+    const auto& index = Index();
+    if (auto it = index.find(callee); it != index.end()) return it->second;
+  }
+  return FindOp(symbol_name);
 }
 
 const std::vector<OpInfo>& AllOps() { return Table(); }

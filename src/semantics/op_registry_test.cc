@@ -47,6 +47,16 @@ TEST(OpRegistry, ScratchRules) {
   EXPECT_EQ(vjp->output_types, OutputTypes::kForwardInputs);
 }
 
+TEST(OpRegistry, CalleeKeyedEntriesTellSameNamedOpsApart) {
+  // Tensor.unfold(dim, size, step) is a view; F.unfold (im2col) a fresh tensor.
+  EXPECT_EQ(FindCallOp("torch.Tensor.unfold", "unfold")->effect, OpEffect::kViewOfInput);
+  EXPECT_EQ(FindCallOp("Tensor.unfold", "unfold")->effect, OpEffect::kViewOfInput);
+  EXPECT_EQ(FindCallOp("torch.nn.functional.unfold", "unfold")->effect, OpEffect::kAllocates);
+  // Without a dotted callee entry, the symbol name decides.
+  EXPECT_EQ(FindCallOp("torch.add", "add"), FindOp("add"));
+  EXPECT_EQ(FindCallOp("add", "add"), FindOp("add"));
+}
+
 TEST(OpRegistry, ThunderAliasFlagsAreExactlyThunderList) {
   // thunder/examine/memory_calculation.py (lightning-thunder 0.2.6).
   const std::vector<std::string_view> thunder = {

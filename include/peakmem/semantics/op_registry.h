@@ -75,6 +75,11 @@ struct OpInfo {
 // The op's entry, or nullptr when peakmem does not know the op. Fusion
 // regions are recognised by name pattern (`nvFusion3`, `TorchCompile0`).
 const OpInfo* FindOp(std::string_view symbol_name);
+// The entry for a call printed as `callee` with Thunder symbol name
+// `symbol_name`: an entry keyed by the dotted callee when there is one (an
+// op whose name another op shares: torch.nn.functional.unfold is not the
+// view Tensor.unfold), else FindOp(symbol_name).
+const OpInfo* FindCallOp(std::string_view callee, std::string_view symbol_name);
 
 const std::vector<OpInfo>& AllOps();
 

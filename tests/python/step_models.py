@@ -1,0 +1,215 @@
+"""The training-step corpus: real architectures as users write them, each
+with the inputs, loss and setup of one entry (test_step.py measures and
+estimates every entry). Widths are realistic but small enough for two CPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int = 256, hidden: int = 1024) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class GPTBlock(nn.Module):
+    """nanoGPT's block: LayerNorm, causal self-attention, GELU MLP, residuals."""
+
+    def __init__(self, dim: int = 256, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(dim)
+        self.c_attn = nn.Linear(dim, 3 * dim)
+        self.c_proj = nn.Linear(dim, dim)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.c_fc = nn.Linear(dim, 4 * dim)
+        self.c_proj2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        return x + self.c_proj2(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    """Token and position embeddings, stacked blocks, a tied-free LM head and
+    cross-entropy: the loss inside the model."""
+
+    def __init__(self, vocab: int = 512, dim: int = 256, layers: int = 2, seq: int = 128) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, dim)
+        self.wpe = nn.Embedding(seq, dim)
+        self.blocks = nn.ModuleList(GPTBlock(dim) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(dim)
+        self.lm_head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LlamaBlock(nn.Module):
+    """RMSNorm, rotary embeddings, grouped-query attention, SwiGLU."""
+
+    def __init__(self, dim: int = 256, heads: int = 8, kv_heads: int = 2, hidden: int = 704,
+                 seq: int = 128) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.attn_norm = RMSNorm(dim)
+        self.wq = nn.Linear(dim, dim, bias=False)
+        self.wk = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(dim, dim, bias=False)
+        self.ffn_norm = RMSNorm(dim)
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+        inv = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        freqs = torch.outer(torch.arange(seq).float(), inv)
+        self.register_buffer("cos", freqs.cos(), persistent=False)
+        self.register_buffer("sin", freqs.sin(), persistent=False)
+
+    def rope(self, x):
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        cos, sin = self.cos[: x.shape[2]], self.sin[: x.shape[2]]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        h = self.attn_norm(x)
+        q = self.wq(h).view(B, T, self.heads, self.head_dim).transpose(1, 2)
+        k = self.wk(h).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(h).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = self.rope(q), self.rope(k)
+        rep = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.wo(y.transpose(1, 2).reshape(B, T, C))
+        h = self.ffn_norm(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class ViTBlock(nn.Module):
+    """Patch embedding by unfold and a linear layer, a pre-norm encoder block,
+    mean pooling and a classifier head."""
+
+    def __init__(self, patch: int = 8, dim: int = 256, classes: int = 10) -> None:
+        super().__init__()
+        self.patch = patch
+        self.embed = nn.Linear(3 * patch * patch, dim)
+        self.ln_1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.mlp1 = nn.Linear(dim, 2 * dim)
+        self.mlp2 = nn.Linear(2 * dim, dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, images, labels=None):  # (labels: for the loss, which gets every input)
+        patches = F.unfold(images, self.patch, stride=self.patch).transpose(1, 2)
+        x = self.embed(patches)
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, 4, C // 4).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v)
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+        x = x + self.mlp2(F.gelu(self.mlp1(self.ln_2(x))))
+        return self.head(x.mean(dim=1))
+
+
+class MixerBlock(nn.Module):
+    """MLP-Mixer: token mixing across the sequence, channel mixing across features."""
+
+    def __init__(self, tokens: int = 128, dim: int = 256) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(dim)
+        self.tok1 = nn.Linear(tokens, 2 * tokens)
+        self.tok2 = nn.Linear(2 * tokens, tokens)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.ch1 = nn.Linear(dim, 2 * dim)
+        self.ch2 = nn.Linear(2 * dim, dim)
+
+    def forward(self, x):
+        y = self.ln_1(x).transpose(1, 2)
+        x = x + self.tok2(F.gelu(self.tok1(y))).transpose(1, 2)
+        return x + self.ch2(F.gelu(self.ch1(self.ln_2(x))))
+
+
+def mse_loss(output, x):
+    return output.pow(2).mean()
+
+
+def sum_loss(output, x):
+    return output.sum()
+
+
+def classify_loss(output, images, labels):
+    return F.cross_entropy(output, labels)
+
+
+@dataclass
+class Entry:
+    """One step-corpus entry: a model, its inputs and how the step runs."""
+
+    name: str
+    make: Callable[[], nn.Module]
+    inputs: Callable[[], tuple]
+    loss_fn: Callable | None = None
+    setup: dict[str, Any] = field(default_factory=dict)
+
+
+SGD = {"optimizer": torch.optim.SGD, "optimizer_kwargs": {"lr": 0.01}}
+
+
+def _tokens(batch: int = 2, seq: int = 128, vocab: int = 512) -> tuple:
+    g = torch.Generator().manual_seed(0)
+    return (torch.randint(0, vocab, (batch, seq), generator=g),
+            torch.randint(0, vocab, (batch, seq), generator=g))
+
+
+ENTRIES = [
+    Entry("mlp", MLP, lambda: (torch.randn(64, 256),), mse_loss),
+    Entry("mlp_sgd_3_steps_accumulating", MLP, lambda: (torch.randn(64, 256),), mse_loss,
+          {**SGD, "steps": 3, "zero_grad": False}),
+    Entry("gpt_block", GPTBlock, lambda: (torch.randn(2, 128, 256),), sum_loss),
+    Entry("gpt_block_sgd_3_steps", GPTBlock, lambda: (torch.randn(2, 128, 256),), sum_loss,
+          {**SGD, "steps": 3}),
+    Entry("gpt_lm_loss_inside", GPT, _tokens, None),
+    Entry("gpt_lm_sgd_accumulating", GPT, _tokens, None, {**SGD, "steps": 2, "zero_grad": False}),
+    Entry("llama_block", LlamaBlock, lambda: (torch.randn(2, 128, 256),), mse_loss, SGD),
+    Entry("vit_block", ViTBlock,
+          lambda: (torch.randn(4, 3, 64, 64), torch.randint(0, 10, (4,))), classify_loss),
+    Entry("mixer_block", MixerBlock, lambda: (torch.randn(2, 128, 256),), mse_loss,
+          {**SGD, "steps": 3}),
+    Entry("mixer_block_no_zero_grad", MixerBlock, lambda: (torch.randn(2, 128, 256),), mse_loss,
+          {"steps": 1, "zero_grad": False}),
+]

@@ -1,0 +1,116 @@
+"""estimate_step against measure_step on the training-step corpus
+(step_models.py), to the byte, and the estimate on meta inputs equal to it.
+
+measure_step is the truth: the step run for real on the CPU under the
+PyTorch profiler, parameters and inputs added (peakmem/step.py says how).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from step_models import ENTRIES, MLP, Entry, mse_loss
+
+
+def _fresh(entry: Entry):
+    import torch
+
+    torch.manual_seed(0)
+    return entry.make(), entry.inputs()
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_estimate_equals_measurement(thunder, entry: Entry):
+    import peakmem
+
+    model, inputs = _fresh(entry)
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
+    estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
+    assert (estimated.peak_bytes, estimated.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+    assert sum(estimated.by_category.values()) == estimated.peak_bytes
+    assert estimated.by_category["parameters"] == measured.by_category["parameters"]
+    assert estimated.phase_at_peak in ("forward", "backward")
+
+    # The same on meta: nothing allocated, the same numbers.
+    meta_model = copy.deepcopy(model).to("meta")
+    meta_inputs = tuple(x.to("meta") for x in inputs)
+    on_meta = peakmem.estimate_step(meta_model, *meta_inputs, loss_fn=entry.loss_fn, **entry.setup)
+    assert (on_meta.peak_bytes, on_meta.final_bytes) == (estimated.peak_bytes, estimated.final_bytes)
+
+
+def test_corpus_is_big_enough():
+    assert len(ENTRIES) >= 10
+
+
+def test_budget_says_whether_it_fits(thunder):
+    import torch
+
+    import peakmem
+
+    model, x = MLP(), torch.randn(64, 256)
+    r = peakmem.estimate_step(model, x, loss_fn=mse_loss)
+    fits = peakmem.estimate_step(model, x, loss_fn=mse_loss, budget=r.peak_bytes)
+    assert (fits.fits, fits.headroom_bytes, fits.budget) == (True, 0, r.peak_bytes)
+    tight = peakmem.estimate_step(model, x, loss_fn=mse_loss, budget=r.peak_bytes - 1)
+    assert (tight.fits, tight.headroom_bytes) == (False, -1)
+    assert peakmem.estimate_step(model, x, loss_fn=mse_loss, budget="1GiB").budget == 1 << 30
+    assert r.fits is None and r.budget is None
+
+
+def test_unmodelled_optimizers_are_errors(thunder):
+    import torch
+
+    import peakmem
+
+    model, x = MLP(), torch.randn(8, 256)
+    with pytest.raises(ValueError, match="optimizer AdamW is not modelled yet"):
+        peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.AdamW)
+    with pytest.raises(ValueError, match="SGD with momentum=0.9 is not modelled yet"):
+        peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.SGD,
+                              optimizer_kwargs={"lr": 0.1, "momentum": 0.9})
+    with pytest.raises(ValueError, match="optimizer_kwargs given without an optimizer"):
+        peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer_kwargs={"lr": 0.1})
+
+
+def test_a_loss_that_is_not_a_scalar_is_an_error(thunder):
+    import torch
+
+    import peakmem
+
+    with pytest.raises(ValueError, match=r"the loss must be a scalar tensor; the step returned shape \(8, 256\)"):
+        peakmem.estimate_step(MLP(), torch.randn(8, 256))
+    with pytest.raises(ValueError, match="the loss must be a scalar tensor"):
+        peakmem.measure_step(MLP(), torch.randn(8, 256))
+
+
+def test_a_module_thunder_cannot_trace_is_an_error(thunder):
+    import torch
+
+    import peakmem
+
+    class DataDependent(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.fc(x)
+            if y.sum() > 0:  # a branch on a tensor's value: Thunder cannot trace it
+                return y.sum()
+            return y.mean()
+
+    with pytest.raises(RuntimeError, match="Thunder could not trace the step"):
+        peakmem.estimate_step(DataDependent(), torch.randn(2, 4))
+
+
+def test_bad_arguments(thunder):
+    import torch
+
+    import peakmem
+
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        peakmem.estimate_step(MLP(), torch.randn(2, 256), loss_fn=mse_loss, steps=0)
+    with pytest.raises(ValueError, match="cannot read the size"):
+        peakmem.estimate_step(MLP(), torch.randn(2, 256), loss_fn=mse_loss, budget="lots")
