@@ -303,8 +303,8 @@ void BM_PriceCuda(benchmark::State& state, TraceFile f, bool cuda) {
   options.alloc_log = true;
   const peakmem::Report report = peakmem::Analyze(parsed, "runtime", {}, options);
   const peakmem::AllocLog& log = *report.alloc_log;
-  peakmem::AllocatorOptions allocator;
-  allocator.model = peakmem::AllocatorModel::kCudaCaching;
+  const peakmem::AllocatorOptions allocator =
+      peakmem::MakeAllocatorOptions("cuda-caching", "", "");  // as the CLI makes them
   for (auto _ : state) {
     if (cuda) {
       const peakmem::AllocatorResult r = peakmem::RunAllocatorModel(log, allocator);

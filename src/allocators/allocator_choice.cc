@@ -36,6 +36,9 @@ AllocatorOptions MakeAllocatorOptions(std::string_view model,
                                       std::string_view device_memory, std::string_view conf_name,
                                       std::string_view memory_name) {
   AllocatorOptions options;
+  // No writer reads the segments at the peak yet, and keeping them costs a
+  // copy of the layout at every new peak (quadratic on a growing forward).
+  options.cuda.layout_at = CudaLayoutAt::kNone;
   if (!ParseAllocatorModel(model, &options.model)) {
     throw std::invalid_argument("unknown allocator '" + std::string(model) +
                                 "'; available allocators: requested, cuda-caching");
@@ -85,7 +88,8 @@ AllocatorResult RunAllocatorModel(const AllocLog& log, const AllocatorOptions& o
     }
   }
   result.device_capacity = cuda.device_capacity;
-  result.stats = SimulateCudaCaching(log, cuda, &result.peak_layout);
+  result.stats = SimulateCudaCaching(
+      log, cuda, cuda.layout_at == CudaLayoutAt::kNone ? nullptr : &result.peak_layout);
   if (result.stats.oom_storage < log.storages.size()) {
     result.oom_requested_bytes = log.storages[result.stats.oom_storage].bytes;
   }

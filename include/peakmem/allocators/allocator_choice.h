@@ -40,7 +40,9 @@ struct AllocatorOptions {
 struct AllocatorResult {
   AllocatorModel model = AllocatorModel::kRequested;
   CudaAllocatorStats stats;  // the allocator's counters at the end, and their peaks
-  CudaMemoryLayout peak_layout;  // the segments at the peak CudaCachingOptions::layout_at names
+  // The segments at the peak CudaCachingOptions::layout_at names (not
+  // captured with kNone, which MakeAllocatorOptions chooses).
+  CudaMemoryLayout peak_layout;
   // Which storages went through it: "cuda:0" (a trace's first CUDA device),
   // or "all" when the trace has no CUDA tensors (a CPU or meta trace priced
   // as if it ran on one GPU).
@@ -57,7 +59,7 @@ struct AllocatorResult {
 // reads it (empty: unbounded). Throws std::invalid_argument saying which
 // setting is wrong, naming it as `conf_name` / `memory_name` (the flag or
 // keyword the user wrote), also when either is given for an allocator
-// other than cuda-caching.
+// other than cuda-caching. The layout at the peak is not kept (kNone).
 AllocatorOptions MakeAllocatorOptions(std::string_view model,
                                       std::optional<std::string_view> alloc_conf,
                                       std::string_view device_memory,
