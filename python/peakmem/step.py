@@ -207,6 +207,14 @@ def _budget(budget: int | str | None) -> int | None:
     return budget
 
 
+def _check_arguments(steps: Any, optimizer: Any, optimizer_kwargs: dict | None,
+                     budget: int | str | None) -> tuple[dict, int | None]:
+    """What estimate_step and measure_step check first: (optimizer kwargs, budget bytes)."""
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    return _check_optimizer(optimizer, optimizer_kwargs), _budget(budget)
+
+
 def _with_budget(report: StepReport, budget: int | None) -> StepReport:
     if budget is None:
         return report
@@ -268,11 +276,10 @@ def _names(x: Any) -> list[str]:
 class _Timeline:
     """The step's live bytes as the phases add to them; keeps the peak."""
 
-    def __init__(self, live: int) -> None:
-        self.live = live
-        self.peak = live
+    def __init__(self, start: int, categories: dict[str, int]) -> None:
+        self.peak = start
         self.at = ("forward", 1)
-        self.categories: dict[str, int] = {}
+        self.categories = categories
 
     def reach(self, value: int, phase: str, step: int, categories: Callable[[], dict[str, int]]) -> None:
         if value > self.peak:
@@ -319,59 +326,77 @@ def estimate_step(
     Raises ValueError for an optimizer or a loss peakmem cannot model,
     RuntimeError when Thunder cannot trace the step.
     """
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    _check_optimizer(optimizer, optimizer_kwargs)
-    limit = _budget(budget)
-    torch, thunder = _import_torch_and_thunder()
+    _, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
+    _torch, thunder = _import_torch_and_thunder()
+    module = _step_module(model, loss_fn)
+    pieces = _simulate_traces(thunder, module, tuple(inputs))
+    parameters = _storage_bytes(_held_by_module(module))
+    input_bytes = _storage_bytes(_input_tensors(tuple(inputs)))
+    return _with_budget(_join_steps(pieces, parameters, input_bytes, steps, zero_grad), limit)
+
+
+@dataclass(frozen=True)
+class _Pieces:
+    """The two traces of one step, simulated, and what joins them."""
+
+    forward: Any              # the forward's Report
+    backward: Any             # the backward's Report, its saved tensors the forward's
+    args_bytes: int           # what the forward's arguments hold
+    own_saved_bytes: int      # forward storages the backward gets as its own arguments
+    cotangent_bytes: int      # torch.ones_like(loss)
+    grad_bytes: int           # the gradients the backward returns
+    saved_names: tuple[str, ...]
+
+
+def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> _Pieces:
     from . import _core
 
-    module = _step_module(model, loss_fn)
-    fw, bw, cotangent_bytes = _trace_step(thunder, module, tuple(inputs))
-
+    fw, bw, cotangent_bytes = _trace_step(thunder, module, inputs)
     # The forward, and the identity of everything it returns.
     fw_report = _core.analyze_live(fw, "runtime", "forward", True, returned_tensors=True)
     returned = {name: (storage, nbytes, list(strides), role)
                 for name, storage, nbytes, strides, role in fw_report.returned_tensors}
     data, (saved, _saved_other) = _return_args(fw)
-    output_names = set(_names(data["output"]))
-    flat_arg_names = _names(data["flat_args"])
     saved_names = _names(saved)
-    args_bytes = fw_report.steps[0].live_bytes - fw_report.steps[0].delta_bytes if fw_report.steps else 0
-
     # The backward, its saved tensors being the forward's.
-    spec, own_saved_bytes = _saved_identity(saved_names, returned, output_names)
+    spec, own_saved_bytes = _saved_identity(saved_names, returned, set(_names(data["output"])))
     spec += [(name, True, -1, 0, []) for name in _names(bw.args[1])]  # cotangents: autograd holds them
     bw_report = _core.analyze_live(bw, "runtime", "backward", True, argument_tensors=spec,
                                    returned_tensors=True)
-    grads = _accumulated_grads(bw, bw_report, flat_arg_names, returned)
-    grad_bytes = sum(grads.values())
+    grads = _accumulated_grads(bw, bw_report, _names(data["flat_args"]), returned)
+    first = fw_report.steps[0] if fw_report.steps else None
+    return _Pieces(
+        forward=fw_report, backward=bw_report,
+        args_bytes=first.live_bytes - first.delta_bytes if first else 0,
+        own_saved_bytes=own_saved_bytes, cotangent_bytes=cotangent_bytes,
+        grad_bytes=sum(grads.values()), saved_names=tuple(saved_names))
 
-    parameters = _storage_bytes(_held_by_module(module))
-    input_bytes = _storage_bytes(_input_tensors(tuple(inputs)))
-    outside = parameters + input_bytes - args_bytes  # held, but not arguments of the forward
+
+def _join_steps(p: _Pieces, parameters: int, input_bytes: int, steps: int,
+                zero_grad: bool) -> StepReport:
+    """The traces' timelines joined into `steps` steps (the module docstring's rules)."""
+    outside = parameters + input_bytes - p.args_bytes  # held, but not arguments of the forward
     if outside < 0:
         raise RuntimeError(
-            f"the forward's arguments hold {args_bytes} bytes, more than the module's parameters and "
-            f"buffers ({parameters}) and the inputs ({input_bytes}): tensors passed twice (tied "
+            f"the forward's arguments hold {p.args_bytes} bytes, more than the module's parameters "
+            f"and buffers ({parameters}) and the inputs ({input_bytes}): tensors passed twice (tied "
             "weights) are not modelled yet")
-
-    fw_cats = _live_by_role(fw_report, set(saved_names), set())
-    bw_cats = _live_by_role(bw_report, set(), {t[0] for t in bw_report.returned_tensors})
-    timeline = _Timeline(parameters + input_bytes)
-    timeline.categories = {"parameters": parameters, "inputs": input_bytes, "gradients": 0,
-                           "optimizer_state": 0, "activations": 0, "temporaries": 0}
+    fw_cats = _live_by_role(p.forward, set(p.saved_names), set())
+    bw_cats = _live_by_role(p.backward, set(), {t[0] for t in p.backward.returned_tensors})
+    timeline = _Timeline(parameters + input_bytes, {
+        "parameters": parameters, "inputs": input_bytes, "gradients": 0, "optimizer_state": 0,
+        "activations": 0, "temporaries": 0})
     carry = 0  # bytes of .grad held between steps
     for k in range(1, steps + 1):
         held = outside + carry  # beyond the forward's arguments
-        timeline.reach(held + fw_report.peak_bytes, "forward", k, lambda: {
+        timeline.reach(held + p.forward.peak_bytes, "forward", k, lambda: {
             "parameters": parameters, "inputs": input_bytes, "gradients": carry,
             "optimizer_state": 0, **fw_cats})
         # After the forward: its final bytes (arguments, the loss, saved tensors);
         # loss.backward() adds the cotangent; the backward counts the saved
         # tensors it owns as its arguments.
-        offset = held + fw_report.final_bytes + cotangent_bytes - own_saved_bytes
-        bw_peak = offset + bw_report.peak_bytes
+        offset = held + p.forward.final_bytes + p.cotangent_bytes - p.own_saved_bytes
+        bw_peak = offset + p.backward.peak_bytes
         timeline.reach(bw_peak, "backward", k, lambda: _backward_categories(
             bw_peak, parameters, input_bytes, carry, bw_cats))
         # The backward returns: what it still held but its gradients is released
@@ -379,15 +404,13 @@ def estimate_step(
         # fields, or adds them in place and frees them. Then the cotangent and,
         # as step() returns, the loss go. No later moment of the step holds more.
         if carry == 0:
-            carry = grad_bytes
+            carry = p.grad_bytes
         if zero_grad:
             carry = 0
-    final = parameters + input_bytes + carry
-    report = StepReport(
-        peak_bytes=timeline.peak, final_bytes=final, phase_at_peak=timeline.at[0],
-        step_at_peak=timeline.at[1], by_category=timeline.categories,
-        forward=fw_report, backward=bw_report)
-    return _with_budget(report, limit)
+    return StepReport(
+        peak_bytes=timeline.peak, final_bytes=parameters + input_bytes + carry,
+        phase_at_peak=timeline.at[0], step_at_peak=timeline.at[1],
+        by_category=timeline.categories, forward=p.forward, backward=p.backward)
 
 
 def _saved_identity(saved_names: list[str], returned: dict, output_names: set[str]):
@@ -451,7 +474,6 @@ def _backward_categories(peak: int, parameters: int, inputs: int, carry: int,
     return cats
 
 
-
 # ---------------------------------------------------------------------------
 # The measurement
 
@@ -479,10 +501,7 @@ def measure_step(
     ``phase_at_peak`` is ``"measured"`` and ``by_category`` holds the
     parameters and inputs only (the profiler does not say what a block is).
     """
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    kwargs = _check_optimizer(optimizer, optimizer_kwargs)
-    limit = _budget(budget)
+    kwargs, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
     torch, thunder = _import_torch_and_thunder()
     from torch.profiler import ProfilerActivity, profile, record_function
 
