@@ -36,10 +36,14 @@ model and joined with the identity of every tensor carried across:
   contract (the parameter's strides on every dimension of size other than 1)
   and nothing else holds it; into an existing ``.grad`` it is added in place
   and freed;
-* the optimizer: ``torch.optim.SGD`` without momentum, weight decay or
-  ``maximize`` updates in place (``param.add_(grad, alpha=-lr)``) and
-  allocates nothing; other optimizers are not modelled yet (an error says
-  so).
+* the optimizer (``torch.optim.SGD``, ``Adam``, ``AdamW``; others are an
+  error): its ``step()`` is written as a program of the tensor calls the
+  single-tensor implementation makes (peakmem.optimizer_program) and
+  simulated by the runtime model, its arguments the parameters, their
+  ``.grad`` and the state kept from the step before, with the parameters,
+  inputs and the loss held around it. The first step creates the state
+  (Adam's ``step`` and moments, SGD's momentum buffers); it is held from
+  then on.
 
 ``measure_step`` runs the same step for real on the CPU under the PyTorch
 profiler (peakmem.measure's event walk), after one untimed warm-up step
@@ -67,8 +71,7 @@ class StepReport:
             buffers, inputs, gradients left by ``zero_grad=False``,
             optimizer state).
         phase_at_peak: where the peak is: ``"forward"``, ``"backward"`` or
-            ``"gradients"`` (``AccumulateGrad``); ``step_at_peak``: which
-            step (1-based).
+            ``"optimizer"``; ``step_at_peak``: which step (1-based).
         by_category: the bytes held at the peak, by what they are (every key
             of CATEGORIES; they sum to ``peak_bytes``): parameters (and
             buffers), inputs, gradients (``.grad`` and gradients being
@@ -78,7 +81,8 @@ class StepReport:
         budget: the bytes the step must fit in (``None``: not asked);
             ``fits`` and ``headroom_bytes`` then say whether and by how much.
         forward, backward: the runtime model's reports of the two traces as
-            the step runs them (estimate only).
+            the step runs them; optimizer: that of the first step's
+            ``optimizer.step()`` program (estimate only).
         measured: ``True`` for ``measure_step``.
     """
 
@@ -92,6 +96,7 @@ class StepReport:
     headroom_bytes: int | None = None
     forward: Any = None
     backward: Any = None
+    optimizer: Any = None
     measured: bool = False
 
 
@@ -107,29 +112,16 @@ def _import_torch_and_thunder():
     return torch, import_thunder()
 
 
-def _check_optimizer(optimizer: Any, optimizer_kwargs: dict | None) -> dict:
+def _check_optimizer(optimizer: Any, optimizer_kwargs: dict | None):
+    """The optimizer's OptimizerSpec (None: no optimizer); ValueError for one not modelled."""
     kwargs = dict(optimizer_kwargs or {})
     if optimizer is None:
         if kwargs:
             raise ValueError("optimizer_kwargs given without an optimizer")
-        return kwargs
-    import torch
+        return None
+    from .optimizer_program import resolve_optimizer
 
-    if optimizer is not torch.optim.SGD:
-        name = getattr(optimizer, "__name__", repr(optimizer))
-        raise ValueError(
-            f"optimizer {name} is not modelled yet: peakmem models no optimizer and "
-            "torch.optim.SGD without momentum, weight decay or maximize")
-    for key, plain in (("momentum", 0), ("weight_decay", 0), ("maximize", False), ("nesterov", False),
-                       ("dampening", 0)):
-        if kwargs.get(key, plain) != plain:
-            raise ValueError(
-                f"torch.optim.SGD with {key}={kwargs[key]!r} is not modelled yet (it keeps or makes "
-                "tensors the plain update does not); peakmem models SGD without momentum, weight "
-                "decay or maximize")
-    if kwargs.get("foreach") or kwargs.get("fused"):
-        raise ValueError("torch.optim.SGD with foreach or fused is not modelled yet")
-    return kwargs
+    return resolve_optimizer(optimizer, kwargs)
 
 
 def _step_module(model: Any, loss_fn: Callable | None):
@@ -208,8 +200,8 @@ def _budget(budget: int | str | None) -> int | None:
 
 
 def _check_arguments(steps: Any, optimizer: Any, optimizer_kwargs: dict | None,
-                     budget: int | str | None) -> tuple[dict, int | None]:
-    """What estimate_step and measure_step check first: (optimizer kwargs, budget bytes)."""
+                     budget: int | str | None) -> tuple[Any, int | None]:
+    """What estimate_step and measure_step check first: (OptimizerSpec or None, budget bytes)."""
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     return _check_optimizer(optimizer, optimizer_kwargs), _budget(budget)
@@ -319,20 +311,23 @@ def estimate_step(
     *inputs)`` returns the scalar loss (``None``: the model returns it).
     `inputs` may be real tensors or on the ``meta`` device (then nothing is
     allocated: the model's parameters should be on ``meta`` too). `optimizer`
-    is a class (``torch.optim.SGD``) with `optimizer_kwargs`; `budget` bytes
+    is a class (``torch.optim.SGD``, ``Adam`` or ``AdamW``, with their own
+    defaults) with `optimizer_kwargs`; `budget` bytes
     (or a size such as ``"80GiB"``) to check the peak against. See the
     module docstring for the step and how it is modelled.
 
     Raises ValueError for an optimizer or a loss peakmem cannot model,
     RuntimeError when Thunder cannot trace the step.
     """
-    _, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
+    spec, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
     _torch, thunder = _import_torch_and_thunder()
     module = _step_module(model, loss_fn)
     pieces = _simulate_traces(thunder, module, tuple(inputs))
+    opt = None if spec is None else _simulate_optimizer(spec, module, pieces.grad_bytes, steps)
     parameters = _storage_bytes(_held_by_module(module))
     input_bytes = _storage_bytes(_input_tensors(tuple(inputs)))
-    return _with_budget(_join_steps(pieces, parameters, input_bytes, steps, zero_grad), limit)
+    report = _join_steps(pieces, opt, parameters, input_bytes, steps, zero_grad)
+    return _with_budget(report, limit)
 
 
 @dataclass(frozen=True)
@@ -345,6 +340,7 @@ class _Pieces:
     own_saved_bytes: int      # forward storages the backward gets as its own arguments
     cotangent_bytes: int      # torch.ones_like(loss)
     grad_bytes: int           # the gradients the backward returns
+    loss_bytes: int           # the forward's outputs, held until step() returns
     saved_names: tuple[str, ...]
 
 
@@ -364,16 +360,60 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> _Pieces:
     bw_report = _core.analyze_live(bw, "runtime", "backward", True, argument_tensors=spec,
                                    returned_tensors=True)
     grads = _accumulated_grads(bw, bw_report, _names(data["flat_args"]), returned)
-    first = fw_report.steps[0] if fw_report.steps else None
+    outputs = {returned[n][0]: returned[n][1] for n in _names(data["output"])
+               if returned[n][3] != "argument"}
     return _Pieces(
-        forward=fw_report, backward=bw_report,
-        args_bytes=first.live_bytes - first.delta_bytes if first else 0,
+        forward=fw_report, backward=bw_report, args_bytes=_argument_bytes(fw_report),
         own_saved_bytes=own_saved_bytes, cotangent_bytes=cotangent_bytes,
-        grad_bytes=sum(grads.values()), saved_names=tuple(saved_names))
+        grad_bytes=sum(grads.values()), loss_bytes=sum(outputs.values()),
+        saved_names=tuple(saved_names))
 
 
-def _join_steps(p: _Pieces, parameters: int, input_bytes: int, steps: int,
-                zero_grad: bool) -> StepReport:
+def _argument_bytes(report: Any) -> int:
+    """What a trace's arguments hold: the live bytes before its first statement."""
+    first = report.steps[0] if report.steps else None
+    return first.live_bytes - first.delta_bytes if first else 0
+
+
+@dataclass(frozen=True)
+class _OptimizerPieces:
+    """optimizer.step() simulated: the first (it creates the state) and the later ones."""
+
+    first: Any                # the runtime model's Report of the first step's program
+    later: Any                # of a later step's (None when steps == 1)
+    state_names: frozenset[str]  # the state's names in both programs
+    state_bytes: int          # what the first step creates and the optimizer keeps
+
+
+def _simulate_optimizer(spec: Any, module: Any, grad_bytes: int, steps: int) -> _OptimizerPieces:
+    from . import _core
+    from .optimizer_program import ParamInfo, optimizer_program
+
+    trainable = [p for p in module.parameters() if p.requires_grad]
+    param_bytes = _storage_bytes(trainable)
+    if param_bytes != grad_bytes:
+        raise ValueError(
+            f"the backward returns {grad_bytes} bytes of gradients, the trainable parameters hold "
+            f"{param_bytes}: a parameter without a gradient, or an input that requires one, is not "
+            "modelled yet with an optimizer")
+    infos = [ParamInfo(tuple(int(d) for d in p.shape), p.dtype) for p in trainable]
+
+    def run(first: bool) -> tuple[Any, frozenset[str]]:
+        program = optimizer_program(spec, infos, first)
+        report = _core.analyze_text(program.text, f"<torch.optim.{spec.name}.step>", "runtime",
+                                    "plain")
+        if report.diagnostics:  # the program is peakmem's own: every op must be known
+            raise RuntimeError(f"the {spec.name} step program: {report.diagnostics[0]}")
+        return report, program.state_names
+
+    first, names = run(True)
+    later = run(False)[0] if steps > 1 else None
+    return _OptimizerPieces(first=first, later=later, state_names=names,
+                            state_bytes=first.final_bytes - _argument_bytes(first))
+
+
+def _join_steps(p: _Pieces, opt: _OptimizerPieces | None, parameters: int, input_bytes: int,
+                steps: int, zero_grad: bool) -> StepReport:
     """The traces' timelines joined into `steps` steps (the module docstring's rules)."""
     outside = parameters + input_bytes - p.args_bytes  # held, but not arguments of the forward
     if outside < 0:
@@ -387,30 +427,43 @@ def _join_steps(p: _Pieces, parameters: int, input_bytes: int, steps: int,
         "parameters": parameters, "inputs": input_bytes, "gradients": 0, "optimizer_state": 0,
         "activations": 0, "temporaries": 0})
     carry = 0  # bytes of .grad held between steps
+    state = 0  # bytes of optimizer state
     for k in range(1, steps + 1):
-        held = outside + carry  # beyond the forward's arguments
+        held = outside + carry + state  # beyond the forward's arguments
         timeline.reach(held + p.forward.peak_bytes, "forward", k, lambda: {
             "parameters": parameters, "inputs": input_bytes, "gradients": carry,
-            "optimizer_state": 0, **fw_cats})
+            "optimizer_state": state, **fw_cats})
         # After the forward: its final bytes (arguments, the loss, saved tensors);
         # loss.backward() adds the cotangent; the backward counts the saved
         # tensors it owns as its arguments.
         offset = held + p.forward.final_bytes + p.cotangent_bytes - p.own_saved_bytes
         bw_peak = offset + p.backward.peak_bytes
         timeline.reach(bw_peak, "backward", k, lambda: _backward_categories(
-            bw_peak, parameters, input_bytes, carry, bw_cats))
+            bw_peak, parameters, input_bytes, carry, state, bw_cats))
         # The backward returns: what it still held but its gradients is released
         # (release_variables); AccumulateGrad steals them into empty .grad
-        # fields, or adds them in place and frees them. Then the cotangent and,
-        # as step() returns, the loss go. No later moment of the step holds more.
+        # fields, or adds them in place and frees them. Then the cotangent goes;
+        # no moment of the backward's return holds more.
         if carry == 0:
             carry = p.grad_bytes
+        if opt is not None:
+            # optimizer.step(): parameters, inputs, .grad, the state and the
+            # loss (alive until step() returns) are held; the program's
+            # arguments are the parameters, their gradients and the state.
+            program = opt.first if k == 1 else opt.later
+            base = parameters + input_bytes + carry + state + p.loss_bytes
+            opt_peak = base - _argument_bytes(program) + program.peak_bytes
+            timeline.reach(opt_peak, "optimizer", k, lambda: _optimizer_categories(
+                opt_peak, program, opt.state_names, parameters, input_bytes, carry, p.loss_bytes))
+            if k == 1:
+                state = opt.state_bytes
         if zero_grad:
             carry = 0
     return StepReport(
-        peak_bytes=timeline.peak, final_bytes=parameters + input_bytes + carry,
+        peak_bytes=timeline.peak, final_bytes=parameters + input_bytes + carry + state,
         phase_at_peak=timeline.at[0], step_at_peak=timeline.at[1],
-        by_category=timeline.categories, forward=p.forward, backward=p.backward)
+        by_category=timeline.categories, forward=p.forward, backward=p.backward,
+        optimizer=None if opt is None else opt.first)
 
 
 def _saved_identity(saved_names: list[str], returned: dict, output_names: set[str]):
@@ -466,11 +519,23 @@ def _accumulated_grads(bw: Any, bw_report: Any, flat_arg_names: list[str], retur
     return out
 
 
-def _backward_categories(peak: int, parameters: int, inputs: int, carry: int,
+def _backward_categories(peak: int, parameters: int, inputs: int, carry: int, state: int,
                          live: dict[str, int]) -> dict[str, int]:
     cats = {"parameters": parameters, "inputs": inputs, "gradients": carry + live["gradients"],
-            "optimizer_state": 0, "activations": live["activations"]}
+            "optimizer_state": state, "activations": live["activations"]}
     cats["temporaries"] = peak - sum(cats.values())  # the loss, the cotangent, intermediates
+    return cats
+
+
+def _optimizer_categories(peak: int, program: Any, state_names: frozenset[str], parameters: int,
+                          inputs: int, grads: int, loss: int) -> dict[str, int]:
+    """At the optimizer's peak: the state (kept or made so far), and as
+    temporaries the loss and what the step makes (denominators, decayed
+    gradients)."""
+    state = sum(t.bytes for t in program.live_at_peak if t.name in state_names)
+    cats = {"parameters": parameters, "inputs": inputs, "gradients": grads,
+            "optimizer_state": state, "activations": 0}
+    cats["temporaries"] = peak - sum(cats.values())
     return cats
 
 
@@ -501,7 +566,8 @@ def measure_step(
     ``phase_at_peak`` is ``"measured"`` and ``by_category`` holds the
     parameters and inputs only (the profiler does not say what a block is).
     """
-    kwargs, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
+    _, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
+    kwargs = dict(optimizer_kwargs or {})
     torch, thunder = _import_torch_and_thunder()
     from torch.profiler import ProfilerActivity, profile, record_function
 

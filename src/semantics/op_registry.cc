@@ -159,6 +159,13 @@ std::vector<OpInfo> BuildTable() {
       op.thunder_alias = true;
     }
   }
+  // In-place arithmetic with a Python number (`exp_avg_sq.mul_(0.999)`,
+  // `step_t += 1`) wraps it as the out-of-place op does: the Scalar overload
+  // calls the Tensor one with wrapped_scalar_tensor(other). Measured on a f32
+  // tensor: 8 (the wrapped double or int64) then 4 (its cast), both freed
+  // before the op returns. (lerp_, addcmul_, addcdiv_, clamp_ and fill_ take
+  // their numbers as Scalars and allocate nothing.)
+  for (const char* n : {"add_", "sub_", "mul_", "div_"}) Find(ops, n).scratch = ScratchRule::kWrappedScalars;
   Find(ops, "where").scratch = ScratchRule::kWhereScalar;
   Find(ops, "mm").scratch = ScratchRule::kBlasOperandClones;
   Find(ops, "matmul").scratch = ScratchRule::kBlasOperandClones;

@@ -41,6 +41,36 @@ TEST(Scratch, WrappedFloatOnAFloat64OpNeedsNoCast) {
   EXPECT_EQ(s.with_outputs, 8);
 }
 
+TEST(Scratch, InPlaceArithmeticWrapsItsNumberToo) {
+  // exp_avg_sq.mul_(0.999) on bf16 (torch.optim.Adam): a wrapped double (8)
+  // cast to bf16 (2), measured as the events 8, 2, -2, -8.
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(a):
+  # a: "cpu bf16[4]"
+  torch.Tensor.mul_(a, 0.999)
+  return a
+)").with_outputs, 10);
+  // step_t += 1 on Adam's f32 step: a wrapped int64 (8) cast to f32 (4).
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(s):
+  # s: "cpu f32[]"
+  torch.Tensor.add_(s, 1)
+  return s
+)").with_outputs, 12);
+  // A tensor operand, the number a keyword (alpha): nothing is wrapped.
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(a, b):
+  # a: "cpu f32[4]"
+  # b: "cpu f32[4]"
+  torch.Tensor.add_(a, b, alpha=-0.1)
+  return a
+)").with_outputs, 0);
+  // lerp_ takes its weight as a Scalar (measured: no allocation).
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(a, b):
+  # a: "cpu f32[4]"
+  # b: "cpu f32[4]"
+  torch.Tensor.lerp_(a, b, 0.1)
+  return a
+)").with_outputs, 0);
+}
+
 TEST(Scratch, WhereScalarIsAZeroDimTensorOfTheResultDtype) {
   // where(c, a, 0.0) with an f32 result: one 0-d f32 scalar_tensor, 4 bytes.
   const ScratchEstimate s = ScratchOfFirstCall(R"(def f(c, a):

@@ -188,6 +188,7 @@ class Entry:
 
 
 SGD = {"optimizer": torch.optim.SGD, "optimizer_kwargs": {"lr": 0.01}}
+ADAMW = {"optimizer": torch.optim.AdamW}  # its defaults: lr 1e-3, weight decay 1e-2 (decoupled)
 
 
 def _tokens(batch: int = 2, seq: int = 128, vocab: int = 512) -> tuple:
@@ -212,4 +213,25 @@ ENTRIES = [
           {**SGD, "steps": 3}),
     Entry("mixer_block_no_zero_grad", MixerBlock, lambda: (torch.randn(2, 128, 256),), mse_loss,
           {"steps": 1, "zero_grad": False}),
+    # The optimizer's peak: Adam's state (two moments and a step per parameter)
+    # is made in the first step, and each parameter's denominator is alive
+    # with the next one's.
+    Entry("mlp_adamw_3_steps", MLP, lambda: (torch.randn(64, 256),), mse_loss,
+          {**ADAMW, "steps": 3}),
+    Entry("mlp_adam_weight_decay_amsgrad", MLP, lambda: (torch.randn(64, 256),), mse_loss,
+          {"optimizer": torch.optim.Adam,
+           "optimizer_kwargs": {"weight_decay": 0.1, "amsgrad": True}, "steps": 2}),
+    Entry("gpt_lm_adamw_2_steps", GPT, _tokens, None, {**ADAMW, "steps": 2}),
+    Entry("llama_block_bf16_adamw", lambda: LlamaBlock().to(torch.bfloat16),
+          lambda: (torch.randn(2, 128, 256, dtype=torch.bfloat16),), mse_loss,
+          {**ADAMW, "steps": 2}),
+    Entry("mixer_block_sgd_nesterov_accumulating", MixerBlock,
+          lambda: (torch.randn(2, 128, 256),), mse_loss,
+          {"optimizer": torch.optim.SGD,
+           "optimizer_kwargs": {"lr": 0.01, "momentum": 0.9, "nesterov": True,
+                                "weight_decay": 1e-4},
+           "steps": 2, "zero_grad": False}),
+    Entry("vit_block_adam_maximize", ViTBlock,
+          lambda: (torch.randn(4, 3, 64, 64), torch.randint(0, 10, (4,))), classify_loss,
+          {"optimizer": torch.optim.Adam, "optimizer_kwargs": {"maximize": True}}),
 ]

@@ -1,0 +1,270 @@
+"""An optimizer's ``step()`` written as a trace, for the runtime model to simulate.
+
+``torch.optim`` on the CPU (and on ``meta``, which takes the same defaults)
+runs the single-tensor implementation: ``_single_tensor_sgd``
+(torch/optim/sgd.py) and ``_single_tensor_adam`` (torch/optim/adam.py, which
+``AdamW`` runs with ``decoupled_weight_decay=True``). ``optimizer_program``
+writes the tensor calls one ``step()`` makes, in its order, as printed trace
+text: parameters, gradients and the state kept from earlier steps are the
+trace's arguments (the caller holds them), the state a first step creates is
+what it returns. The runtime model then prices the calls with the rules it
+uses for every trace (the 0-d tensor a Python scalar is wrapped in, the
+outputs' layouts), so no byte count is written here.
+
+Python frees a temporary when its name is rebound, and the program says so
+with ``del`` at that point: ``grad`` (a new tensor under ``maximize`` or
+coupled weight decay) lives until the next parameter's ``grad = grads[i]``;
+Adam's ``denom`` until the next parameter's ``denom`` is made; what is left
+dies when ``step()`` returns.
+
+Modelled: ``torch.optim.SGD`` (momentum, dampening, nesterov, weight decay,
+maximize), ``torch.optim.Adam`` and ``torch.optim.AdamW`` (weight decay,
+amsgrad, maximize), with Python-number hyperparameters. ``foreach=True``,
+``fused=True``, ``capturable``, ``differentiable`` and tensor-valued
+hyperparameters take other code paths and are refused with an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["OptimizerProgram", "OptimizerSpec", "ParamInfo", "resolve_optimizer",
+           "optimizer_program"]
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """A parameter the optimizer updates: its shape and dtype (torch.dtype)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """An optimizer class with its hyperparameters, the class's defaults filled in."""
+
+    kind: str            # "sgd" or "adam" (Adam and AdamW)
+    name: str            # the class's name, for messages
+    group: dict          # param_groups[0] without "params"
+    step_dtype: Any      # the dtype of Adam's state["step"] (_get_scalar_dtype())
+
+
+_NUMERIC_KEYS = {"sgd": ("lr", "momentum", "dampening", "weight_decay"),
+                 "adam": ("lr", "eps", "weight_decay")}
+
+
+def resolve_optimizer(optimizer: Any, kwargs: dict) -> OptimizerSpec:
+    """The class's real defaults, read from an instance over one meta parameter.
+
+    Raises ValueError for an optimizer, or an option of one, not modelled.
+    """
+    import torch
+
+    kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adam"}
+    name = getattr(optimizer, "__name__", repr(optimizer))
+    if optimizer not in kinds:
+        raise ValueError(
+            f"optimizer {name} is not modelled yet: peakmem models torch.optim.SGD, "
+            "torch.optim.Adam and torch.optim.AdamW")
+    try:
+        probe = optimizer([torch.nn.Parameter(torch.empty(1, device="meta"))], **kwargs)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"torch.optim.{name} rejects optimizer_kwargs {kwargs!r}: {e}") from e
+    group = {k: v for k, v in probe.param_groups[0].items() if k != "params"}
+    for key in ("foreach", "fused", "capturable", "differentiable"):
+        if group.get(key):
+            raise ValueError(
+                f"torch.optim.{name} with {key}=True is not modelled yet: peakmem models the "
+                "single-tensor step the CPU runs by default")
+    kind = kinds[optimizer]
+    numbers = [group[k] for k in _NUMERIC_KEYS[kind]] + list(group.get("betas", ()))
+    if any(isinstance(v, torch.Tensor) for v in numbers):
+        raise ValueError(f"torch.optim.{name} with tensor-valued hyperparameters is not modelled yet")
+    from torch.optim.optimizer import _get_scalar_dtype
+
+    return OptimizerSpec(kind=kind, name=name, group=group, step_dtype=_get_scalar_dtype())
+
+
+@dataclass(frozen=True)
+class OptimizerProgram:
+    """One ``step()`` as trace text, and the names its state tensors have in it."""
+
+    text: str
+    state_names: frozenset[str]
+
+
+def optimizer_program(spec: OptimizerSpec, params: list[ParamInfo], first: bool) -> OptimizerProgram:
+    """One ``step()`` over `params` (in param_groups order).
+
+    `first`: the state does not exist yet (the first step); the program
+    creates it and returns it. Otherwise the state is passed in as arguments
+    after each parameter's gradient.
+    """
+    w = _Writer(spec)
+    if spec.kind == "adam":
+        _adam(w, spec.group, params, first)
+    else:
+        _sgd(w, spec.group, params, first)
+    return OptimizerProgram(w.text(), frozenset(w.state))
+
+
+class _Writer:
+    """Trace text in the printed form the text reader reads."""
+
+    def __init__(self, spec: OptimizerSpec) -> None:
+        self.spec = spec
+        self.args: list[tuple[str, str]] = []
+        self.body: list[str] = []
+        self.returned: list[str] = []
+        self.state: list[str] = []  # the state's names, as arguments or made
+        self.count = 0
+
+    def arg(self, name: str, type_: str, state: bool = False) -> str:
+        self.args.append((name, type_))
+        if state:
+            self.state.append(name)
+        return name
+
+    def call(self, callee: str, *args: str, type_: str | None = None,
+             state: str | None = None) -> str | None:
+        """`callee(args)`; with `type_` its new output's name (`state`: a state
+        tensor of that name, returned), else a bare call (in place)."""
+        text = f"{callee}({', '.join(args)})"
+        if type_ is None:
+            self.body.append(text)
+            return None
+        if state is not None:
+            name = state
+            self.state.append(name)
+            self.returned.append(name)
+        else:
+            name = f"t{self.count}"
+            self.count += 1
+        self.body.append(f"{name} = {text}  # {name}: \"{type_}\"")
+        return name
+
+    def delete(self, *names: str | None) -> None:
+        names = tuple(n for n in names if n is not None)
+        if names:
+            self.body.append(f"del {', '.join(names)}")
+
+    def text(self) -> str:
+        head = [f"# peakmem: torch.optim.{self.spec.name}.step(), single-tensor",
+                "import torch", "from torch import Tensor", "", "@torch.no_grad()",
+                f"def optimizer_step({', '.join(n for n, _ in self.args)}):"]
+        head += [f"  # {n}: \"{t}\"" for n, t in self.args]
+        ret = f"  return ({', '.join(self.returned)}{',' if len(self.returned) == 1 else ''})"
+        return "\n".join(head + [""] + [f"  {line}" for line in self.body] + [ret]) + "\n"
+
+
+def _type(p: ParamInfo) -> str:
+    """The printed type: Thunder's own dtype short names (thunder.core.dtypes)."""
+    from thunder.core import dtypes
+
+    shape = ", ".join(str(d) for d in p.shape)
+    return f"cpu {dtypes.to_dtype(p.dtype).shortname()}[{shape}]"
+
+
+def _num(x: Any) -> str:
+    """A Python number as the program spells it: its kind (int, float) decides the wrapped dtype."""
+    return repr(x)
+
+
+def _bind_grad(w: _Writer, g: str, info: ParamInfo, maximize: bool,
+               previous: list[str]) -> tuple[str, list[str]]:
+    """`grad = grads[i] if not maximize else -grads[i]`: the name bound and the
+    temporaries it made. Binding it drops the previous parameter's `grad`."""
+    if not maximize:
+        w.delete(*previous)
+        return g, []
+    neg = w.call("torch.neg", g, type_=_type(info))
+    w.delete(*previous)
+    return neg, [neg]
+
+
+def _adam(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None:
+    amsgrad = group["amsgrad"]
+    decoupled = group.get("decoupled_weight_decay", False)
+    names = []
+    for i, info in enumerate(params):
+        p = w.arg(f"p{i}", _type(info))
+        g = w.arg(f"g{i}", _type(info))
+        state = [f"s{i}", f"m{i}", f"v{i}"] + ([f"x{i}"] if amsgrad else [])
+        if not first:
+            w.arg(state[0], _type(ParamInfo((), w.spec.step_dtype)), state=True)
+            for n in state[1:]:
+                w.arg(n, _type(info), state=True)
+        names.append((p, g, state))
+    if first:  # Adam._init_group: per parameter, step then the moments
+        for (p, _g, state), info in zip(names, params):
+            # torch.tensor(0.0, dtype=_get_scalar_dtype(), device="cpu")
+            w.call("torch.full", "()", "0.0", f"dtype={_dtype_attr(w.spec.step_dtype)}",
+                   type_=_type(ParamInfo((), w.spec.step_dtype)), state=state[0])
+            for n in state[1:]:
+                w.call("torch.zeros_like", p, type_=_type(info), state=n)
+    beta1, beta2 = group["betas"]
+    lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+    pending: list[str] = []  # the previous parameter's grad
+    denom = None
+    for (p, g, state), info in zip(names, params):
+        step_t, m, v = state[:3]
+        g, made = _bind_grad(w, g, info, group["maximize"], pending)
+        w.call("Tensor.add_", step_t, "1")                       # step_t += 1
+        if wd != 0 and decoupled:
+            w.call("Tensor.mul_", p, _num(1 - lr * wd))            # param.mul_(1 - lr * wd)
+        elif wd != 0:
+            g2 = w.call("torch.add", g, p, f"alpha={_num(wd)}", type_=_type(info))
+            w.delete(*made)
+            g, made = g2, [g2]
+        w.call("Tensor.lerp_", m, g, _num(1 - beta1))
+        w.call("Tensor.mul_", v, _num(beta2))
+        w.call("Tensor.addcmul_", v, g, g, f"value={_num(1 - beta2)}")
+        source = v
+        if amsgrad:
+            # torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq): in place
+            w.call("torch.maximum", state[3], v, f"out={state[3]}")
+            source = state[3]
+        root = w.call("torch.sqrt", source, type_=_type(info))
+        new = w.call("torch.div", root, "1.0", type_=_type(info))  # / bias_correction2 ** 0.5
+        w.delete(root)
+        w.call("Tensor.add_", new, _num(eps))
+        w.delete(denom)  # the rebinding of `denom`
+        denom = new
+        w.call("Tensor.addcdiv_", p, m, denom, "value=-0.001")
+        pending = made
+
+
+def _dtype_attr(dtype: Any) -> str:
+    return f"torch.{str(dtype).split('.')[-1]}"
+
+
+def _sgd(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None:
+    momentum, wd, nesterov = group["momentum"], group["weight_decay"], group["nesterov"]
+    names = []
+    for i, info in enumerate(params):
+        p, g = w.arg(f"p{i}", _type(info)), w.arg(f"g{i}", _type(info))
+        buf = w.arg(f"b{i}", _type(info), state=True) if momentum != 0 and not first else None
+        names.append((i, p, g, buf))
+    pending: list[str] = []
+    for (i, p, g, buf), info in zip(names, params):
+        g, made = _bind_grad(w, g, info, group["maximize"], pending)
+        if wd != 0:  # grad = grad.add(param, alpha=weight_decay)
+            g2 = w.call("torch.add", g, p, f"alpha={_num(wd)}", type_=_type(info))
+            w.delete(*made)
+            g, made = g2, [g2]
+        if momentum != 0:
+            if buf is None:  # buf = grad.detach().clone(), kept as the state
+                buf = w.call("torch.clone", g, type_=_type(info), state=f"b{i}")
+            else:
+                w.call("Tensor.mul_", buf, _num(momentum))
+                w.call("Tensor.add_", buf, g, f"alpha={_num(1 - group['dampening'])}")
+            if nesterov:
+                g2 = w.call("torch.add", g, buf, f"alpha={_num(momentum)}", type_=_type(info))
+            else:
+                g2 = buf
+            w.delete(*made)  # the rebinding of `grad`
+            g, made = g2, ([g2] if nesterov else [])
+        w.call("Tensor.add_", p, g, f"alpha={_num(-group['lr'])}")
+        pending = made
