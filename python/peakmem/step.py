@@ -53,7 +53,8 @@ profiler (peakmem.measure's event walk), after one untimed warm-up step
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 __all__ = ["StepReport", "estimate_step", "measure_step"]
@@ -84,6 +85,8 @@ class StepReport:
             the step runs them; optimizer: that of the first step's
             ``optimizer.step()`` program (estimate only).
         measured: ``True`` for ``measure_step``.
+        seconds: wall time by part (estimate only): ``"thunder"`` (tracing
+            the step with Thunder) and ``"peakmem"`` (everything else).
     """
 
     peak_bytes: int
@@ -98,6 +101,7 @@ class StepReport:
     backward: Any = None
     optimizer: Any = None
     measured: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------
@@ -210,8 +214,6 @@ def _check_arguments(steps: Any, optimizer: Any, optimizer_kwargs: dict | None,
 def _with_budget(report: StepReport, budget: int | None) -> StepReport:
     if budget is None:
         return report
-    from dataclasses import replace
-
     return replace(report, budget=budget, fits=report.peak_bytes <= budget,
                    headroom_bytes=budget - report.peak_bytes)
 
@@ -319,15 +321,18 @@ def estimate_step(
     Raises ValueError for an optimizer or a loss peakmem cannot model,
     RuntimeError when Thunder cannot trace the step.
     """
+    start = time.perf_counter()
     spec, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
     _torch, thunder = _import_torch_and_thunder()
     module = _step_module(model, loss_fn)
-    pieces = _simulate_traces(thunder, module, tuple(inputs))
+    pieces, tracing = _simulate_traces(thunder, module, tuple(inputs))
     opt = None if spec is None else _simulate_optimizer(spec, module, pieces.grad_bytes, steps)
     parameters = _storage_bytes(_held_by_module(module))
     input_bytes = _storage_bytes(_input_tensors(tuple(inputs)))
     report = _join_steps(pieces, opt, parameters, input_bytes, steps, zero_grad)
-    return _with_budget(report, limit)
+    total = time.perf_counter() - start
+    return replace(_with_budget(report, limit),
+                   seconds={"thunder": tracing, "peakmem": total - tracing})
 
 
 @dataclass(frozen=True)
@@ -344,10 +349,13 @@ class _Pieces:
     saved_names: tuple[str, ...]
 
 
-def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> _Pieces:
+def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> tuple[_Pieces, float]:
+    """The two traces simulated, and the seconds Thunder took to make them."""
     from . import _core
 
+    start = time.perf_counter()
     fw, bw, cotangent_bytes = _trace_step(thunder, module, inputs)
+    tracing = time.perf_counter() - start
     # The forward, and the identity of everything it returns.
     fw_report = _core.analyze_live(fw, "runtime", "forward", True, returned_tensors=True)
     returned = {name: (storage, nbytes, list(strides), role)
@@ -366,7 +374,7 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> _Pieces:
         forward=fw_report, backward=bw_report, args_bytes=_argument_bytes(fw_report),
         own_saved_bytes=own_saved_bytes, cotangent_bytes=cotangent_bytes,
         grad_bytes=sum(grads.values()), loss_bytes=sum(outputs.values()),
-        saved_names=tuple(saved_names))
+        saved_names=tuple(saved_names)), tracing
 
 
 def _argument_bytes(report: Any) -> int:

@@ -118,6 +118,32 @@ class LlamaBlock(nn.Module):
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
 
 
+class LlamaLM(nn.Module):
+    """A Llama-shaped language model: token embedding, stacked LlamaBlocks,
+    a final RMSNorm, an untied head and cross-entropy (the loss inside).
+    LlamaLM.seven_b() has Llama-2-7B's shapes (6.74e9 parameters)."""
+
+    def __init__(self, vocab: int = 512, dim: int = 256, layers: int = 2, heads: int = 8,
+                 kv_heads: int = 2, hidden: int = 704, seq: int = 128) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(LlamaBlock(dim, heads, kv_heads, hidden, seq)
+                                    for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    @classmethod
+    def seven_b(cls, seq: int = 2048) -> "LlamaLM":
+        return cls(vocab=32000, dim=4096, layers=32, heads=32, kv_heads=32, hidden=11008, seq=seq)
+
+    def forward(self, idx, targets):
+        x = self.tok(idx)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.norm(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
 class ViTBlock(nn.Module):
     """Patch embedding by unfold and a linear layer, a pre-norm encoder block,
     mean pooling and a classifier head."""
@@ -231,6 +257,7 @@ ENTRIES = [
            "optimizer_kwargs": {"lr": 0.01, "momentum": 0.9, "nesterov": True,
                                 "weight_decay": 1e-4},
            "steps": 2, "zero_grad": False}),
+    Entry("llama_lm_3_layers_adamw", lambda: LlamaLM(layers=3), _tokens, None, ADAMW),
     Entry("vit_block_adam_maximize", ViTBlock,
           lambda: (torch.randn(4, 3, 64, 64), torch.randint(0, 10, (4,))), classify_loss,
           {"optimizer": torch.optim.Adam, "optimizer_kwargs": {"maximize": True}}),
