@@ -10,6 +10,8 @@ Public API:
     estimate_step(model, *inputs, loss_fn=, optimizer=, steps=, zero_grad=, budget=)
                                 one training step's memory, predicted (meta inputs work)
     measure_step(...)           the same step run for real on the CPU and measured
+    max_batch_size(model, make_inputs, budget, ...)
+                                the largest batch (or sequence) whose step fits
     thunder.get_alloc_memory    drop-in for Thunder's own estimator
 """
 
@@ -24,8 +26,10 @@ from .api import analyze, to_json_export
 # `peakmem.measure` is the function, not the submodule of the same name.
 from .measure import Measurement, measure  # noqa: E402
 from .step import StepReport, estimate_step, measure_step  # noqa: E402
+from .batch_search import BatchSearch, max_batch_size  # noqa: E402
 
 __all__ = [
+    "BatchSearch",
     "LiveTensor",
     "Measurement",
     "Report",
@@ -35,6 +39,7 @@ __all__ = [
     "analyze",
     "estimate_step",
     "available_models",
+    "max_batch_size",
     "measure",
     "measure_step",
     "thunder",

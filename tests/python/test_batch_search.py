@@ -1,0 +1,56 @@
+"""max_batch_size against the truth: the size it returns fits when measured,
+and one more does not."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from step_models import MLP, mse_loss
+
+
+def test_the_largest_batch_fits_and_one_more_does_not(thunder):
+    import torch
+
+    import peakmem
+
+    torch.manual_seed(0)
+    model = MLP()
+    setup = {"loss_fn": mse_loss, "optimizer": torch.optim.AdamW, "steps": 2}
+    # The budget: what batch 37 measures (so the answer is 37 if the peak
+    # grows with every row, as each row adds activations).
+    budget = peakmem.measure_step(model, torch.randn(37, 256), **setup).peak_bytes
+    meta_model = copy.deepcopy(model).to("meta")
+    r = peakmem.max_batch_size(meta_model, lambda b: (torch.randn(b, 256, device="meta"),),
+                               budget, high=64, **setup)
+    assert r.batch_size == 37
+    assert r.report.fits and r.report.peak_bytes == budget
+    assert peakmem.measure_step(model, torch.randn(38, 256), **setup).peak_bytes > budget
+    assert r.tried[38] > budget and list(r.tried) == sorted(r.tried)
+    assert {1, 2, 4, 8, 16, 32, 64} <= set(r.tried)
+
+
+def test_nothing_fits(thunder):
+    import torch
+
+    import peakmem
+
+    r = peakmem.max_batch_size(MLP(), lambda b: (torch.randn(b, 256),), 1024, loss_fn=mse_loss)
+    # The parameters alone (2,102,272 bytes) exceed 1 KiB.
+    assert (r.batch_size, r.report.fits, list(r.tried)) == (0, False, [1])
+
+
+def test_bad_arguments(thunder):
+    import torch
+
+    import peakmem
+
+    make = lambda b: (torch.randn(b, 256),)  # noqa: E731
+    with pytest.raises(ValueError, match="needs a budget"):
+        peakmem.max_batch_size(MLP(), make, None, loss_fn=mse_loss)
+    with pytest.raises(ValueError, match="need 1 <= low <= high"):
+        peakmem.max_batch_size(MLP(), make, "1GiB", low=4, high=2, loss_fn=mse_loss)
+    with pytest.raises(ValueError, match="optimizer RMSprop is not modelled yet"):
+        peakmem.max_batch_size(MLP(), make, "1GiB", loss_fn=mse_loss,
+                               optimizer=torch.optim.RMSprop)
