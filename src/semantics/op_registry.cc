@@ -166,6 +166,15 @@ std::vector<OpInfo> BuildTable() {
   // before the op returns. (lerp_, addcmul_, addcdiv_, clamp_ and fill_ take
   // their numbers as Scalars and allocate nothing.)
   for (const char* n : {"add_", "sub_", "mul_", "div_"}) Find(ops, n).scratch = ScratchRule::kWrappedScalars;
+  // Elementwise ops whose Python signatures take their numbers as Scalars
+  // (clamp(x, 0.0, 1.0), leaky_relu(x, 0.1), pow(x, 2.0)...): the binding
+  // wraps nothing. Measured on f32[16]: each allocates its 64-byte output
+  // only, where mul(x, 2.0) allocates 8, 4, then 64.
+  for (const char* n : {"clamp", "lerp", "leaky_relu", "elu", "softplus", "hardtanh", "masked_fill",
+                        "nan_to_num", "logit", "threshold_backward", "round", "polygamma"}) {
+    Find(ops, n).scratch = ScratchRule::kNone;
+  }
+  Find(ops, "pow").scratch = ScratchRule::kWrappedBase;
   Find(ops, "where").scratch = ScratchRule::kWhereScalar;
   Find(ops, "mm").scratch = ScratchRule::kBlasOperandClones;
   Find(ops, "matmul").scratch = ScratchRule::kBlasOperandClones;

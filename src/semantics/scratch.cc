@@ -2,6 +2,8 @@
 
 #include "peakmem/semantics/op_registry.h"
 
+#include <algorithm>
+
 namespace peakmem {
 namespace {
 
@@ -59,7 +61,8 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
   ScratchEstimate out;
   if (s.kind != StatementKind::kCall || op == nullptr) return out;
   if (op->scratch == ScratchRule::kRecomputedForward) return VjpScratch(trace, s);
-  if (op->scratch != ScratchRule::kWrappedScalars && op->scratch != ScratchRule::kWhereScalar) {
+  if (op->scratch != ScratchRule::kWrappedScalars && op->scratch != ScratchRule::kWrappedBase &&
+      op->scratch != ScratchRule::kWhereScalar) {
     return out;
   }
   // The dtype the op computes in: that of its first tensor argument.
@@ -83,7 +86,10 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
     }
     return out;
   }
-  for (const Expr& a : s.args) {
+  // pow's exponent is a Scalar: only its base (argument 0) can be wrapped.
+  const std::size_t wrapped_args = op->scratch == ScratchRule::kWrappedBase ? 1 : s.args.size();
+  for (std::size_t i = 0; i < std::min(wrapped_args, s.args.size()); ++i) {
+    const Expr& a = s.args[i];
     const NumberKind kind = ClassifyConstant(a);
     if (kind == NumberKind::kNone) continue;
     out.with_outputs += WrappedBytes(kind);

@@ -71,6 +71,27 @@ TEST(Scratch, InPlaceArithmeticWrapsItsNumberToo) {
 )").with_outputs, 0);
 }
 
+TEST(Scratch, NumbersTakenAsScalarsAreNotWrapped) {
+  // pow(x, 1.0) and clamp(x, 0.0, 1.0) take their numbers as Scalars
+  // (measured: only the output is allocated); pow(2.0, x) wraps its base
+  // (measured: 64 for the output, then 8 and its cast 4).
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(a):
+  # a: "cpu f32[16]"
+  t0 = torch.pow(a, 1.0)  # t0: "cpu f32[16]"
+  return t0
+)").with_outputs, 0);
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(a):
+  # a: "cpu f32[16]"
+  t0 = torch.clamp(a, 0.0, 1.0)  # t0: "cpu f32[16]"
+  return t0
+)").with_outputs, 0);
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(a):
+  # a: "cpu f32[16]"
+  t0 = torch.pow(2.0, a)  # t0: "cpu f32[16]"
+  return t0
+)").with_outputs, 12);
+}
+
 TEST(Scratch, WhereScalarIsAZeroDimTensorOfTheResultDtype) {
   // where(c, a, 0.0) with an f32 result: one 0-d f32 scalar_tensor, 4 bytes.
   const ScratchEstimate s = ScratchOfFirstCall(R"(def f(c, a):

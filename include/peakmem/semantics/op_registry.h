@@ -45,6 +45,7 @@ enum class LayoutRule : unsigned char {
 enum class ScratchRule : unsigned char {
   kNone,
   kWrappedScalars,    // elementwise: Python numbers wrapped in 0-d tensors (and cast)
+  kWrappedBase,       // pow: a number base is wrapped (pow(2.0, x)); the exponent is a Scalar
   kWhereScalar,       // where(cond, x, 2.0): a 0-d scalar_tensor of the result's dtype
   kRecomputedForward, // Thunder's `*_vjp` fallback gradients re-run the forward under autograd
   kBlasOperandClones, // CPU mm/matmul clone operands BLAS cannot take (needs strides: the runtime model)
