@@ -14,8 +14,10 @@
 # 4. runs bench/rss.sh (peak RSS and time of `peakmem analyze`) on every trace;
 # 5. runs bench/bench_python.py (peakmem vs Thunder's get_alloc_memory on a
 #    live TraceCtx) with $PEAKMEM_BENCH_PYTHON;
-# 6. writes bench/results/{machine,cpp,rss,python,summary}.json, summary.md,
-#    python.txt, and the plot docs/scaling.png.
+# 6. runs bench/bench_step.py (estimate_step on a Llama-2-7B-shaped model on
+#    meta, and on the Python benchmark's stack) with $PEAKMEM_BENCH_PYTHON;
+# 7. writes bench/results/{machine,cpp,rss,python,summary}.json, summary.md,
+#    python.txt, step_*.json, and the plot docs/scaling.png.
 #
 # Environment (defaults):
 #   PEAKMEM_BENCH_SIZES   "1e3 1e4 1e5 1e6 3e6 1e7"  statements per generated trace
@@ -28,7 +30,7 @@
 #   PEAKMEM_BENCH_MIN_TIME 0.5   --benchmark_min_time, seconds
 #   PEAKMEM_BENCH_PYTHON  .venv/bin/python (empty: skip step 5)
 #   PEAKMEM_BENCH_LAYERS  400    layers of the Python benchmark's stack
-#   PEAKMEM_BENCH_STEPS   "build gen cpp rss python summary"  steps to run
+#   PEAKMEM_BENCH_STEPS   "build gen cpp rss python step summary"  steps to run
 #   PEAKMEM_BENCH_COMMIT  the commit measured, when the tree is not a git checkout
 #   PEAKMEM_RSS_*         see bench/rss.sh
 set -euo pipefail
@@ -45,7 +47,7 @@ MAX_MB=${PEAKMEM_BENCH_MAX_MB:-3000}
 MIN_TIME=${PEAKMEM_BENCH_MIN_TIME:-0.5}
 PY=${PEAKMEM_BENCH_PYTHON-.venv/bin/python}
 LAYERS=${PEAKMEM_BENCH_LAYERS:-400}
-STEPS=${PEAKMEM_BENCH_STEPS:-"build gen cpp rss python summary"}
+STEPS=${PEAKMEM_BENCH_STEPS:-"build gen cpp rss python step summary"}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 log() { echo "== bench/run.sh: $*" >&2; }
 
@@ -121,6 +123,14 @@ if want python && [[ -n $PY ]]; then
   "$PY" bench/bench_python.py --layers "$LAYERS" --json "$OUT/python.json" 2>&1 \
     | grep -v -e "transformer_engine" -e "warnings.warn" | tee "$OUT/python.txt"
   set -e
+fi
+
+if want step && [[ -n $PY ]]; then
+  for model in llama7b stack; do
+    log "bench_step.py --model $model"
+    "$PY" bench/bench_step.py --model "$model" --layers "$LAYERS" --json "$OUT/step_$model.json" 2>&1 \
+      | grep -v -e "transformer_engine" -e "warnings.warn"
+  done
 fi
 
 if want summary; then

@@ -1,8 +1,11 @@
 """The long differential run, from the repository root:
 
     python -m tests.python.difftest --count 5000 [--seed N] [--save tests/data/regressions]
+    python -m tests.python.difftest --steps --count 2000 [--seed N]
 
-Runs `--count` Hypothesis examples of `programs()` through `check`. Without
+Runs `--count` Hypothesis examples of `programs()` through `check` (with
+`--steps`: of `steps.step_programs()`, whole training steps, through
+`steps.check_step`). Without
 `--seed` the run draws new programs each time and keeps Hypothesis's example
 database in `.hypothesis/examples` (ignored by git): a failure found once is
 replayed first by the next run until it passes. `--seed N` makes the run
@@ -26,6 +29,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from .harness import Mismatch, check
 from .programs import Program, programs
+from .steps import StepMismatch, check_step, step_programs
 
 REPO = Path(__file__).resolve().parents[3]
 DATABASE = REPO / ".hypothesis" / "examples"
@@ -53,7 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=5000, help="Hypothesis examples (programs) to run")
     parser.add_argument("--seed", type=int, help="fixed seed: a reproducible run, without the example database")
     parser.add_argument("--save", type=Path, help="directory to write each shrunk mismatch to as a regression case")
+    parser.add_argument("--steps", action="store_true",
+                        help="whole training steps (estimate_step against measure_step)")
     args = parser.parse_args(argv)
+    if args.steps:
+        return _run_steps(args)
 
     stats = {"programs_run": 0, "traces_compared": 0}
     distinct: set[str] = set()
@@ -83,6 +91,38 @@ def main(argv: list[str] | None = None) -> int:
                 _save(m, args.save)
     finally:
         # programs_run includes Hypothesis's shrinking and database replays.
+        print(json.dumps({**stats, "distinct_programs": len(distinct), "mismatches": len(mismatches),
+                          "seconds": round(time.monotonic() - start, 1)}), flush=True)
+    return 1 if mismatches else 0
+
+
+def _run_steps(args: argparse.Namespace) -> int:
+    """The --steps run: the step programs, each estimated and measured."""
+    stats = {"steps_run": 0}
+    distinct: set[str] = set()
+    start = time.monotonic()
+
+    def differential(program) -> None:
+        source = program.source()
+        stats["steps_run"] += 1
+        distinct.add(source)
+        if stats["steps_run"] % 100 == 0:
+            print(f"{stats['steps_run']} step programs, {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+        check_step(source)
+
+    run = settings(max_examples=args.count, deadline=None, database=None if args.seed is not None
+                   else DirectoryBasedExampleDatabase(DATABASE),
+                   suppress_health_check=[HealthCheck.too_slow])(given(step_programs())(differential))
+    if args.seed is not None:
+        run = seed(args.seed)(run)
+    mismatches: list[StepMismatch] = []
+    try:
+        run()
+    except* StepMismatch as group:
+        mismatches = [e for e in _leaves(group) if isinstance(e, StepMismatch)]
+        for m in mismatches:
+            print(f"MISMATCH {m}", flush=True)
+    finally:
         print(json.dumps({**stats, "distinct_programs": len(distinct), "mismatches": len(mismatches),
                           "seconds": round(time.monotonic() - start, 1)}), flush=True)
     return 1 if mismatches else 0

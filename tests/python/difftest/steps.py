@@ -95,7 +95,7 @@ class StepProgram:
 @st.composite
 def _layers(draw, features: int) -> tuple:
     out = []
-    for _ in range(draw(st.integers(1, 5))):
+    for _ in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(["linear", "linear", "norm", "act", "residual"]))
         if kind == "linear":
             out.append(("linear", draw(st.sampled_from([8, 16, 24, 32])), draw(st.booleans()),
