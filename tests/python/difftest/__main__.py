@@ -61,68 +61,47 @@ def main(argv: list[str] | None = None) -> int:
                         help="whole training steps (estimate_step against measure_step)")
     args = parser.parse_args(argv)
     if args.steps:
-        return _run_steps(args)
-
+        stats = {"steps_run": 0}
+        return _run(args, step_programs(), lambda p: check_step(p.source()), StepMismatch, stats)
     stats = {"programs_run": 0, "traces_compared": 0}
-    distinct: set[str] = set()
-    start = time.monotonic()
 
     def differential(program: Program) -> None:
-        source = program.source()
-        stats["programs_run"] += 1
-        distinct.add(source)
-        if stats["programs_run"] % 250 == 0:
-            print(f"{stats['programs_run']} programs, {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
-        stats["traces_compared"] += len(check(source, program.input_shapes))
+        stats["traces_compared"] += len(check(program.source(), program.input_shapes))
 
-    run = settings(max_examples=args.count, deadline=None, database=DirectoryBasedExampleDatabase(DATABASE),
-                   suppress_health_check=[HealthCheck.too_slow])(given(programs())(differential))
-    if args.seed is not None:
-        run = seed(args.seed)(run)
-
-    mismatches: list[Mismatch] = []
-    try:
-        run()
-    except* Mismatch as group:
-        mismatches = [e for e in _leaves(group) if isinstance(e, Mismatch)]
-        for m in mismatches:
-            print(f"MISMATCH {m}", flush=True)
-            if args.save:
-                _save(m, args.save)
-    finally:
-        # programs_run includes Hypothesis's shrinking and database replays.
-        print(json.dumps({**stats, "distinct_programs": len(distinct), "mismatches": len(mismatches),
-                          "seconds": round(time.monotonic() - start, 1)}), flush=True)
-    return 1 if mismatches else 0
+    return _run(args, programs(), differential, Mismatch, stats)
 
 
-def _run_steps(args: argparse.Namespace) -> int:
-    """The --steps run: the step programs, each estimated and measured."""
-    stats = {"steps_run": 0}
+def _run(args: argparse.Namespace, strategy, body, mismatch_type: type, stats: dict) -> int:
+    """`args.count` examples of `strategy` through `body`; each shrunk
+    `mismatch_type` is printed (and saved with --save); a JSON summary last.
+    The first key of `stats` counts the examples run."""
+    counter = next(iter(stats))
     distinct: set[str] = set()
     start = time.monotonic()
 
     def differential(program) -> None:
-        source = program.source()
-        stats["steps_run"] += 1
-        distinct.add(source)
-        if stats["steps_run"] % 100 == 0:
-            print(f"{stats['steps_run']} step programs, {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
-        check_step(source)
+        stats[counter] += 1
+        distinct.add(program.source())
+        if stats[counter] % 250 == 0:
+            print(f"{stats[counter]} programs, {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+        body(program)
 
-    run = settings(max_examples=args.count, deadline=None, database=None if args.seed is not None
-                   else DirectoryBasedExampleDatabase(DATABASE),
-                   suppress_health_check=[HealthCheck.too_slow])(given(step_programs())(differential))
+    run = settings(max_examples=args.count, deadline=None, database=DirectoryBasedExampleDatabase(DATABASE),
+                   suppress_health_check=[HealthCheck.too_slow])(given(strategy)(differential))
     if args.seed is not None:
         run = seed(args.seed)(run)
-    mismatches: list[StepMismatch] = []
+
+    mismatches: list = []
     try:
         run()
-    except* StepMismatch as group:
-        mismatches = [e for e in _leaves(group) if isinstance(e, StepMismatch)]
+    except* mismatch_type as group:
+        mismatches = [e for e in _leaves(group) if isinstance(e, mismatch_type)]
         for m in mismatches:
             print(f"MISMATCH {m}", flush=True)
+            if args.save and hasattr(m, "regression_case"):
+                _save(m, args.save)
     finally:
+        # The count includes Hypothesis's shrinking and database replays.
         print(json.dumps({**stats, "distinct_programs": len(distinct), "mismatches": len(mismatches),
                           "seconds": round(time.monotonic() - start, 1)}), flush=True)
     return 1 if mismatches else 0
