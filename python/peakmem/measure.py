@@ -234,18 +234,23 @@ class _InputMaker:
             return {k: self.from_proxies(v) for k, v in x.items()}
         return x
 
-    def copy_given(self, x: Any) -> Any:
+    def copy_given(self, x: Any, memo: dict | None = None) -> Any:
+        """Copies of the tensors in `x`; a tensor given twice is copied once
+        (`memo`: id -> copy), so that the copies hold what the originals do."""
         torch = self.torch
+        memo = {} if memo is None else memo
         if isinstance(x, torch.Tensor):
-            t = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=self.device)
-            t.copy_(x.detach())
-            return t
+            if id(x) not in memo:
+                t = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=self.device)
+                t.copy_(x.detach())
+                memo[id(x)] = t
+            return memo[id(x)]
         if isinstance(x, list):
-            return [self.copy_given(i) for i in x]
+            return [self.copy_given(i, memo) for i in x]
         if isinstance(x, tuple):
-            return tuple(self.copy_given(i) for i in x)
+            return tuple(self.copy_given(i, memo) for i in x)
         if isinstance(x, dict):
-            return {k: self.copy_given(v) for k, v in x.items()}
+            return {k: self.copy_given(v, memo) for k, v in x.items()}
         return x
 
 

@@ -120,3 +120,26 @@ def test_bad_arguments(thunder):
         peakmem.estimate_step(MLP(), torch.randn(2, 256), loss_fn=mse_loss, steps=0)
     with pytest.raises(ValueError, match="cannot read the size"):
         peakmem.estimate_step(MLP(), torch.randn(2, 256), loss_fn=mse_loss, budget="lots")
+
+
+def test_an_input_given_twice_is_measured_once_and_refused_by_the_estimate(thunder):
+    import torch
+
+    import peakmem
+
+    class Embed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(64, 32)
+
+        def forward(self, x, y):
+            return (self.embed(x) * y.unsqueeze(-1)).pow(2).mean()
+
+    torch.manual_seed(0)
+    model, x = Embed(), torch.randint(0, 64, (15, 4))
+    # x passed as both arguments: the measured step holds one index tensor
+    # (15 * 4 int64, 480 bytes); the estimate refuses (the forward's trace
+    # takes them as two arguments) rather than count it twice.
+    assert peakmem.measure_step(model, x, x).by_category["inputs"] == 15 * 4 * 8
+    with pytest.raises(RuntimeError, match="tensors passed twice"):
+        peakmem.estimate_step(model, x, x)
