@@ -18,7 +18,8 @@ Reported: the step's peak and final bytes, the phase at the peak, the
 breakdown, and the wall time split into Thunder's tracing (the baseline:
 what any Thunder user pays to get the traces) and peakmem's own part (the
 simulation of both traces, the optimizer's program and the join), with
-peakmem's share of the total.
+peakmem's share of the total, and the runtime model's own time on the two
+traces (read from the live TraceCtx, with the full report) in statements/s.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         "phase_at_peak": r.phase_at_peak, "step_at_peak": r.step_at_peak,
         "by_category": r.by_category, "budget": r.budget, "fits": r.fits,
         "wall_s": wall, "thunder_s": r.seconds["thunder"], "peakmem_s": r.seconds["peakmem"],
-        "peakmem_share": share,
+        "peakmem_share": share, "simulate_s": r.seconds["simulate"],
+        "simulated_statements_per_s": (len(r.forward.steps) + len(r.backward.steps)) / r.seconds["simulate"],
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
     gib = 1 << 30
@@ -110,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  wall {wall:.2f} s: Thunder {r.seconds['thunder']:.2f} s, peakmem "
           f"{r.seconds['peakmem']:.2f} s ({100 * share:.1f} %); max RSS "
           f"{out['max_rss_bytes'] / gib:.2f} GiB")
+    print(f"  the runtime model on both traces (read live): {r.seconds['simulate']:.3f} s, "
+          f"{out['simulated_statements_per_s'] / 1e6:.2f} M statements/s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

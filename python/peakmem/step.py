@@ -86,8 +86,9 @@ class StepReport:
             ``optimizer.step()`` program (estimate only).
         measured: ``True`` for ``measure_step``.
         seconds: wall time by part (estimate only): ``"thunder"`` (importing
-            Thunder, on the first call, and tracing the step with it) and
-            ``"peakmem"`` (everything else).
+            Thunder, on the first call, and tracing the step with it),
+            ``"peakmem"`` (everything else) and, within it, ``"simulate"``
+            (the runtime model reading and simulating the two traces).
     """
 
     peak_bytes: int
@@ -334,8 +335,8 @@ def estimate_step(
     report = _join_steps(pieces, opt, parameters, input_bytes, steps, zero_grad)
     total = time.perf_counter() - start
     thunder_s = importing + tracing
-    return replace(_with_budget(report, limit),
-                   seconds={"thunder": thunder_s, "peakmem": total - thunder_s})
+    return replace(_with_budget(report, limit), seconds={
+        "thunder": thunder_s, "peakmem": total - thunder_s, "simulate": pieces.simulate_s})
 
 
 @dataclass(frozen=True)
@@ -350,6 +351,7 @@ class _Pieces:
     grad_bytes: int           # the gradients the backward returns
     loss_bytes: int           # the forward's outputs, held until step() returns
     saved_names: tuple[str, ...]
+    simulate_s: float         # seconds in the runtime model (both traces, read live)
 
 
 def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> tuple[_Pieces, float]:
@@ -360,7 +362,9 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> tuple[_Pieces,
     fw, bw, cotangent_bytes = _trace_step(thunder, module, inputs)
     tracing = time.perf_counter() - start
     # The forward, and the identity of everything it returns.
+    simulating = time.perf_counter()
     fw_report = _core.analyze_live(fw, "runtime", "forward", True, returned_tensors=True)
+    simulated = time.perf_counter() - simulating
     returned = {name: (storage, nbytes, list(strides), role)
                 for name, storage, nbytes, strides, role in fw_report.returned_tensors}
     data, (saved, _saved_other) = _return_args(fw)
@@ -368,8 +372,10 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> tuple[_Pieces,
     # The backward, its saved tensors being the forward's.
     spec, own_saved_bytes = _saved_identity(saved_names, returned, set(_names(data["output"])))
     spec += [(name, True, -1, 0, []) for name in _names(bw.args[1])]  # cotangents: autograd holds them
+    simulating = time.perf_counter()
     bw_report = _core.analyze_live(bw, "runtime", "backward", True, argument_tensors=spec,
                                    returned_tensors=True)
+    simulated += time.perf_counter() - simulating
     grads = _accumulated_grads(bw, bw_report, _names(data["flat_args"]), returned)
     outputs = {returned[n][0]: returned[n][1] for n in _names(data["output"])
                if returned[n][3] != "argument"}
@@ -377,7 +383,7 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> tuple[_Pieces,
         forward=fw_report, backward=bw_report, args_bytes=_argument_bytes(fw_report),
         own_saved_bytes=own_saved_bytes, cotangent_bytes=cotangent_bytes,
         grad_bytes=sum(grads.values()), loss_bytes=sum(outputs.values()),
-        saved_names=tuple(saved_names)), tracing
+        saved_names=tuple(saved_names), simulate_s=simulated), tracing
 
 
 def _argument_bytes(report: Any) -> int:
