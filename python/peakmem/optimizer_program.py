@@ -184,6 +184,15 @@ def _bind_grad(w: _Writer, g: str, info: ParamInfo, maximize: bool,
     return neg, [neg]
 
 
+def _decay_grad(w: _Writer, g: str, p: str, info: ParamInfo, weight_decay: Any,
+                made: list[str]) -> tuple[str, list[str]]:
+    """`grad = grad.add(param, alpha=weight_decay)`: a new tensor; the rebinding
+    drops the temporaries `grad` was."""
+    decayed = w.call("torch.add", g, p, f"alpha={_num(weight_decay)}", type_=_type(info))
+    w.delete(*made)
+    return decayed, [decayed]
+
+
 def _adam(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None:
     amsgrad = group["amsgrad"]
     decoupled = group.get("decoupled_weight_decay", False)
@@ -215,9 +224,7 @@ def _adam(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None
         if wd != 0 and decoupled:
             w.call("Tensor.mul_", p, _num(1 - lr * wd))            # param.mul_(1 - lr * wd)
         elif wd != 0:
-            g2 = w.call("torch.add", g, p, f"alpha={_num(wd)}", type_=_type(info))
-            w.delete(*made)
-            g, made = g2, [g2]
+            g, made = _decay_grad(w, g, p, info, wd, made)
         w.call("Tensor.lerp_", m, g, _num(1 - beta1))
         w.call("Tensor.mul_", v, _num(beta2))
         w.call("Tensor.addcmul_", v, g, g, f"value={_num(1 - beta2)}")
@@ -232,7 +239,7 @@ def _adam(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None
         w.call("Tensor.add_", new, _num(eps))
         w.delete(denom)  # the rebinding of `denom`
         denom = new
-        w.call("Tensor.addcdiv_", p, m, denom, "value=-0.001")
+        w.call("Tensor.addcdiv_", p, m, denom, "value=-0.001")  # value=-step_size: a Scalar
         pending = made
 
 
@@ -250,10 +257,8 @@ def _sgd(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None:
     pending: list[str] = []
     for (i, p, g, buf), info in zip(names, params):
         g, made = _bind_grad(w, g, info, group["maximize"], pending)
-        if wd != 0:  # grad = grad.add(param, alpha=weight_decay)
-            g2 = w.call("torch.add", g, p, f"alpha={_num(wd)}", type_=_type(info))
-            w.delete(*made)
-            g, made = g2, [g2]
+        if wd != 0:
+            g, made = _decay_grad(w, g, p, info, wd, made)
         if momentum != 0:
             if buf is None:  # buf = grad.detach().clone(), kept as the state
                 buf = w.call("torch.clone", g, type_=_type(info), state=f"b{i}")
