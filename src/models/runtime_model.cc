@@ -281,7 +281,7 @@ Report RuntimeModel::Run() {
     }
     stream_.ClearStepNamed();
   }
-  stream_.Finish(static_cast<std::int32_t>(n));
+  stream_.Finish(static_cast<std::int32_t>(n), trace_);
   report_.peak_bytes = counter.peak();
   report_.peak_step = counter.peak_moment().step;
   report_.final_bytes = counter.live();

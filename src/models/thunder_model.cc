@@ -379,7 +379,7 @@ Report ThunderModel::Run() {
   }
   report_.peak_bytes = max_allocated;
   report_.final_bytes = allocated;
-  stream_.Finish(static_cast<std::int32_t>(n));
+  stream_.Finish(static_cast<std::int32_t>(n), trace_);
   report_.alloc_log = log_;
   recorder.Finish();
   unknown.AppendDiagnostics(&report_.diagnostics, "counted as allocating its outputs, as Thunder does");

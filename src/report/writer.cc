@@ -14,6 +14,7 @@ const std::vector<const ReportWriter*>& AllWriters() {
   static const std::vector<const ReportWriter*> writers = {
       &writers::TextWriter(),        &writers::JsonWriter(),     &writers::AnnotatedWriter(),
       &writers::ChromeTraceWriter(), &writers::SnapshotWriter(),
+      &writers::HtmlWriter(),
   };
   return writers;
 }
@@ -32,7 +33,10 @@ std::vector<std::string> WriterNames() {
 }
 
 ReportOptions ReportOptionsFor(const ReportWriter& writer, ReportOptions base) {
-  if (writer.uses_alloc_log()) base.alloc_log = true;
+  if (writer.uses_alloc_log()) {
+    base.alloc_log = true;
+    base.returned_tensors = true;  // outputs are a category of their own (attribution.h)
+  }
   const std::size_t shown = writer.live_at_peak_shown();
   if (shown > 0) {
     base.live_at_peak_limit =

@@ -23,7 +23,11 @@ TEST(AllocStream, RecordsStoragesEventsAndNamedChangesOfAStep) {
   stream.EndStep();
   // Named: t made (+32), a freed (-16); the scratch has no value.
   EXPECT_EQ(stream.step_named(), (std::vector<NamedBytes>{{1, 32}, {0, -16}}));
-  stream.Finish(1);
+  Trace trace;
+  trace.values.resize(2);
+  trace.values[0].name = "a";
+  trace.values[1].name = "t";
+  stream.Finish(1, trace);
   // 16 -> 48 -> 56 (peak, 3 storages, no frees yet) -> 48 -> 32.
   EXPECT_EQ(stream.counter().peak(), 56);
   EXPECT_EQ(stream.counter().live(), 32);
@@ -41,6 +45,7 @@ TEST(AllocStream, RecordsStoragesEventsAndNamedChangesOfAStep) {
   EXPECT_EQ(log.storages[t].freed_at, kNeverFreed);
   EXPECT_EQ(log.devices, (std::vector<std::string>{"cpu"}));
   EXPECT_EQ(log.steps, 1);
+  EXPECT_EQ(log.storage_names, (std::vector<std::string_view>{"a", "t", ""}));
 }
 
 TEST(AllocStream, WithoutALogKeepsOnlyTheTableAndTheCounter) {

@@ -16,9 +16,12 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "peakmem/ir/string_arena.h"
 #include "peakmem/ir/trace.h"
 
 namespace peakmem {
@@ -80,6 +83,11 @@ struct AllocLog {
   std::vector<AllocEvent> events;
   std::vector<std::string> devices;  // StorageRecord::device indexes it ("cpu", "cuda:0")
   std::int32_t steps = 0;            // statements in the program
+  // The name of the value each storage was first bound to ("" for scratch),
+  // indexed like `storages`; copied into `name_text`, so the log outlives
+  // the trace it came from (reports and writers name storages with it).
+  std::vector<std::string_view> storage_names;
+  std::shared_ptr<StringArena> name_text;
 };
 
 // Hands `log`'s events to `sink` in order, with StepEnd after each step.

@@ -91,11 +91,19 @@ class AllocStream {
     return static_cast<std::uint8_t>(log_->devices.size() - 1);
   }
 
-  // Ends the stream: the log (if any) gets the storage table and the step count.
-  void Finish(std::int32_t steps) {
+  // Ends the stream: the log (if any) gets the storage table, the step
+  // count and the storages' names (from `trace`, whose values they name).
+  void Finish(std::int32_t steps, const Trace& trace) {
     if (log_ == nullptr) return;
     log_->storages = storages_;
     log_->steps = steps;
+    log_->name_text = std::make_shared<StringArena>();
+    log_->storage_names.clear();
+    log_->storage_names.reserve(storages_.size());
+    for (const StorageRecord& r : storages_) {
+      log_->storage_names.push_back(
+          r.value == kNoValue ? std::string_view() : log_->name_text->Save(trace.value(r.value).name));
+    }
   }
 
   const RequestedBytes& counter() const { return counter_; }

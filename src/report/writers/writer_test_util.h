@@ -58,6 +58,8 @@ inline Report HandBuiltReport(bool with_log) {
       {0, scratch, 4, true},           {0, scratch, -4, false},           {1, t0, -1024, false},
       {2, t1, 600, true},
   };
+  log->name_text = std::make_shared<StringArena>();
+  log->storage_names = {"a", "b", "t0", "", "t1"};
   r.alloc_log = std::move(log);
   return r;
 }

@@ -17,7 +17,7 @@ using testing::HandBuiltReport;
 
 TEST(WriterRegistry, ListsEveryFormatOnceTextFirst) {
   EXPECT_EQ(WriterNames(),
-            (std::vector<std::string>{"text", "json", "annotated", "chrome-trace", "snapshot"}));
+            (std::vector<std::string>{"text", "json", "annotated", "chrome-trace", "snapshot", "html"}));
   for (const ReportWriter* w : AllWriters()) {
     EXPECT_EQ(FindWriter(w->name()), w);
     EXPECT_FALSE(w->description().empty()) << w->name();
@@ -121,6 +121,89 @@ TEST(AnnotatedWriter, EachStatementWithTheBytesLiveAfterIt) {
             "t0 = torch.mul(a, a)  # live: 2040 bytes (peak)\n"
             "del t0  # live: 1016 bytes\n"
             "t1 = torch.neg(b)  # live: 1616 bytes\n");
+}
+
+}  // namespace
+}  // namespace peakmem::writers
+
+namespace peakmem::writers {
+namespace {
+
+// The hover data the html writer embeds (see html_writer.cc).
+nlohmann::json HtmlData(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"peakmem-data\">";
+  const std::size_t begin = html.find(open);
+  EXPECT_NE(begin, std::string::npos);
+  const std::size_t end = html.find("</script>", begin);
+  return nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+}
+
+TEST(HtmlWriter, TimelineColumnsPeakMarkerAndHoverData) {
+  const std::string html = WriteToString(*FindWriter("html"), HandBuiltReport(true));
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  // Nothing fetched from elsewhere.
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+  EXPECT_NE(html.find("id=\"peak-marker\" data-step=\"0\" data-bytes=\"2044\""), std::string::npos);
+  // One area per category that holds bytes at some point: argument, saved,
+  // intermediate (scratch is freed inside its statement, so no column shows it).
+  for (const char* c : {"argument", "saved", "intermediate"}) {
+    EXPECT_NE(html.find(std::string("data-category=\"") + c + "\""), std::string::npos) << c;
+  }
+  EXPECT_EQ(html.find("data-category=\"scratch\""), std::string::npos);
+  const nlohmann::json d = HtmlData(html);
+  // Four points (the arguments and three statements), a column each:
+  // [point, live, peak in step, argument, cotangent, saved, output,
+  // intermediate, scratch, largest storages].
+  ASSERT_EQ(d["columns"].size(), 4u);
+  EXPECT_EQ(d["columns"][0][1], 1016);
+  EXPECT_EQ(d["columns"][1][1], 2040);
+  EXPECT_EQ(d["columns"][1][2], 2044);
+  EXPECT_EQ(d["columns"][1][7], 1024);  // t0, intermediate
+  EXPECT_EQ(d["columns"][3][1], 1616);
+  const nlohmann::json& largest = d["columns"][1][9];
+  ASSERT_EQ(largest.size(), 3u);  // t0, b, a
+  EXPECT_EQ(d["storages"][largest[0].get<int>()][0], "t0");
+  EXPECT_EQ(d["steps"]["1"][0], "mul");
+  EXPECT_EQ(d["peak_point"], 1);
+  // At the peak: the tables.
+  EXPECT_NE(html.find("Alive at the peak: 2.0 KiB (2044 bytes) in 4 storages"), std::string::npos);
+}
+
+TEST(HtmlWriter, SourceTextCannotEndTheScriptOrInjectMarkup) {
+  Report r = HandBuiltReport(true);
+  r.steps[0].source = "t0 = f('</script><b>x</b>')";
+  const std::string html = WriteToString(*FindWriter("html"), r);
+  EXPECT_EQ(html.find("</script><b>"), std::string::npos);
+  EXPECT_EQ(HtmlData(html)["steps"]["1"][2], "t0 = f('</script><b>x</b>')");
+  EXPECT_THROW(WriteToString(*FindWriter("html"), HandBuiltReport(false)), std::invalid_argument);
+}
+
+TEST(HtmlWriter, LongTracesAreDrawnInAThousandColumnsKeepingThePeak) {
+  // 5,000 statements each allocating and freeing nothing but one in the
+  // middle (step 2,345) that allocates 100 bytes: the peak column shows it.
+  Report r;
+  r.model = "runtime";
+  r.trace_name = "long";
+  r.peak_bytes = 100;
+  r.final_bytes = 100;
+  r.peak_step = 2345;
+  auto log = std::make_shared<AllocLog>();
+  log->steps = 5000;
+  log->devices = {"cpu"};
+  StorageRecord s;
+  s.bytes = 100;
+  s.made_at = 2345;
+  log->storages = {s};
+  log->storage_names = {"big"};
+  log->events = {{2345, 0, 100, true}};
+  r.alloc_log = log;
+  const nlohmann::json d = HtmlData(WriteToString(*FindWriter("html"), r));
+  ASSERT_EQ(d["columns"].size(), 1000u);
+  // Point 2346 (after step 2345) of 5001 points is in column 2346 * 1000 / 5001 = 469.
+  EXPECT_EQ(d["columns"][469][0], 2346);
+  EXPECT_EQ(d["columns"][469][1], 100);
+  EXPECT_EQ(d["columns"][468][1], 0);
 }
 
 }  // namespace

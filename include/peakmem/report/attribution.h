@@ -1,0 +1,71 @@
+// What is alive at one moment of a run, and who made it: the storages live
+// then, grouped by category and by the op that allocated them, largest
+// first. Read from the allocation event stream (Report::alloc_log), so a
+// view is never counted apart from its storage.
+//
+// Categories say why a storage exists:
+//   argument      the caller's tensor (a forward's inputs, parameters)
+//   cotangent     a backward's incoming gradient (an argument that is not saved)
+//   saved         a tensor saved for backward, passed to the backward
+//   output        an op's output that the program returns
+//   intermediate  an op's output that the program does not return
+//   scratch       memory an op allocates and frees before it returns
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "peakmem/report/report.h"
+
+namespace peakmem {
+
+// Every category, in the order reports stack and list them.
+inline constexpr std::string_view kCategories[] = {"argument", "cotangent",    "saved",
+                                                   "output",   "intermediate", "scratch"};
+inline constexpr std::size_t kCategoryCount = std::size(kCategories);
+
+// Which category each storage of `report.alloc_log` is in (an index into
+// kCategories). Outputs are known from Report::returned_tensors, cotangents
+// from the backward calling convention.
+std::vector<std::uint8_t> StorageCategories(const Report& report);
+
+struct AttributedStorage {
+  StorageId storage = kNoStorage;
+  std::string_view name;      // the value it was first bound to ("(scratch)" for scratch)
+  std::int64_t bytes = 0;
+  std::string_view category;  // one of kCategories
+  std::string_view made_by;   // the op that allocated it ("caller" for arguments)
+  std::int32_t made_at = kBeforeFirstStep;  // that op's step
+  int line = 0;               // that op's source line (0 for arguments)
+};
+
+struct AttributionGroup {
+  std::string_view key;  // a category, or an op name
+  std::int64_t bytes = 0;
+  std::size_t storages = 0;
+};
+
+struct Attribution {
+  // The moment: inside step `step` when `at_peak` (where the live bytes
+  // first reach the peak, its outputs and scratch included), else after it
+  // (kBeforeFirstStep: the arguments alone).
+  std::int32_t step = kBeforeFirstStep;
+  bool at_peak = false;
+  std::int64_t live_bytes = 0;
+  std::vector<AttributionGroup> by_category;  // largest first; empty categories left out
+  std::vector<AttributionGroup> by_op;        // largest first
+  std::vector<AttributedStorage> largest;     // largest first, at most the limit asked
+  std::size_t storages = 0;                   // how many storages are live then
+};
+
+// The storages live after step `step` (kBeforeFirstStep..steps-1).
+// `largest`: how many storages to list (0: all). Throws
+// std::invalid_argument without an event log or for a step out of range.
+Attribution AttributeAfterStep(const Report& report, std::int32_t step, std::size_t largest);
+// The storages live at the peak (the first moment the live bytes equal
+// Report::peak_bytes).
+Attribution AttributeAtPeak(const Report& report, std::size_t largest);
+
+}  // namespace peakmem

@@ -1,0 +1,150 @@
+#include "peakmem/report/attribution.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "peakmem/report/writer.h"
+
+namespace peakmem {
+namespace {
+
+constexpr std::uint8_t kArgumentCategory = 0, kCotangentCategory = 1, kSavedCategory = 2,
+                       kOutputCategory = 3, kIntermediateCategory = 4, kScratchCategory = 5;
+
+// Sorts groups largest first (equal bytes: by key, so the order is fixed).
+void SortGroups(std::vector<AttributionGroup>* groups) {
+  std::sort(groups->begin(), groups->end(), [](const AttributionGroup& a, const AttributionGroup& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.key < b.key;
+  });
+}
+
+// The attribution of the storages live once the first `events` events of
+// the log have happened.
+Attribution AttributeMoment(const Report& report, const AllocLog& log, std::size_t events,
+                            std::size_t largest) {
+  std::vector<bool> live(log.storages.size(), false);
+  for (std::size_t i = 0; i < events; ++i) live[log.events[i].storage] = log.events[i].alloc;
+  const std::vector<std::uint8_t> categories = StorageCategories(report);
+
+  Attribution out;
+  std::int64_t by_category[kCategoryCount] = {};
+  std::size_t count_by_category[kCategoryCount] = {};
+  std::vector<AttributedStorage> all;
+  for (StorageId id = 0; id < log.storages.size(); ++id) {
+    if (!live[id]) continue;
+    const StorageRecord& s = log.storages[id];
+    AttributedStorage a;
+    a.storage = id;
+    a.bytes = s.bytes;
+    a.category = kCategories[categories[id]];
+    a.name = s.role == StorageRole::kScratch ? std::string_view("(scratch)")
+             : id < log.storage_names.size()  ? log.storage_names[id]
+                                              : std::string_view("?");
+    a.made_at = s.made_at;
+    if (s.made_at < 0) {
+      a.made_by = "caller";
+    } else if (static_cast<std::size_t>(s.made_at) < report.steps.size()) {
+      a.made_by = report.steps[s.made_at].op;
+      a.line = report.steps[s.made_at].line;
+    } else {
+      a.made_by = "?";
+    }
+    out.live_bytes += s.bytes;
+    by_category[categories[id]] += s.bytes;
+    ++count_by_category[categories[id]];
+    all.push_back(a);
+  }
+  out.storages = all.size();
+  for (std::size_t c = 0; c < kCategoryCount; ++c) {
+    if (count_by_category[c] > 0) out.by_category.push_back({kCategories[c], by_category[c], count_by_category[c]});
+  }
+  SortGroups(&out.by_category);
+  // By op: storages with the same maker are summed (keys view the report's steps).
+  std::vector<AttributedStorage> by_maker = all;
+  std::sort(by_maker.begin(), by_maker.end(),
+            [](const AttributedStorage& a, const AttributedStorage& b) { return a.made_by < b.made_by; });
+  for (const AttributedStorage& a : by_maker) {
+    if (out.by_op.empty() || out.by_op.back().key != a.made_by) out.by_op.push_back({a.made_by, 0, 0});
+    out.by_op.back().bytes += a.bytes;
+    ++out.by_op.back().storages;
+  }
+  SortGroups(&out.by_op);
+  // Largest first; the storage id (allocation order) breaks ties.
+  const auto larger = [](const AttributedStorage& a, const AttributedStorage& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.storage < b.storage;
+  };
+  if (largest > 0 && largest < all.size()) {
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(largest), all.end(), larger);
+    all.resize(largest);
+  } else {
+    std::sort(all.begin(), all.end(), larger);
+  }
+  out.largest = std::move(all);
+  return out;
+}
+
+// How many events have happened once step `step` is over.
+std::size_t EventsThrough(const AllocLog& log, std::int32_t step) {
+  const auto after = std::upper_bound(
+      log.events.begin(), log.events.end(), step,
+      [](std::int32_t s, const AllocEvent& e) { return s < e.step; });
+  return static_cast<std::size_t>(after - log.events.begin());
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> StorageCategories(const Report& report) {
+  const AllocLog& log = RequireAllocLog(report, "attribution");
+  std::vector<bool> returned(log.storages.size(), false);
+  for (const ReturnedTensor& t : report.returned_tensors) {
+    if (t.storage < returned.size()) returned[t.storage] = true;
+  }
+  const bool backward = report.convention == "backward";
+  std::vector<std::uint8_t> out(log.storages.size(), kIntermediateCategory);
+  for (StorageId id = 0; id < log.storages.size(); ++id) {
+    switch (log.storages[id].role) {
+      case StorageRole::kArgument: out[id] = backward ? kCotangentCategory : kArgumentCategory; break;
+      case StorageRole::kSaved: out[id] = kSavedCategory; break;
+      case StorageRole::kScratch: out[id] = kScratchCategory; break;
+      case StorageRole::kIntermediate:
+        out[id] = returned[id] ? kOutputCategory : kIntermediateCategory;
+        break;
+    }
+  }
+  return out;
+}
+
+Attribution AttributeAfterStep(const Report& report, std::int32_t step, std::size_t largest) {
+  const AllocLog& log = RequireAllocLog(report, "attribution");
+  if (step < kBeforeFirstStep || step >= log.steps) {
+    throw std::invalid_argument("step " + std::to_string(step) + " is not in the trace (it has " +
+                                std::to_string(log.steps) + " statements, steps 0 to " +
+                                std::to_string(log.steps - 1) + "; -1 is the arguments alone)");
+  }
+  Attribution out = AttributeMoment(report, log, EventsThrough(log, step), largest);
+  out.step = step;
+  return out;
+}
+
+Attribution AttributeAtPeak(const Report& report, std::size_t largest) {
+  const AllocLog& log = RequireAllocLog(report, "attribution");
+  // The first moment inside the peak step where the running total equals
+  // the peak; after the step when there is none (a model whose peak is
+  // measured between statements, as Thunder's is).
+  std::size_t events = EventsThrough(log, report.peak_step);
+  std::int64_t live = 0;
+  for (std::size_t i = 0; i < log.events.size() && log.events[i].step <= report.peak_step; ++i) {
+    live += log.events[i].delta;
+    if (log.events[i].step == report.peak_step && live == report.peak_bytes) {
+      events = i + 1;
+      break;
+    }
+  }
+  Attribution out = AttributeMoment(report, log, events, largest);
+  out.step = report.peak_step;
+  out.at_peak = true;
+  return out;
+}
+
+}  // namespace peakmem
