@@ -3,10 +3,10 @@
 //   peakmem analyze TRACE [--model runtime|thunder] [--format FORMAT]
 //                         [--convention auto|forward|backward|plain] [--no-scratch]
 //                         [--allocator requested|cuda-caching] [--alloc-conf CONF]
-//                         [--device-memory SIZE] [--output FILE]
+//                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]
 //
 // FORMAT is any registered report writer (peakmem/report/writer.h): text,
-// json, annotated, chrome-trace, snapshot.
+// json, annotated, chrome-trace, snapshot, html.
 //
 // Exit codes: 0 success, 1 bad input (trace error), 2 bad usage.
 #include <CLI/CLI.hpp>
@@ -35,6 +35,7 @@ struct AnalyzeArgs {
   std::string allocator = "requested";
   std::string alloc_conf;  // empty: PYTORCH_CUDA_ALLOC_CONF's
   std::string device_memory;
+  std::string at;  // empty: no attribution section
 };
 
 // The allocator the report is priced with, from the flags (and
@@ -58,6 +59,15 @@ int RunAnalyze(const AnalyzeArgs& args) {
   try {
     // Before the trace is read: bad settings fail at once.
     const peakmem::AllocatorOptions allocator = AllocatorFromArgs(args);
+    peakmem::WriterOptions writing;
+    if (!args.at.empty()) {
+      peakmem::AttributionMoment at;
+      std::string problem;
+      if (!peakmem::ParseAttributionMoment(args.at, &at, &problem)) {
+        throw std::invalid_argument("--at: " + problem);
+      }
+      writing.at = at;
+    }
     peakmem::TextReadOptions text_options;
     text_options.threads = args.threads;
     text_options.fusion_subsymbols_only = true;  // the models read no others
@@ -71,7 +81,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
     // What the writer reads: the allocation event log for some, and only as
     // many storages alive at the peak as it shows (the text report: the
     // largest few, and how many there were).
-    const peakmem::ReportOptions report_options = peakmem::ReportOptionsFor(writer);
+    const peakmem::ReportOptions report_options = peakmem::ReportOptionsFor(writer, {}, writing);
     kept_report = new peakmem::Report(
         peakmem::Analyze(parsed, args.model, options, report_options, allocator));
     const peakmem::Report& report = *kept_report;
@@ -86,7 +96,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
     const peakmem::ReportSink sink = [out](std::string_view chunk) {
       std::fwrite(chunk.data(), 1, chunk.size(), out);
     };
-    writer.Write(report, peakmem::WriterOptions{}, sink);
+    writer.Write(report, writing, sink);
     const bool failed = std::fflush(out) != 0 || std::ferror(out) != 0;
     if (out != stdout) std::fclose(out);
     if (failed) {
@@ -141,7 +151,7 @@ int main(int argc, char** argv) {
       "Usage: peakmem analyze TRACE [--model runtime|thunder] [--format " + format_names + "]\n"
       "                         [--convention auto|forward|backward|plain] [--no-scratch]\n"
       "                         [--allocator requested|cuda-caching] [--alloc-conf CONF]\n"
-      "                         [--device-memory SIZE] [--output FILE]\n"
+      "                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]\n"
       "Run 'peakmem analyze --help' for the options.\n"
       "Exit codes: 0 success; 1 bad input (the message gives file:line:col, the line and a "
       "caret); 2 bad usage.");
@@ -185,6 +195,11 @@ int main(int argc, char** argv) {
   analyze->add_option("--device-memory", args.device_memory,
                       "cuda-caching: the memory the device can hand out (e.g. 80GiB): the report "
                       "says whether the run fits, with the headroom, or where it runs out");
+  analyze->add_option("--at", args.at,
+                      "text and json: what is alive at this moment, by category (argument, "
+                      "cotangent, saved, output, intermediate, scratch), by the op that made it, "
+                      "and the largest storages: 'peak', or a step number (after that statement; "
+                      "-1: the arguments alone)");
   analyze->add_option("-o,--output", args.output, "Write the report to this file, not stdout");
   analyze
       ->add_option("-j,--threads", args.threads,

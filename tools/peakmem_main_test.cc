@@ -302,10 +302,67 @@ TEST_F(Cli, ChromeTraceFormatHasASlicePerStatementAndALiveCounter) {
   EXPECT_EQ(live, (std::vector<std::int64_t>{32, 144, 144}));  // as derived above
 }
 
+// ---------------------------------------------------------------- --at
+
+// The runtime model on the reference trace: a and b (16 bytes each, the
+// caller's), nvFusion0's outputs t14 and t15 (16 each; t15 is a stride-0
+// broadcast), returned: at the peak (step 0, 64 bytes) the arguments and the
+// outputs, 32 bytes each.
+TEST_F(Cli, AtPeakAttributesTheLiveStoragesByCategoryAndOp) {
+  const CliResult r = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --format json --at peak");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  const nlohmann::json& a = report.at("attribution");
+  EXPECT_TRUE(a.at("at_peak").get<bool>());
+  EXPECT_EQ(a.at("step"), 0);
+  EXPECT_EQ(a.at("live_bytes"), 64);
+  EXPECT_EQ(a.at("storages"), 4);
+  // Equal bytes: by name.
+  EXPECT_EQ(a.at("by_category"), nlohmann::json::parse(R"([
+      {"key": "argument", "bytes": 32, "storages": 2},
+      {"key": "output", "bytes": 32, "storages": 2}])"));
+  EXPECT_EQ(a.at("by_op"), nlohmann::json::parse(R"([
+      {"key": "caller", "bytes": 32, "storages": 2},
+      {"key": "nvFusion0", "bytes": 32, "storages": 2}])"));
+  ASSERT_EQ(a.at("largest").size(), 4u);
+  EXPECT_EQ(a.at("largest")[2].at("name"), "t14");
+  EXPECT_EQ(a.at("largest")[2].at("made_by"), "nvFusion0");
+  EXPECT_EQ(a.at("largest")[2].at("line"), 4);
+}
+
+TEST_F(Cli, AtAStepInTheTextReport) {
+  const CliResult r = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --at -1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("alive before the first statement: 32 bytes (32 B) in 2 storages"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("argument       2 storages"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, AtAMomentNotInTheTraceIsBadUsage) {
+  const CliResult late = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --at 2");
+  EXPECT_EQ(late.exit_code, 2);
+  EXPECT_NE(late.err.find("step 2 is not in the trace (it has 2 statements, steps 0 to 1"),
+            std::string::npos) << late.err;
+  const CliResult word = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --at top");
+  EXPECT_EQ(word.exit_code, 2);
+  EXPECT_NE(word.err.find("--at: 'top' is not a moment"), std::string::npos) << word.err;
+}
+
+TEST_F(Cli, HtmlFormatWritesOnePageWithThePeakMarked) {
+  const std::string path = TempPath("report.html");
+  const CliResult r =
+      RunCli("analyze " + ShellQuote(kReferenceTrace) + " --format html -o " + ShellQuote(path));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string html = ReadFile(path);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("id=\"peak-marker\" data-step=\"0\" data-bytes=\"64\""), std::string::npos);
+  EXPECT_NE(html.find("data-category=\"output\""), std::string::npos);
+}
+
 TEST_F(Cli, FormatChoicesComeFromTheWriterRegistry) {
   const CliResult r = RunCli("analyze --help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* format : {"text", "json", "annotated", "chrome-trace", "snapshot"}) {
+  for (const char* format : {"text", "json", "annotated", "chrome-trace", "snapshot", "html"}) {
     EXPECT_NE(r.out.find(std::string("'") + format + "'"), std::string::npos) << format;
   }
 }

@@ -1,6 +1,7 @@
 #include "peakmem/report/attribution.h"
 
 #include <algorithm>
+#include <charconv>
 #include <stdexcept>
 #include <string>
 
@@ -145,6 +146,26 @@ Attribution AttributeAtPeak(const Report& report, std::size_t largest) {
   out.step = report.peak_step;
   out.at_peak = true;
   return out;
+}
+
+bool ParseAttributionMoment(std::string_view text, AttributionMoment* out, std::string* error) {
+  if (text == "peak") {
+    *out = AttributionMoment{};
+    return true;
+  }
+  std::int32_t step = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), step);
+  if (ec != std::errc() || end != text.data() + text.size() || step < kBeforeFirstStep) {
+    *error = "'" + std::string(text) +
+             "' is not a moment: give 'peak' or a statement's step number (-1: the arguments alone)";
+    return false;
+  }
+  *out = AttributionMoment{false, step};
+  return true;
+}
+
+Attribution Attribute(const Report& report, const AttributionMoment& at, std::size_t largest) {
+  return at.peak ? AttributeAtPeak(report, largest) : AttributeAfterStep(report, at.step, largest);
 }
 
 }  // namespace peakmem

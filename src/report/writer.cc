@@ -32,8 +32,9 @@ std::vector<std::string> WriterNames() {
   return names;
 }
 
-ReportOptions ReportOptionsFor(const ReportWriter& writer, ReportOptions base) {
-  if (writer.uses_alloc_log()) {
+ReportOptions ReportOptionsFor(const ReportWriter& writer, ReportOptions base,
+                               const WriterOptions& writing) {
+  if (writer.uses_alloc_log() || writing.at.has_value()) {
     base.alloc_log = true;
     base.returned_tensors = true;  // outputs are a category of their own (attribution.h)
   }

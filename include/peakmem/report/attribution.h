@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -67,5 +68,16 @@ Attribution AttributeAfterStep(const Report& report, std::int32_t step, std::siz
 // The storages live at the peak (the first moment the live bytes equal
 // Report::peak_bytes).
 Attribution AttributeAtPeak(const Report& report, std::size_t largest);
+
+// A moment to attribute, as `peakmem analyze --at` takes it: the peak, or
+// after a step.
+struct AttributionMoment {
+  bool peak = true;
+  std::int32_t step = kBeforeFirstStep;  // when !peak (kBeforeFirstStep: the arguments alone)
+};
+// Reads "peak" or a step number (-1: the arguments alone); false, with
+// `error` saying why, for anything else.
+bool ParseAttributionMoment(std::string_view text, AttributionMoment* out, std::string* error);
+Attribution Attribute(const Report& report, const AttributionMoment& at, std::size_t largest);
 
 }  // namespace peakmem

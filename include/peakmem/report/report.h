@@ -158,13 +158,20 @@ inline constexpr std::size_t kTextReportLiveTensors = 10;
 // Receives a rendered report piece by piece (about 1 MB at a time).
 using ReportSink = std::function<void(std::string_view)>;
 
-// JSON: {"model", "trace", "peak_bytes", "final_bytes", "peak_step",
+// The version of the JSON report's schema (docs/report.schema.json), its
+// "schema_version" field: raised when a field changes meaning or goes away.
+inline constexpr int kReportSchemaVersion = 1;
+
+// JSON: {"schema_version", "model", "trace", "peak_bytes", "final_bytes", "peak_step",
 // "breakdown" (ordered object), "steps" [...], "diagnostics" [...]}.
 std::string ReportToJson(const Report& report, int indent = 2);
 // Human-readable summary and per-step table.
 std::string ReportToText(const Report& report);
 // The same, streamed: what a big report writes to a file without holding it.
-void WriteReportJson(const Report& report, int indent, const ReportSink& sink);
-void WriteReportText(const Report& report, const ReportSink& sink);
+// `at`: what is alive at one moment (attribution.h), added when given.
+struct Attribution;
+void WriteReportJson(const Report& report, int indent, const ReportSink& sink,
+                     const Attribution* at = nullptr);
+void WriteReportText(const Report& report, const ReportSink& sink, const Attribution* at = nullptr);
 
 }  // namespace peakmem

@@ -14,10 +14,12 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "peakmem/report/attribution.h"
 #include "peakmem/report/report.h"
 
 namespace peakmem {
@@ -26,6 +28,10 @@ struct WriterOptions {
   // Default 2: JSON writers indent nested values by this many spaces
   // (-1: everything on one line).
   int indent = 2;
+  // Default none: the text and json writers add what is alive at this
+  // moment, by category and by op (attribution.h); the run must keep the
+  // allocation event log (ReportOptionsFor does).
+  std::optional<AttributionMoment> at;
 };
 
 class ReportWriter {
@@ -55,9 +61,11 @@ const std::vector<const ReportWriter*>& AllWriters();
 const ReportWriter* FindWriter(std::string_view name);
 // The registered names in AllWriters' order.
 std::vector<std::string> WriterNames();
-// `base` with what a run must record for `writer`: alloc_log turned on when
-// the writer uses it, live_at_peak_limit lowered to what it shows.
-ReportOptions ReportOptionsFor(const ReportWriter& writer, ReportOptions base = {});
+// `base` with what a run must record for `writer` writing with `writing`:
+// alloc_log (and the returned tensors) turned on when the writer uses it or
+// an attribution is asked for, live_at_peak_limit lowered to what it shows.
+ReportOptions ReportOptionsFor(const ReportWriter& writer, ReportOptions base = {},
+                               const WriterOptions& writing = {});
 // The writer's output as one string (tests, Python; big reports should be
 // streamed through Write instead).
 std::string WriteToString(const ReportWriter& writer, const Report& report,

@@ -74,8 +74,38 @@ void AppendJsonList(std::size_t count, int indent, int level, char open, char cl
 // null placeholders here: WriteReportJson writes them as text where the
 // placeholders are (ordered_json finds keys by linear search and costs an
 // allocation per value; a 10^6-step report would be slow).
-nlohmann::ordered_json ReportHead(const Report& report) {
+nlohmann::ordered_json GroupsJson(const std::vector<AttributionGroup>& groups) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const AttributionGroup& g : groups) {
+    out.push_back({{"key", g.key}, {"bytes", g.bytes}, {"storages", g.storages}});
+  }
+  return out;
+}
+
+nlohmann::ordered_json AttributionJson(const Attribution& a) {
   nlohmann::ordered_json j;
+  j["step"] = a.step;
+  j["at_peak"] = a.at_peak;
+  j["live_bytes"] = a.live_bytes;
+  j["storages"] = a.storages;
+  j["by_category"] = GroupsJson(a.by_category);
+  j["by_op"] = GroupsJson(a.by_op);
+  nlohmann::ordered_json largest = nlohmann::ordered_json::array();
+  for (const AttributedStorage& s : a.largest) {
+    largest.push_back({{"name", s.name},
+                       {"bytes", s.bytes},
+                       {"category", s.category},
+                       {"made_by", s.made_by},
+                       {"made_at", s.made_at},
+                       {"line", s.line}});
+  }
+  j["largest"] = std::move(largest);
+  return j;
+}
+
+nlohmann::ordered_json ReportHead(const Report& report, const Attribution* at) {
+  nlohmann::ordered_json j;
+  j["schema_version"] = kReportSchemaVersion;
   j["model"] = report.model;
   j["trace"] = report.trace_name;
   j["peak_bytes"] = report.peak_bytes;
@@ -99,6 +129,7 @@ nlohmann::ordered_json ReportHead(const Report& report) {
   if (report.live_at_peak_total > report.live_at_peak.size()) {
     j["live_at_peak_total"] = report.live_at_peak_total;
   }
+  if (at != nullptr) j["attribution"] = AttributionJson(*at);
   j["diagnostics"] = report.diagnostics;
   return j;
 }
@@ -138,9 +169,10 @@ void AppendStepJson(const Step& s, int indent, const char* colon, const std::str
 
 }  // namespace
 
-void WriteReportJson(const Report& report, int indent, const ReportSink& sink) {
+void WriteReportJson(const Report& report, int indent, const ReportSink& sink,
+                     const Attribution* at) {
   const std::string head =
-      ReportHead(report).dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+      ReportHead(report, at).dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
   const char* colon = indent >= 0 ? ": " : ":";
   const std::string breakdown_placeholder = std::string("\"breakdown\"") + colon + "null";
   const std::string steps_placeholder = std::string("\"steps\"") + colon + "null";
@@ -188,11 +220,14 @@ class Json final : public ReportWriter {
   std::string_view name() const override { return "json"; }
   std::string_view description() const override {
     return "object with model, trace, peak_bytes, final_bytes, peak_step, breakdown, steps, "
-           "diagnostics";
+           "live_at_peak, diagnostics (and attribution with --at), as docs/report.schema.json "
+           "describes";
   }
   void Write(const Report& report, const WriterOptions& options,
              const ReportSink& sink) const override {
-    WriteReportJson(report, options.indent, sink);
+    if (!options.at) return WriteReportJson(report, options.indent, sink);
+    const Attribution at = Attribute(report, *options.at, 0);
+    WriteReportJson(report, options.indent, sink, &at);
   }
 };
 

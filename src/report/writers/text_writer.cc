@@ -184,9 +184,37 @@ void AppendAllocatorText(const Report& report, std::string* out) {
   }
 }
 
+void AppendGroups(const char* title, const std::vector<AttributionGroup>& groups, std::string* out) {
+  *out += fmt::format("  {}:\n", title);
+  const std::size_t shown = std::min<std::size_t>(groups.size(), kTextReportLiveTensors);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const AttributionGroup& g = groups[i];
+    *out += fmt::format("    {:>14} {:>11}  {:<14} {} storage{}\n", g.bytes, HumanBytes(g.bytes), g.key,
+                        g.storages, g.storages == 1 ? "" : "s");
+  }
+  if (groups.size() > shown) *out += fmt::format("    ... and {} more\n", groups.size() - shown);
+}
+
+// What is alive at the moment `--at` names.
+void AppendAttributionText(const Attribution& a, std::string* out) {
+  const std::string when = a.at_peak ? "at the peak (inside step " + std::to_string(a.step) + ")"
+                           : a.step < 0 ? std::string("before the first statement")
+                                        : "after step " + std::to_string(a.step);
+  *out += fmt::format("\nalive {}: {} bytes ({}) in {} storages\n", when, a.live_bytes,
+                      HumanBytes(a.live_bytes), a.storages);
+  AppendGroups("by category", a.by_category, out);
+  AppendGroups("by the op that made them", a.by_op, out);
+  *out += "  largest:\n";
+  for (const AttributedStorage& t : a.largest) {
+    *out += fmt::format("    {:>14} {:>11}  {:<12} {:<12} made by {}{}\n", t.bytes, HumanBytes(t.bytes),
+                        t.name, t.category, t.made_by, t.line > 0 ? fmt::format(" (line {})", t.line) : "");
+  }
+  if (a.storages > a.largest.size()) *out += fmt::format("    ... and {} more\n", a.storages - a.largest.size());
+}
+
 }  // namespace
 
-void WriteReportText(const Report& report, const ReportSink& sink) {
+void WriteReportText(const Report& report, const ReportSink& sink, const Attribution* at) {
   std::string out;
   out.reserve(kFlushBytes + 4096);
   out += fmt::format("trace: {}\nmodel: {}\n", report.trace_name, report.model);
@@ -205,7 +233,7 @@ void WriteReportText(const Report& report, const ReportSink& sink) {
     out += "peak reached before the first statement (the inputs alone)\n";
   }
   if (report.allocator != nullptr) AppendAllocatorText(report, &out);
-  if (!report.live_at_peak.empty()) {
+  if (!report.live_at_peak.empty() && at == nullptr) {  // (the attribution lists them)
     out += "\nlargest live tensors at the peak:\n";
     const std::size_t shown =
         std::min<std::size_t>(report.live_at_peak.size(), kTextReportLiveTensors);
@@ -219,6 +247,7 @@ void WriteReportText(const Report& report, const ReportSink& sink) {
       out += fmt::format("  ... and {} more\n", total - shown);
     }
   }
+  if (at != nullptr) AppendAttributionText(*at, &out);
   if (!report.diagnostics.empty()) {
     out += "\ndiagnostics:\n";
     for (const std::string& d : report.diagnostics) out += "  - " + d + "\n";
@@ -263,8 +292,11 @@ class Text final : public ReportWriter {
     return "summary, breakdown, per-step table";
   }
   std::size_t live_at_peak_shown() const override { return kTextReportLiveTensors; }
-  void Write(const Report& report, const WriterOptions&, const ReportSink& sink) const override {
-    WriteReportText(report, sink);
+  void Write(const Report& report, const WriterOptions& options,
+             const ReportSink& sink) const override {
+    if (!options.at) return WriteReportText(report, sink);
+    const Attribution at = Attribute(report, *options.at, kTextReportLiveTensors);
+    WriteReportText(report, sink, &at);
   }
 };
 
