@@ -4,6 +4,8 @@
 //                         [--convention auto|forward|backward|plain] [--no-scratch]
 //                         [--allocator requested|cuda-caching] [--alloc-conf CONF]
 //                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]
+//   peakmem diff A B [--model runtime|thunder] [--convention ...] [--no-scratch]
+//                    [--format text|json] [--output FILE]
 //
 // FORMAT is any registered report writer (peakmem/report/writer.h): text,
 // json, annotated, chrome-trace, snapshot, html.
@@ -13,11 +15,13 @@
 #include <fmt/format.h>
 #include <malloc.h>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <fstream>
 #include <iostream>
 
 #include "peakmem/analyze.h"
+#include "peakmem/report/report_diff.h"
 #include "peakmem/report/writer.h"
 
 namespace {
@@ -55,8 +59,51 @@ peakmem::AllocatorOptions AllocatorFromArgs(const AnalyzeArgs& args) {
 peakmem::ParsedTrace* kept_trace = nullptr;
 peakmem::Report* kept_report = nullptr;
 
-int RunAnalyze(const AnalyzeArgs& args) {
+// Runs `body` (which returns an exit code), turning errors into messages
+// and exit codes: bad input 1, bad usage 2. `input` names what was read.
+template <typename Body>
+int Guarded(const std::string& input, Body body) {
   try {
+    return body();
+  } catch (const peakmem::TraceError& e) {
+    std::cerr << "peakmem: error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "peakmem: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "peakmem: error: out of memory reading or analysing " << input << "\n";
+    return kExitBadInput;
+  }
+}
+
+// Hands a sink writing to `path` (stdout when empty) to `write`; returns the
+// exit code (1 when the file cannot be written).
+int WriteOutput(const std::string& path, const std::function<void(const peakmem::ReportSink&)>& write) {
+  std::FILE* out = path.empty() ? stdout : std::fopen(path.c_str(), "wb");
+  if (out == nullptr) {
+    std::cerr << "peakmem: error: cannot write " << path << "\n";
+    return kExitBadInput;
+  }
+  write([out](std::string_view chunk) { std::fwrite(chunk.data(), 1, chunk.size(), out); });
+  const bool failed = std::fflush(out) != 0 || std::ferror(out) != 0;
+  if (out != stdout) std::fclose(out);
+  if (failed) {
+    std::cerr << "peakmem: error: cannot write " << (path.empty() ? "stdout" : path) << "\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+peakmem::RuntimeOptions RuntimeOptionsFrom(const std::string& convention, bool no_scratch) {
+  peakmem::RuntimeOptions options;
+  peakmem::ParseCallingConvention(convention, &options.convention);  // (checked by the parser)
+  options.model_scratch = !no_scratch;
+  return options;
+}
+
+int RunAnalyze(const AnalyzeArgs& args) {
+  return Guarded(args.trace, [&] {
     // Before the trace is read: bad settings fail at once.
     const peakmem::AllocatorOptions allocator = AllocatorFromArgs(args);
     peakmem::WriterOptions writing;
@@ -72,49 +119,49 @@ int RunAnalyze(const AnalyzeArgs& args) {
     text_options.threads = args.threads;
     text_options.fusion_subsymbols_only = true;  // the models read no others
     kept_trace = new peakmem::ParsedTrace(peakmem::LoadTrace(args.trace, text_options));
-    const peakmem::ParsedTrace& parsed = *kept_trace;
-    peakmem::RuntimeOptions options;
-    peakmem::ParseCallingConvention(args.convention, &options.convention);
-    options.model_scratch = !args.no_scratch;
     // --format took only registered names.
     const peakmem::ReportWriter& writer = *peakmem::FindWriter(args.format);
     // What the writer reads: the allocation event log for some, and only as
     // many storages alive at the peak as it shows (the text report: the
     // largest few, and how many there were).
     const peakmem::ReportOptions report_options = peakmem::ReportOptionsFor(writer, {}, writing);
-    kept_report = new peakmem::Report(
-        peakmem::Analyze(parsed, args.model, options, report_options, allocator));
+    kept_report = new peakmem::Report(peakmem::Analyze(
+        *kept_trace, args.model, RuntimeOptionsFrom(args.convention, args.no_scratch),
+        report_options, allocator));
     const peakmem::Report& report = *kept_report;
     // Before the output file is made.
     if (writer.needs_alloc_log()) peakmem::RequireAllocLog(report, writer.name());
     // The report is streamed: a 10^6-step table is never held whole.
-    std::FILE* out = args.output.empty() ? stdout : std::fopen(args.output.c_str(), "wb");
-    if (out == nullptr) {
-      std::cerr << "peakmem: error: cannot write " << args.output << "\n";
-      return kExitBadInput;
-    }
-    const peakmem::ReportSink sink = [out](std::string_view chunk) {
-      std::fwrite(chunk.data(), 1, chunk.size(), out);
-    };
-    writer.Write(report, writing, sink);
-    const bool failed = std::fflush(out) != 0 || std::ferror(out) != 0;
-    if (out != stdout) std::fclose(out);
-    if (failed) {
-      std::cerr << "peakmem: error: cannot write " << (args.output.empty() ? "stdout" : args.output)
-                << "\n";
-      return kExitBadInput;
-    }
-    return kExitOk;
-  } catch (const peakmem::TraceError& e) {
-    std::cerr << "peakmem: error: " << e.what() << "\n";
-    return kExitBadInput;
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "peakmem: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "peakmem: error: out of memory reading or analysing " << args.trace << "\n";
-    return kExitBadInput;
-  }
+    return WriteOutput(args.output,
+                       [&](const peakmem::ReportSink& sink) { writer.Write(report, writing, sink); });
+  });
+}
+
+struct DiffArgs {
+  std::string a, b;
+  std::string model = "runtime";
+  std::string convention = "auto";
+  bool no_scratch = false;
+  std::string format = "text";
+  std::string output;
+};
+
+int RunDiff(const DiffArgs& args) {
+  return Guarded(args.a + " and " + args.b, [&] {
+    peakmem::ReportOptions report_options;
+    report_options.alloc_log = true;
+    report_options.returned_tensors = true;
+    report_options.live_at_peak = false;
+    const peakmem::RuntimeOptions options = RuntimeOptionsFrom(args.convention, args.no_scratch);
+    const peakmem::ParsedTrace a_trace = peakmem::LoadTrace(args.a);
+    const peakmem::Report a = peakmem::Analyze(a_trace, args.model, options, report_options);
+    const peakmem::ParsedTrace b_trace = peakmem::LoadTrace(args.b);
+    const peakmem::Report b = peakmem::Analyze(b_trace, args.model, options, report_options);
+    const peakmem::ReportDiff diff = peakmem::DiffReports(a, b);
+    const std::string text = args.format == "json" ? peakmem::DiffToJson(diff, args.a, args.b)
+                                                   : peakmem::DiffToText(diff, args.a, args.b);
+    return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { sink(text); });
+  });
 }
 
 }  // namespace
@@ -134,49 +181,40 @@ void TuneMallocForOneShot() {
   mallopt(M_TRIM_THRESHOLD, -1);  // never trim (the value is taken as unsigned)
 }
 
-int main(int argc, char** argv) {
-  TuneMallocForOneShot();
-  CLI::App app{
-      "peakmem: predicts the memory a tensor program (a Lightning Thunder execution trace)\n"
-      "will use: the peak, what is held when it returns, and the live bytes after every op."};
-  app.require_subcommand(1);
-  std::string format_names;  // "text|json|..."
-  std::string format_help = "Output format:";
-  for (const peakmem::ReportWriter* writer : peakmem::AllWriters()) {
-    format_names += (format_names.empty() ? "" : "|") + std::string(writer->name());
-    format_help += fmt::format("{} '{}' ({})", writer == peakmem::AllWriters().front() ? "" : ";",
-                               writer->name(), writer->description());
-  }
-  app.footer(
-      "Usage: peakmem analyze TRACE [--model runtime|thunder] [--format " + format_names + "]\n"
-      "                         [--convention auto|forward|backward|plain] [--no-scratch]\n"
-      "                         [--allocator requested|cuda-caching] [--alloc-conf CONF]\n"
-      "                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]\n"
-      "Run 'peakmem analyze --help' for the options.\n"
-      "Exit codes: 0 success; 1 bad input (the message gives file:line:col, the line and a "
-      "caret); 2 bad usage.");
+namespace {
 
-  AnalyzeArgs args;
-  CLI::App* analyze = app.add_subcommand(
-      "analyze", "Analyse a trace file (printed Thunder trace text, or peakmem's JSON export).");
-  analyze->add_option("trace", args.trace, "Path of the trace file")->required();
-  analyze
-      ->add_option("-m,--model", args.model,
+// --model, --convention and --no-scratch, which analyze and diff share.
+void AddModelOptions(CLI::App* command, std::string* model, std::string* convention,
+                     bool* no_scratch) {
+  command
+      ->add_option("-m,--model", *model,
                    "Model: 'runtime' predicts what PyTorch really allocates (requested bytes, "
                    "views, aliasing, Python reference semantics, op scratch); 'thunder' "
                    "reproduces thunder.examine.memory_calculation.get_alloc_memory exactly "
                    "(keys and quirks included)")
       ->capture_default_str();
-  analyze
-      ->add_option("--convention", args.convention,
+  command
+      ->add_option("--convention", *convention,
                    "Runtime model: how the caller passes arguments. 'auto' infers it (a Thunder "
                    "backward_fn(saved_for_backward, cotangents) is called with lists, as "
                    "Thunder's autograd function does; anything else is a forward whose caller "
                    "holds every argument)")
       ->check(CLI::IsMember({"auto", "forward", "backward", "plain"}))
       ->capture_default_str();
-  analyze->add_flag("--no-scratch", args.no_scratch,
+  command->add_flag("--no-scratch", *no_scratch,
                     "Runtime model: leave op scratch memory (wrapped scalars, ...) out of the peak");
+}
+
+CLI::App* AddAnalyze(CLI::App& app, AnalyzeArgs& args) {
+  std::string format_help = "Output format:";
+  for (const peakmem::ReportWriter* writer : peakmem::AllWriters()) {
+    format_help += fmt::format("{} '{}' ({})", writer == peakmem::AllWriters().front() ? "" : ";",
+                               writer->name(), writer->description());
+  }
+  CLI::App* analyze = app.add_subcommand(
+      "analyze", "Analyse a trace file (printed Thunder trace text, or peakmem's JSON export).");
+  analyze->add_option("trace", args.trace, "Path of the trace file")->required();
+  AddModelOptions(analyze, &args.model, &args.convention, &args.no_scratch);
   analyze
       ->add_option("-f,--format", args.format, format_help)
       ->check(CLI::IsMember(peakmem::WriterNames()))
@@ -207,13 +245,58 @@ int main(int argc, char** argv) {
                    "result is the same as one pass): 0 for one per CPU, 1 for none")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
+  return analyze;
+}
 
+CLI::App* AddDiff(CLI::App& app, DiffArgs& args) {
+  CLI::App* diff = app.add_subcommand(
+      "diff",
+      "Compare two traces of one program (two executors, two configurations, before and after "
+      "a change) under one model: peak and final difference, the first statement where the "
+      "live bytes differ, and what accounts for the difference at the peaks (by category, by "
+      "op, by storage matched by name).");
+  diff->add_option("a", args.a, "Path of trace A")->required();
+  diff->add_option("b", args.b, "Path of trace B (differences are B - A)")->required();
+  AddModelOptions(diff, &args.model, &args.convention, &args.no_scratch);
+  diff->add_option("-f,--format", args.format, "Output format: 'text' or 'json' (docs/report.schema.json, \"diff\")")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  diff->add_option("-o,--output", args.output, "Write the comparison to this file, not stdout");
+  return diff;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  TuneMallocForOneShot();
+  CLI::App app{
+      "peakmem: predicts the memory a tensor program (a Lightning Thunder execution trace)\n"
+      "will use: the peak, what is held when it returns, and the live bytes after every op."};
+  app.require_subcommand(1);
+  std::string format_names;  // "text|json|..."
+  for (const peakmem::ReportWriter* writer : peakmem::AllWriters()) {
+    format_names += (format_names.empty() ? "" : "|") + std::string(writer->name());
+  }
+  app.footer(
+      "Usage: peakmem analyze TRACE [--model runtime|thunder] [--format " + format_names + "]\n"
+      "                         [--convention auto|forward|backward|plain] [--no-scratch]\n"
+      "                         [--allocator requested|cuda-caching] [--alloc-conf CONF]\n"
+      "                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]\n"
+      "       peakmem diff A B [--model runtime|thunder] [--format text|json] [--output FILE]\n"
+      "Run 'peakmem analyze --help' or 'peakmem diff --help' for the options.\n"
+      "Exit codes: 0 success; 1 bad input (the message gives file:line:col, the line and a "
+      "caret); 2 bad usage.");
+  AnalyzeArgs analyze_args;
+  DiffArgs diff_args;
+  CLI::App* analyze = AddAnalyze(app, analyze_args);
+  CLI::App* diff = AddDiff(app, diff_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }
-  if (analyze->parsed()) return RunAnalyze(args);
+  if (analyze->parsed()) return RunAnalyze(analyze_args);
+  if (diff->parsed()) return RunDiff(diff_args);
   return kExitUsage;
 }

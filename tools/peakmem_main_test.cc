@@ -359,6 +359,33 @@ TEST_F(Cli, HtmlFormatWritesOnePageWithThePeakMarked) {
   EXPECT_NE(html.find("data-category=\"output\""), std::string::npos);
 }
 
+// ---------------------------------------------------------------- diff
+
+// diff runs one model on both sides: a trace against itself differs in
+// nothing, whichever the model. The reference trace's peak is 64 bytes
+// under the runtime model (a, b, t14, t15: 16 each) and 144 under the
+// thunder model (JsonReportOfTheReferenceTrace).
+TEST_F(Cli, DiffOfATraceWithItselfIsZero) {
+  for (const char* model : {"runtime", "thunder"}) {
+    const CliResult r = RunCli("diff " + ShellQuote(kReferenceTrace) + " " + ShellQuote(kReferenceTrace) +
+                               " --format json --model " + model);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json d = nlohmann::json::parse(r.out);
+    EXPECT_EQ(d.at("peak_delta_bytes"), 0) << model;
+    EXPECT_EQ(d.at("a").at("peak_bytes"), std::string(model) == "runtime" ? 64 : 144);
+    EXPECT_TRUE(d.at("first_divergence").is_null());
+  }
+}
+
+TEST_F(Cli, DiffNeedsTwoTracesAndTakesTextOrJson) {
+  EXPECT_EQ(RunCli("diff " + ShellQuote(kReferenceTrace)).exit_code, 2);
+  EXPECT_EQ(RunCli("diff " + ShellQuote(kReferenceTrace) + " " + ShellQuote(kReferenceTrace) +
+                   " --format html").exit_code, 2);
+  const CliResult missing = RunCli("diff " + ShellQuote(kReferenceTrace) + " /nonexistent/b.trace");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("/nonexistent/b.trace"), std::string::npos) << missing.err;
+}
+
 TEST_F(Cli, FormatChoicesComeFromTheWriterRegistry) {
   const CliResult r = RunCli("analyze --help");
   EXPECT_EQ(r.exit_code, 0);
