@@ -7,13 +7,40 @@ test that needs it goes through the `thunder` fixture (peakmem's compat shim).
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "corpus"
+REPORT_SCHEMA = REPO / "docs" / "report.schema.json"
+
+
+@cache
+def _report_validator():
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads(REPORT_SCHEMA.read_text())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def checked_json(text: str | bytes, kind: str = "report") -> Any:
+    """Parses JSON that peakmem wrote and validates it against
+    docs/report.schema.json; `kind` ("report" or "diff") is which of the
+    schema's two forms it must be. Every test reading peakmem's JSON output
+    reads it through this."""
+    data = json.loads(text)
+    errors = sorted(_report_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
+    assert not errors, f"not valid under {REPORT_SCHEMA.name}: " + "; ".join(
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}" for e in errors[:5]
+    )
+    assert ("model" in data) == (kind == "report") and ("peak_delta_bytes" in data) == (kind == "diff"), kind
+    return data
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ snapshot writer's alloc / free_completed entries, in order.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import peakmem
+from conftest import checked_json
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "corpus"
@@ -49,7 +49,7 @@ def test_reference_trace_in_python():
     assert (a["reserved_peak_bytes"], a["reserved_final_bytes"]) == (2 << 20, 2 << 20)
     assert a["fits"] is None and a["out_of_memory"] is None
     assert r.allocator is a, "converted once, then the same dict"
-    assert json.loads(r.to_json())["allocator"] == a
+    assert checked_json(r.to_json())["allocator"] == a
 
 
 def test_device_memory_in_python():
@@ -65,7 +65,7 @@ def test_device_memory_in_python():
 def test_requested_has_no_allocator_section():
     r = peakmem.analyze(REFERENCE)
     assert r.allocator is None
-    assert "allocator" not in json.loads(r.to_json())
+    assert "allocator" not in checked_json(r.to_json())
 
 
 def test_bad_allocator_settings_are_value_errors():
@@ -105,7 +105,7 @@ def test_allocated_bytes_follow_from_the_events(trace: Path, tmp_path: Path):
         [cli(), "analyze", str(trace), "--allocator", "cuda-caching", "--format", "json"],
         capture_output=True, check=False)
     assert priced.returncode == 0, priced.stderr.decode()
-    report = json.loads(priced.stdout)
+    report = checked_json(priced.stdout)
     a = report["allocator"]
     assert a["device"] == "all"  # the corpus runs on the CPU
     assert a["requested_peak_bytes"] == report["peak_bytes"]

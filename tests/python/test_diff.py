@@ -14,13 +14,12 @@ peak and of the final bytes, and its three splits of the peak difference
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 import torch.nn as nn
 
 import peakmem
+from conftest import checked_json
 from test_snapshot_writer import run
 
 
@@ -59,7 +58,7 @@ def test_diff_reports_the_measured_difference(two_forwards):
 
     done = run("diff", str(a_path), str(b_path), "--format", "json")
     assert done.returncode == 0, done.stderr.decode()
-    diff = json.loads(done.stdout)
+    diff = checked_json(done.stdout, "diff")
     assert diff["peak_delta_bytes"] == b_measured.peak_bytes - a_measured.peak_bytes
     assert diff["final_delta_bytes"] == b_measured.final_bytes - a_measured.final_bytes
     assert (diff["a"]["peak_bytes"], diff["b"]["peak_bytes"]) == (a_measured.peak_bytes, b_measured.peak_bytes)
@@ -78,7 +77,7 @@ def test_diff_reports_the_measured_difference(two_forwards):
 
 def test_diff_of_a_trace_with_itself_is_empty(two_forwards):
     path, _ = two_forwards["training"]
-    diff = json.loads(run("diff", str(path), str(path), "--format", "json").stdout)
+    diff = checked_json(run("diff", str(path), str(path), "--format", "json").stdout, "diff")
     assert diff["peak_delta_bytes"] == diff["final_delta_bytes"] == 0
     assert diff["first_divergence"] is None
     assert diff["by_category"] == diff["by_op"] == diff["by_storage"] == []

@@ -15,7 +15,6 @@ writes (kCategoryColours, kPeakColour, kLeft, kPlotWidth, kMaxColumns).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import checked_json
 from test_snapshot_writer import REPO, run
 
 TRACE = REPO / "tests" / "data" / "corpus" / "nanogpt_block" / "bw.trace"
@@ -63,7 +63,7 @@ def page(tmp_path_factory) -> tuple[Path, dict]:
     assert written.returncode == 0, written.stderr.decode()
     reported = run("analyze", str(TRACE), "--format", "json", "--at", "peak")
     assert reported.returncode == 0, reported.stderr.decode()
-    return out, json.loads(reported.stdout)
+    return out, checked_json(reported.stdout)
 
 
 def test_screenshot_shows_the_plot_and_marks_the_peak(page, tmp_path):

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import checked_json
+
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "corpus"
 TRACES = sorted(CORPUS.glob("*/*.trace"))
@@ -50,7 +52,7 @@ def test_snapshot_of_corpus_trace(trace: Path, tmp_path: Path):
     assert written.returncode == 0, written.stderr.decode()
     reported = run("analyze", str(trace), "--format", "json")
     assert reported.returncode == 0, reported.stderr.decode()
-    report = json.loads(reported.stdout)
+    report = checked_json(reported.stdout)
 
     with open(out, "rb") as f:
         snapshot = pickle.load(f)
