@@ -1,10 +1,12 @@
 """peakmem: predicts the memory a tensor program will use, to the byte.
 
 Public API:
-    analyze(trace, *, model="runtime", convention="auto", scratch=True) -> Report
+    analyze(trace, *, model="runtime", convention="auto", scratch=True, events=True) -> Report
         `trace` is a Thunder TraceCtx, printed trace text, or a path to a
         trace file (text or peakmem's JSON export).
-    Report, Step                the result types (from the C++ engine)
+    Report, Step                the result types (from the C++ engine); a Report
+                                writes every CLI format (write("html"), ...),
+                                shows as HTML in Jupyter and plots (plot(), matplotlib)
     TraceError                  bad trace input; carries file, line, column
     measure(trace, ...)         run a trace for real and measure its memory
     estimate_step(model, *inputs, loss_fn=, optimizer=, steps=, zero_grad=, budget=)
@@ -21,6 +23,9 @@ from ._core import LiveTensor, Report, Step, available_models
 from ._errors import TraceError
 from . import thunder
 from .api import analyze, to_json_export
+from . import report_views
+
+report_views.attach(Report)
 
 # Imported eagerly (it imports torch only when called), so that the name
 # `peakmem.measure` is the function, not the submodule of the same name.

@@ -34,6 +34,7 @@ def analyze(
     allocator: str = "requested",
     alloc_conf: str | None = None,
     device_memory: str | None = None,
+    events: bool = True,
 ) -> _core.Report:
     """Analyses a trace with one model and returns a Report.
 
@@ -54,6 +55,13 @@ def analyze(
     device's capacity (``"80GiB"``; ``None``: unbounded), so that the report
     says whether the run fits and where it would run out of memory.
 
+    `events` (default True) keeps the allocation event stream in the report:
+    what ``report.write("html" | "snapshot" | "chrome-trace")``,
+    ``report.write("text", at="peak")``, ``report.plot()``,
+    ``report.live_by_category()`` and the report's HTML view in Jupyter read
+    (16 bytes an event, 32 a storage; ``events=False`` for a run that only
+    needs the numbers).
+
     `trace` may be:
       - a Thunder ``TraceCtx`` (read directly: bound symbols, proxies,
         collection contents; not through its printed text);
@@ -67,17 +75,17 @@ def analyze(
     """
     options = (model, convention, scratch, allocator, alloc_conf, device_memory)
     if _is_trace_ctx(trace):
-        return _core.analyze_live(trace, *options)
+        return _core.analyze_live(trace, *options, events=events)
     if isinstance(trace, os.PathLike):
         trace = os.fspath(trace)
     if isinstance(trace, bytes):
         raise TypeError("pass trace text as str, not bytes")
     if isinstance(trace, str):
         if "\n" in trace:
-            return _core.analyze_text(trace, "<string>", *options)
+            return _core.analyze_text(trace, "<string>", *options, events=events)
         if not os.path.exists(trace):
             raise FileNotFoundError(f"no such trace file: {trace!r}")
-        return _core.analyze_file(trace, *options)
+        return _core.analyze_file(trace, *options, events=events)
     raise TypeError(
         "peakmem.analyze expects a Thunder TraceCtx, trace text or a path, "
         f"got {type(trace).__name__}"

@@ -13,6 +13,8 @@
 #include "peakmem/analyze.h"
 #include "peakmem/frontend/trace_json_writer.h"
 #include "peakmem/report/allocator_summary.h"
+#include "peakmem/report/attribution.h"
+#include "peakmem/report/writer.h"
 #include "thunder_drop_in.h"
 
 namespace nb = nanobind;
@@ -125,6 +127,32 @@ void BindRows(nb::module_& m) {
       });
 }
 
+// Report.write: one of the registered writers' output (bytes for binary formats).
+nb::object WriteReport(const PyReport& r, const std::string& format, int indent,
+                       const std::optional<std::string>& at) {
+  const peakmem::ReportWriter* writer = peakmem::FindWriter(format);
+  if (writer == nullptr) {
+    std::string names;
+    for (const std::string& n : peakmem::WriterNames()) names += (names.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("unknown format '" + format + "'; formats: " + names);
+  }
+  peakmem::WriterOptions options;
+  options.indent = indent;
+  if (at) {
+    peakmem::AttributionMoment moment;
+    std::string problem;
+    if (!peakmem::ParseAttributionMoment(*at, &moment, &problem)) throw std::invalid_argument(problem);
+    options.at = moment;
+  }
+  std::string out;
+  {
+    nb::gil_scoped_release release;
+    out = peakmem::WriteToString(*writer, r, options);
+  }
+  if (format == "snapshot") return nb::bytes(out.data(), out.size());
+  return nb::str(out.data(), out.size());
+}
+
 void BindReport(nb::module_& m) {
   BindRows(m);
   nb::class_<PyReport>(m, "Report", "The result of analysing a trace with one model.")
@@ -191,10 +219,44 @@ void BindReport(nb::module_& m) {
       .def("to_json", [](const PyReport& r, int indent) { return peakmem::ReportToJson(r, indent); },
            nb::arg("indent") = 2)
       .def("to_text", [](const PyReport& r) { return peakmem::ReportToText(r); })
+      .def("write", &WriteReport, nb::arg("format"), nb::arg("indent") = 2, nb::arg("at") = nb::none(),
+           "The report in one of the CLI's --format formats ('text', 'json', 'html', 'annotated', "
+           "'chrome-trace': str; 'snapshot': bytes). `at`: 'peak' or a step, for text and json: "
+           "what is alive then (as --at). Formats that read the allocation events need a report "
+           "made with them (peakmem.analyze keeps them).")
+      .def_prop_ro(
+          "has_events", [](const PyReport& r) { return r.alloc_log != nullptr; },
+          "Whether the report keeps the allocation event stream (what html, snapshot, "
+          "chrome-trace, attribution and live_by_category read)")
+      .def(
+          "live_by_category",
+          [](const PyReport& r) {
+            const auto live = peakmem::LiveByCategory(r);
+            nb::dict out;
+            for (std::size_t c = 0; c < peakmem::kCategoryCount; ++c) {
+              std::vector<std::int64_t> series;
+              series.reserve(live.size());
+              for (const auto& point : live) series.push_back(point[c]);
+              out[nb::str(peakmem::kCategories[c].data(), peakmem::kCategories[c].size())] =
+                  nb::cast(series);
+            }
+            return out;
+          },
+          "dict: category -> live bytes at every point ([0] the arguments alone, [i + 1] after "
+          "statement i), categories as in the html report")
       .def("__repr__", [](const PyReport& r) {
         return "Report(model='" + r.model + "', peak_bytes=" + std::to_string(r.peak_bytes) +
                ", final_bytes=" + std::to_string(r.final_bytes) + ")";
       });
+}
+
+// What a run keeps for the writers and attribution when `events`: the
+// allocation event stream and the returned tensors (their category).
+peakmem::ReportOptions WithEvents(bool events) {
+  peakmem::ReportOptions options;
+  options.alloc_log = events;
+  options.returned_tensors = events;
+  return options;
 }
 
 // The analyze_* functions peakmem.analyze calls (python/peakmem/api.py).
@@ -204,17 +266,17 @@ void BindAnalyze(nb::module_& m) {
       [](const std::string& text, const std::string& name, const std::string& model,
          const std::string& convention, bool scratch, const std::string& allocator,
          const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory) {
+         const std::optional<std::string>& device_memory, bool events) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
-        return PyReport(
-            peakmem::Analyze(peakmem::ParseTrace(name, text), model, options, {}, priced));
+        return PyReport(peakmem::Analyze(peakmem::ParseTrace(name, text), model, options,
+                                         WithEvents(events), priced));
       },
       nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
       nb::arg("convention") = "auto", nb::arg("scratch") = true,
       nb::arg("allocator") = "requested", nb::arg("alloc_conf") = nb::none(),
-      nb::arg("device_memory") = nb::none(),
+      nb::arg("device_memory") = nb::none(), nb::arg("events") = false,
       "Analyse printed trace text (or peakmem's JSON export).");
 
   m.def(
@@ -222,16 +284,16 @@ void BindAnalyze(nb::module_& m) {
       [](nb::handle trace, const std::string& model, const std::string& convention, bool scratch,
          const std::string& allocator, const std::optional<std::string>& alloc_conf,
          const std::optional<std::string>& device_memory, bool steps,
-         const std::vector<ArgumentSpec>& argument_tensors, bool returned_tensors) {
+         const std::vector<ArgumentSpec>& argument_tensors, bool returned_tensors, bool events) {
         peakmem::RuntimeOptions options = Options(convention, scratch);
         for (const ArgumentSpec& a : argument_tensors) {
           options.argument_tensors.push_back({std::get<0>(a), std::get<1>(a), std::get<2>(a),
                                               std::get<3>(a), std::get<4>(a)});
         }
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
-        peakmem::ReportOptions report_options;
+        peakmem::ReportOptions report_options = WithEvents(events);
         report_options.steps = steps;
-        report_options.returned_tensors = returned_tensors;
+        report_options.returned_tensors = returned_tensors || events;
         // The thunder model without steps needs only the lean form.
         peakmem_python::LiveReadOptions read_options;
         read_options.lean = model == "thunder" && !steps;
@@ -243,25 +305,27 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("steps") = true, nb::arg("argument_tensors") = std::vector<ArgumentSpec>{},
-      nb::arg("returned_tensors") = false,
+      nb::arg("returned_tensors") = false, nb::arg("events") = false,
       "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table; "
       "argument_tensors: (name, external, storage_group, storage_bytes, strides) per argument "
       "tensor whose identity the caller knows (peakmem.step); returned_tensors: fill "
-      "Report.returned_tensors.");
+      "Report.returned_tensors; events: keep the allocation event stream (WithEvents).");
 
   m.def(
       "analyze_file",
       [](const std::string& path, const std::string& model, const std::string& convention,
          bool scratch, const std::string& allocator, const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory) {
+         const std::optional<std::string>& device_memory, bool events) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path), model, options, {}, priced));
+        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path), model, options,
+                                         WithEvents(events), priced));
       },
       nb::arg("path"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
-      nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(), "Analyse a trace file (text or JSON).");
+      nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
+      nb::arg("events") = false, "Analyse a trace file (text or JSON).");
 }
 
 }  // namespace

@@ -116,6 +116,21 @@ std::vector<std::uint8_t> StorageCategories(const Report& report) {
   return out;
 }
 
+std::vector<std::array<std::int64_t, kCategoryCount>> LiveByCategory(const Report& report) {
+  const AllocLog& log = RequireAllocLog(report, "the live bytes by category");
+  const std::vector<std::uint8_t> categories = StorageCategories(report);
+  std::vector<std::array<std::int64_t, kCategoryCount>> out(static_cast<std::size_t>(log.steps) + 1);
+  std::array<std::int64_t, kCategoryCount> live{};
+  std::size_t next = 0;
+  for (std::int32_t step = kBeforeFirstStep; step < log.steps; ++step) {
+    for (; next < log.events.size() && log.events[next].step == step; ++next) {
+      live[categories[log.events[next].storage]] += log.events[next].delta;
+    }
+    out[static_cast<std::size_t>(step + 1)] = live;
+  }
+  return out;
+}
+
 Attribution AttributeAfterStep(const Report& report, std::int32_t step, std::size_t largest) {
   const AllocLog& log = RequireAllocLog(report, "attribution");
   if (step < kBeforeFirstStep || step >= log.steps) {

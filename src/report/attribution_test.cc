@@ -89,3 +89,19 @@ TEST(Attribution, NamesWhatIsMissing) {
 
 }  // namespace
 }  // namespace peakmem
+
+namespace peakmem {
+namespace {
+
+TEST(Attribution, LiveByCategoryAtEveryPoint) {
+  const auto live = LiveByCategory(writers::testing::HandBuiltReport(true));
+  // [argument, cotangent, saved, output, intermediate, scratch]
+  ASSERT_EQ(live.size(), 4u);
+  EXPECT_EQ(live[0], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 0, 0}));
+  EXPECT_EQ(live[1], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 1024, 0}));
+  EXPECT_EQ(live[2], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 0, 0}));
+  EXPECT_EQ(live[3], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 600, 0}));
+}
+
+}  // namespace
+}  // namespace peakmem

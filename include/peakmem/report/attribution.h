@@ -12,6 +12,7 @@
 //   scratch       memory an op allocates and frees before it returns
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -31,6 +32,11 @@ inline constexpr std::size_t kCategoryCount = std::size(kCategories);
 // kCategories). Outputs are known from Report::returned_tensors, cotangents
 // from the backward calling convention.
 std::vector<std::uint8_t> StorageCategories(const Report& report);
+
+// The live bytes of each category (kCategories' order) at every point:
+// [0] the arguments alone, [i + 1] after statement i. Throws
+// std::invalid_argument without an event log.
+std::vector<std::array<std::int64_t, kCategoryCount>> LiveByCategory(const Report& report);
 
 struct AttributedStorage {
   StorageId storage = kNoStorage;
