@@ -88,6 +88,7 @@ AllocatorResult RunAllocatorModel(const AllocLog& log, const AllocatorOptions& o
     }
   }
   result.device_capacity = cuda.device_capacity;
+  result.cuda = cuda;
   result.stats = SimulateCudaCaching(
       log, cuda, cuda.layout_at == CudaLayoutAt::kNone ? nullptr : &result.peak_layout);
   if (result.stats.oom_storage < log.storages.size()) {

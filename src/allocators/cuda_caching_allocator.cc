@@ -103,6 +103,7 @@ class CudaCachingAllocator::Impl {
         stats_.oom_size = static_cast<std::int64_t>(size);
         stats_.oom_alloc_size = static_cast<std::int64_t>(alloc_size);
       }
+      if (observer_ != nullptr) observer_->OutOfMemory(id, static_cast<std::int64_t>(size));
       if (o_.stop_at_oom) stopped_ = true;
       return false;
     }
@@ -118,6 +119,9 @@ class CudaCachingAllocator::Impl {
     Index b = block_of_[id];
     block_of_[id] = kNil;
     Block& block = blocks_[b];
+    if (observer_ != nullptr) {
+      observer_->BlockFree(id, static_cast<std::int64_t>(block.addr), static_cast<std::int64_t>(block.requested));
+    }
     block.allocated = false;
     block.storage = kNoStorage;
     stats_.allocated_bytes -= static_cast<std::int64_t>(block.size);
@@ -138,6 +142,7 @@ class CudaCachingAllocator::Impl {
     return peak_layout_;
   }
   const CudaAllocatorStats& stats() const { return stats_; }
+  void SetObserver(CudaAllocatorObserver* observer) { observer_ = observer; }
   bool stopped() const { return stopped_; }
 
  private:
@@ -209,6 +214,9 @@ class CudaCachingAllocator::Impl {
     block.storage = id;
     if (id >= block_of_.size()) block_of_.resize(std::max<std::size_t>(id + 1, block_of_.size() * 2), kNil);
     block_of_[id] = i;
+    if (observer_ != nullptr) {
+      observer_->BlockAlloc(id, static_cast<std::int64_t>(block.addr), static_cast<std::int64_t>(orig_size));
+    }
     Increase(stats_.requested_bytes, stats_.requested_bytes_peak, static_cast<std::int64_t>(orig_size));
     const std::int64_t before = stats_.allocated_bytes_peak;
     Increase(stats_.allocated_bytes, stats_.allocated_bytes_peak, static_cast<std::int64_t>(block.size));
@@ -263,6 +271,9 @@ class CudaCachingAllocator::Impl {
     b.small = small;
     next_address_ += size;
     segments_.emplace(b.addr, i);
+    if (observer_ != nullptr) {
+      observer_->SegmentAlloc(static_cast<std::int64_t>(b.addr), static_cast<std::int64_t>(size), small);
+    }
     ++stats_.num_device_alloc;
     Increase(stats_.segments, stats_.segments_peak, 1);
     const std::int64_t before = stats_.reserved_bytes_peak;
@@ -277,6 +288,9 @@ class CudaCachingAllocator::Impl {
   // release_block: cudaFree of a whole free segment.
   void ReleaseBlock(Pool& pool, Index i) {
     const Block& b = blocks_[i];
+    if (observer_ != nullptr) {
+      observer_->SegmentFree(static_cast<std::int64_t>(b.addr), static_cast<std::int64_t>(b.size));
+    }
     EraseFromPool(pool, i);
     segments_.erase(b.addr);
     total_allocated_memory_ -= b.size;
@@ -297,6 +311,7 @@ class CudaCachingAllocator::Impl {
   }
 
   CudaCachingOptions o_;
+  CudaAllocatorObserver* observer_ = nullptr;
   bool set_fraction_ = false;
   bool gc_enabled_ = false;
   bool stopped_ = false;
@@ -445,6 +460,7 @@ void CudaCachingAllocator::EmptyCache() { impl_->EmptyCache(); }
 const CudaAllocatorStats& CudaCachingAllocator::stats() const { return impl_->stats(); }
 bool CudaCachingAllocator::stopped() const { return impl_->stopped(); }
 CudaMemoryLayout CudaCachingAllocator::Snapshot() const { return impl_->Snapshot(); }
+void CudaCachingAllocator::SetObserver(CudaAllocatorObserver* observer) { impl_->SetObserver(observer); }
 const CudaMemoryLayout& CudaCachingAllocator::PeakLayout() { return impl_->PeakLayout(); }
 
 CudaAllocatorStats SimulateCudaCaching(const AllocLog& log, const CudaCachingOptions& options,

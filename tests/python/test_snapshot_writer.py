@@ -91,3 +91,57 @@ def test_snapshot_of_corpus_trace(trace: Path, tmp_path: Path):
             if e["time_us"] > 0:
                 frame = e["frames"][0]
                 assert (frame["name"], frame["line"]) == by_step[e["time_us"]]
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_snapshot_with_the_cuda_caching_allocator(trace: Path, tmp_path: Path):
+    """With --allocator cuda-caching the snapshot is the allocator model's:
+    its segments at the end sum to the reserved and allocated bytes the JSON
+    report gives, and its trace, replayed, reaches the reported reserved and
+    requested peaks and ends at the reported final bytes."""
+    from torch.cuda import _memory_viz
+
+    out = tmp_path / "snapshot.pickle"
+    priced = ("--allocator", "cuda-caching")
+    written = run("analyze", str(trace), "--format", "snapshot", "-o", str(out), *priced)
+    assert written.returncode == 0, written.stderr.decode()
+    reported = run("analyze", str(trace), "--format", "json", *priced)
+    allocator = checked_json(reported.stdout)["allocator"]
+    with open(out, "rb") as f:
+        snapshot = pickle.load(f)
+    _memory_viz.segsum(snapshot)
+    _memory_viz.segments(snapshot, format_flamegraph=lambda lines: lines)
+    _memory_viz.memory(snapshot, format_flamegraph=lambda lines: lines)
+    _memory_viz.trace(snapshot)
+
+    segments = snapshot["segments"]
+    assert sum(s["total_size"] for s in segments) == allocator["reserved_final_bytes"]
+    assert sum(s["allocated_size"] for s in segments) == allocator["allocated_final_bytes"]
+    for s in segments:
+        assert sum(b["size"] for b in s["blocks"]) == s["total_size"]
+        assert [b["address"] for b in s["blocks"]] == sorted(b["address"] for b in s["blocks"])
+
+    reserved = requested = reserved_peak = requested_peak = 0
+    for entries in snapshot["device_traces"]:
+        for e in entries:
+            sign = {"segment_alloc": 1, "segment_free": -1}.get(e["action"], 0)
+            reserved += sign * e["size"]
+            sign = {"alloc": 1, "free_completed": -1}.get(e["action"], 0)
+            requested += sign * e["size"]
+            reserved_peak, requested_peak = max(reserved_peak, reserved), max(requested_peak, requested)
+    assert (reserved, reserved_peak) == (allocator["reserved_final_bytes"], allocator["reserved_peak_bytes"])
+    assert (requested, requested_peak) == (allocator["requested_final_bytes"], allocator["requested_peak_bytes"])
+
+
+def test_snapshot_shows_where_the_allocator_runs_out(tmp_path: Path):
+    trace = CORPUS / "llama_block" / "bw.trace"
+    out = tmp_path / "snapshot.pickle"
+    small = ("--allocator", "cuda-caching", "--device-memory", "1MiB")  # below one 2 MiB segment
+    assert run("analyze", str(trace), "--format", "snapshot", "-o", str(out), *small).returncode == 0
+    allocator = checked_json(run("analyze", str(trace), "--format", "json", *small).stdout)["allocator"]
+    assert allocator["fits"] is False
+    with open(out, "rb") as f:
+        entries = [e for t in pickle.load(f)["device_traces"] for e in t]
+    ooms = [e for e in entries if e["action"] == "oom"]
+    assert ooms and ooms[0]["size"] == allocator["out_of_memory"]["rounded_bytes"]
+    assert ooms[0]["time_us"] == allocator["out_of_memory"]["step"] + 1

@@ -48,6 +48,10 @@ struct AllocatorResult {
   // as if it ran on one GPU).
   std::string device;
   std::int64_t device_capacity = 0;  // CudaCachingOptions::device_capacity (0: unbounded)
+  // The settings it ran with, its device chosen (CudaCachingOptions::device,
+  // an index in the log's devices; -1: all): what a writer replaying the run
+  // through the allocator again needs.
+  CudaCachingOptions cuda;
   // The bytes the storage that ran out of memory asked for (0: none did).
   std::int64_t oom_requested_bytes = 0;
 };

@@ -101,6 +101,23 @@ struct CudaMemoryLayout {
   std::vector<CudaSegmentInfo> segments;  // in address order
 };
 
+// What the allocator does, as PyTorch's memory history records it
+// (record_trace's TraceEntry actions): a segment cudaMalloc'd (alloc_block:
+// SEGMENT_ALLOC) or cudaFree'd (release_block: SEGMENT_FREE), a block handed
+// to a storage (alloc_found_block: ALLOC, with the storage's own bytes) or
+// given back (free: FREE_REQUESTED, then free_block: FREE_COMPLETED, one
+// call here: one stream has no events to wait for), a request that ran out
+// of memory (OOM, with the rounded size). Addresses are the model's.
+class CudaAllocatorObserver {
+ public:
+  virtual ~CudaAllocatorObserver() = default;
+  virtual void SegmentAlloc(std::int64_t address, std::int64_t size, bool small_pool) = 0;
+  virtual void SegmentFree(std::int64_t address, std::int64_t size) = 0;
+  virtual void BlockAlloc(StorageId storage, std::int64_t address, std::int64_t requested) = 0;
+  virtual void BlockFree(StorageId storage, std::int64_t address, std::int64_t requested) = 0;
+  virtual void OutOfMemory(StorageId storage, std::int64_t size) = 0;
+};
+
 class CudaCachingAllocator final : public AllocSink {
  public:
   // Throws std::invalid_argument when ValidateCudaCachingOptions finds fault.
@@ -127,6 +144,8 @@ class CudaCachingAllocator final : public AllocSink {
   bool stopped() const;
   // The segments now (torch.cuda.memory_snapshot()).
   CudaMemoryLayout Snapshot() const;
+  // Tells `observer` (not owned; nullptr: none) what happens from now on.
+  void SetObserver(CudaAllocatorObserver* observer);
   // The layout at the peak CudaCachingOptions::layout_at names (captured =
   // false when kNone or nothing was allocated).
   const CudaMemoryLayout& PeakLayout();

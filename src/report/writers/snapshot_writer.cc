@@ -19,8 +19,9 @@
 // Devices: "cuda:N" is device N; other devices (the corpus runs on "cpu")
 // take the indexes after the largest CUDA one, in the log's order.
 //
-// Addresses: no allocator is modelled here; storages get addresses so that
-// storages alive at the same moment never overlap. Each storage takes a
+// With the requested-bytes allocator (the default), no allocator is
+// modelled; storages get addresses so that storages alive at the same
+// moment never overlap. Each storage takes a
 // range of its bytes rounded up to 512 (the caching allocator's block
 // alignment), best fit: the smallest free range that holds it (lowest
 // address among equals), else the top of the device's space grows; freed
@@ -29,6 +30,18 @@
 // blocks are the storages still held at the end ('active_allocated', their
 // rounded size, 'requested_size' their bytes) and the gaps between them
 // ('inactive'), so the viewer can run the trace backwards from it.
+//
+// With the CUDA caching allocator (a report priced with --allocator
+// cuda-caching), the run is replayed through the allocator model
+// (allocators/cuda_caching_allocator.h) with the same settings, and the
+// snapshot is what PyTorch's would be: only the storages the allocator
+// holds (its device's), at the model's addresses (device d's segments
+// start at (d + 1) << 40); device_traces also has 'segment_alloc' and
+// 'segment_free' entries (size: the segment's) and an 'oom' entry (size:
+// the rounded request) where it runs out of memory; 'segments' are the
+// allocator's segments at the end, each block 'active_allocated' or
+// 'inactive' with its rounded size, so the viewer's segment view shows the
+// predicted fragmentation.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -37,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+#include "peakmem/allocators/cuda_caching_allocator.h"
 #include "pickle_emitter.h"
 #include "registry.h"
 
@@ -126,57 +140,172 @@ std::vector<int> SnapshotDevices(const AllocLog& log) {
   return index;
 }
 
-struct Layout {
-  std::vector<int> device_of;            // per log device: the snapshot's index
-  std::vector<std::uint64_t> address;    // per storage (absolute)
-  std::vector<std::uint64_t> high_water; // per snapshot device, relative to its start
-};
-
 std::uint64_t DeviceStart(int device) { return static_cast<std::uint64_t>(device + 1) << 40; }
 
-Layout Assign(const AllocLog& log) {
-  Layout layout;
-  layout.device_of = SnapshotDevices(log);
-  const int devices = *std::max_element(layout.device_of.begin(), layout.device_of.end()) + 1;
+// What the snapshot lists, before it is written: one trace entry per
+// allocator action and the segments at the end.
+struct TraceRecord {
+  const char* action;
+  std::uint64_t addr;
+  std::int64_t size;
+  std::int32_t step;
+  StorageRole role;
+};
+struct BlockRecord {
+  std::uint64_t addr;
+  std::uint64_t size;
+  std::int64_t requested;  // 0 when free
+  const StorageRecord* storage;  // nullptr when free
+};
+struct SegmentRecord {
+  int device;
+  std::uint64_t addr;
+  std::uint64_t size;
+  bool small;
+  std::vector<BlockRecord> blocks;  // in address order, covering the segment
+};
+struct Content {
+  std::vector<SegmentRecord> segments;
+  std::vector<std::vector<TraceRecord>> traces;  // per snapshot device
+};
+
+// Requested bytes: storages placed best fit, one segment per device.
+Content RequestedContent(const AllocLog& log) {
+  const std::vector<int> device_of = SnapshotDevices(log);
+  const int devices = *std::max_element(device_of.begin(), device_of.end()) + 1;
   std::vector<AddressSpace> spaces(static_cast<std::size_t>(devices));
-  layout.address.assign(log.storages.size(), 0);
+  std::vector<std::uint64_t> address(log.storages.size(), 0);
+  Content c;
+  c.traces.resize(static_cast<std::size_t>(devices));
   for (const AllocEvent& e : log.events) {
     const StorageRecord& s = log.storages[e.storage];
     if (s.bytes <= 0) continue;
-    const int device = layout.device_of[s.device];
+    const int device = device_of[s.device];
     AddressSpace& space = spaces[static_cast<std::size_t>(device)];
+    std::vector<TraceRecord>& trace = c.traces[static_cast<std::size_t>(device)];
     if (e.alloc) {
-      layout.address[e.storage] = DeviceStart(device) + space.Take(Rounded(s.bytes));
+      address[e.storage] = DeviceStart(device) + space.Take(Rounded(s.bytes));
+      trace.push_back({"alloc", address[e.storage], s.bytes, e.step, s.role});
     } else {
-      space.Give(layout.address[e.storage] - DeviceStart(device), Rounded(s.bytes));
+      space.Give(address[e.storage] - DeviceStart(device), Rounded(s.bytes));
+      trace.push_back({"free_requested", address[e.storage], s.bytes, e.step, s.role});
+      trace.push_back({"free_completed", address[e.storage], s.bytes, e.step, s.role});
     }
   }
-  for (const AddressSpace& space : spaces) layout.high_water.push_back(space.high_water());
-  return layout;
+  for (int device = 0; device < devices; ++device) {
+    const std::uint64_t size = spaces[static_cast<std::size_t>(device)].high_water();
+    if (size == 0) continue;
+    const std::uint64_t start = DeviceStart(device);
+    std::vector<std::pair<std::uint64_t, StorageId>> held;  // (address, storage) at the end
+    for (StorageId id = 0; id < log.storages.size(); ++id) {
+      const StorageRecord& s = log.storages[id];
+      if (s.bytes > 0 && s.freed_at == kNeverFreed && device_of[s.device] == device) {
+        held.emplace_back(address[id], id);
+      }
+    }
+    std::sort(held.begin(), held.end());
+    SegmentRecord& seg = c.segments.emplace_back(SegmentRecord{device, start, size, false, {}});
+    std::uint64_t at = start;
+    for (const auto& [addr, id] : held) {
+      if (addr > at) seg.blocks.push_back({at, addr - at, 0, nullptr});
+      const StorageRecord& s = log.storages[id];
+      seg.blocks.push_back({addr, Rounded(s.bytes), s.bytes, &s});
+      at = addr + Rounded(s.bytes);
+    }
+    if (start + size > at) seg.blocks.push_back({at, start + size - at, 0, nullptr});
+  }
+  return c;
+}
+
+// The CUDA caching allocator's actions, as trace records.
+class AllocatorRecorder final : public CudaAllocatorObserver, public AllocSink {
+ public:
+  AllocatorRecorder(const AllocLog& log, CudaCachingAllocator* allocator, std::uint64_t start,
+                    std::vector<TraceRecord>* out)
+      : log_(log), allocator_(allocator), start_(start), out_(out) {}
+  void SegmentAlloc(std::int64_t address, std::int64_t size, bool) override {
+    Add("segment_alloc", address, size, StorageRole::kIntermediate);
+  }
+  void SegmentFree(std::int64_t address, std::int64_t size) override {
+    Add("segment_free", address, size, StorageRole::kIntermediate);
+  }
+  void BlockAlloc(StorageId id, std::int64_t address, std::int64_t requested) override {
+    Add("alloc", address, requested, log_.storages[id].role);
+  }
+  void BlockFree(StorageId id, std::int64_t address, std::int64_t requested) override {
+    Add("free_requested", address, requested, log_.storages[id].role);
+    Add("free_completed", address, requested, log_.storages[id].role);
+  }
+  void OutOfMemory(StorageId id, std::int64_t size) override {
+    out_->push_back({"oom", 0, size, step_, log_.storages[id].role});
+  }
+  void Alloc(StorageId id, const StorageRecord& s, std::int32_t step) override {
+    step_ = step;
+    allocator_->Alloc(id, s, step);
+  }
+  void Free(StorageId id, const StorageRecord& s, std::int32_t step) override {
+    step_ = step;
+    allocator_->Free(id, s, step);
+  }
+
+ private:
+  void Add(const char* action, std::int64_t address, std::int64_t size, StorageRole role) {
+    out_->push_back({action, start_ + static_cast<std::uint64_t>(address), size, step_, role});
+  }
+  const AllocLog& log_;
+  CudaCachingAllocator* allocator_;
+  std::uint64_t start_;
+  std::vector<TraceRecord>* out_;
+  std::int32_t step_ = kBeforeFirstStep;
+};
+
+// The run replayed through the CUDA caching allocator it was priced with.
+Content AllocatorContent(const AllocLog& log, const AllocatorResult& priced) {
+  const std::vector<int> device_of = SnapshotDevices(log);
+  const int device = priced.cuda.device >= 0 ? device_of[static_cast<std::size_t>(priced.cuda.device)] : 0;
+  const std::uint64_t start = DeviceStart(device);
+  Content c;
+  c.traces.resize(static_cast<std::size_t>(device) + 1);
+  CudaCachingAllocator allocator(priced.cuda);
+  AllocatorRecorder recorder(log, &allocator, start, &c.traces.back());
+  allocator.SetObserver(&recorder);
+  Replay(log, recorder);
+  for (const CudaSegmentInfo& s : allocator.Snapshot().segments) {
+    SegmentRecord& seg = c.segments.emplace_back(SegmentRecord{
+        device, start + static_cast<std::uint64_t>(s.address), static_cast<std::uint64_t>(s.size), s.small_pool, {}});
+    for (const CudaBlockInfo& b : s.blocks) {
+      seg.blocks.push_back({start + static_cast<std::uint64_t>(b.address), static_cast<std::uint64_t>(b.size),
+                            b.allocated ? b.requested_size : 0,
+                            b.allocated ? &log.storages[b.storage] : nullptr});
+    }
+  }
+  return c;
 }
 
 class Writer {
  public:
-  Writer(const Report& report, const AllocLog& log, const ReportSink& sink)
-      : report_(report), log_(log), layout_(Assign(log)), p_(sink) {}
+  Writer(const Report& report, Content content, const ReportSink& sink)
+      : report_(report), content_(std::move(content)), p_(sink) {}
 
   void Write() {
     p_.BeginDict();
     p_.Memo("segments");
     p_.BeginList();
-    for (std::size_t d = 0; d < layout_.high_water.size(); ++d) Segment(static_cast<int>(d));
+    for (const SegmentRecord& s : content_.segments) Segment(s);
     p_.EndList();
     p_.Memo("device_traces");
     p_.BeginList();
-    for (std::size_t d = 0; d < layout_.high_water.size(); ++d) Trace(static_cast<int>(d));
+    for (const std::vector<TraceRecord>& trace : content_.traces) {
+      p_.BeginList();
+      for (const TraceRecord& e : trace) Entry(e);
+      p_.EndList();
+    }
     p_.EndList();
     p_.EndDict();
     p_.Finish();
   }
 
  private:
-  int DeviceOf(const StorageRecord& s) const { return layout_.device_of[s.device]; }
-
   // The one frame of what happened at `step` (`role` names the arguments).
   void Frames(std::int32_t step, StorageRole role) {
     p_.BeginList();
@@ -202,20 +331,19 @@ class Writer {
     p_.EndList();
   }
 
-  void Block(std::uint64_t address, std::uint64_t size, std::int64_t requested, bool active,
-             const StorageRecord* storage) {
+  void Block(const BlockRecord& b) {
     p_.BeginDict();
     p_.Memo("address");
-    p_.Int(static_cast<std::int64_t>(address));
+    p_.Int(static_cast<std::int64_t>(b.addr));
     p_.Memo("size");
-    p_.Int(static_cast<std::int64_t>(size));
+    p_.Int(static_cast<std::int64_t>(b.size));
     p_.Memo("requested_size");
-    p_.Int(requested);
+    p_.Int(b.requested);
     p_.Memo("state");
-    p_.Memo(active ? "active_allocated" : "inactive");
+    p_.Memo(b.storage != nullptr ? "active_allocated" : "inactive");
     p_.Memo("frames");
-    if (storage != nullptr) {
-      Frames(storage->made_at, storage->role);
+    if (b.storage != nullptr) {
+      Frames(b.storage->made_at, b.storage->role);
     } else {
       p_.BeginList();
       p_.EndList();
@@ -223,37 +351,30 @@ class Writer {
     p_.EndDict();
   }
 
-  void Segment(int device) {
-    const std::uint64_t size = layout_.high_water[static_cast<std::size_t>(device)];
-    if (size == 0) return;
-    const std::uint64_t start = DeviceStart(device);
-    std::vector<std::pair<std::uint64_t, StorageId>> held;  // (address, storage) at the end
-    for (StorageId id = 0; id < log_.storages.size(); ++id) {
-      const StorageRecord& s = log_.storages[id];
-      if (s.bytes > 0 && s.freed_at == kNeverFreed && DeviceOf(s) == device) {
-        held.emplace_back(layout_.address[id], id);
-      }
+  void Segment(const SegmentRecord& s) {
+    std::int64_t allocated = 0, requested = 0;
+    for (const BlockRecord& b : s.blocks) {
+      if (b.storage == nullptr) continue;
+      allocated += static_cast<std::int64_t>(b.size);
+      requested += b.requested;
     }
-    std::sort(held.begin(), held.end());
-    std::int64_t allocated = 0;
-    for (const auto& [address, id] : held) allocated += log_.storages[id].bytes;
     p_.BeginDict();
     p_.Memo("device");
-    p_.Int(device);
+    p_.Int(s.device);
     p_.Memo("address");
-    p_.Int(static_cast<std::int64_t>(start));
+    p_.Int(static_cast<std::int64_t>(s.addr));
     p_.Memo("total_size");
-    p_.Int(static_cast<std::int64_t>(size));
+    p_.Int(static_cast<std::int64_t>(s.size));
     p_.Memo("allocated_size");
     p_.Int(allocated);
     p_.Memo("active_size");
     p_.Int(allocated);
     p_.Memo("requested_size");
-    p_.Int(allocated);
+    p_.Int(requested);
     p_.Memo("stream");
     p_.Int(0);
     p_.Memo("segment_type");
-    p_.Memo("large");
+    p_.Memo(s.small ? "small" : "large");
     p_.Memo("is_expandable");
     p_.Bool(false);
     p_.Memo("frames");
@@ -261,54 +382,30 @@ class Writer {
     p_.EndList();
     p_.Memo("blocks");
     p_.BeginList();
-    std::uint64_t at = start;
-    for (const auto& [address, id] : held) {
-      if (address > at) Block(at, address - at, 0, false, nullptr);
-      const StorageRecord& s = log_.storages[id];
-      Block(address, Rounded(s.bytes), s.bytes, true, &s);
-      at = address + Rounded(s.bytes);
-    }
-    if (start + size > at) Block(at, start + size - at, 0, false, nullptr);
+    for (const BlockRecord& b : s.blocks) Block(b);
     p_.EndList();
     p_.EndDict();
   }
 
-  void Entry(const char* action, StorageId id, std::int32_t step) {
-    const StorageRecord& s = log_.storages[id];
+  void Entry(const TraceRecord& e) {
     p_.BeginDict();
     p_.Memo("action");
-    p_.Memo(action);
+    p_.Memo(e.action);
     p_.Memo("addr");
-    p_.Int(static_cast<std::int64_t>(layout_.address[id]));
+    p_.Int(static_cast<std::int64_t>(e.addr));
     p_.Memo("size");
-    p_.Int(s.bytes);
+    p_.Int(e.size);
     p_.Memo("stream");
     p_.Int(0);
     p_.Memo("time_us");
-    p_.Int(step + 1);
+    p_.Int(e.step + 1);
     p_.Memo("frames");
-    Frames(step, s.role);
+    Frames(e.step, e.role);
     p_.EndDict();
   }
 
-  void Trace(int device) {
-    p_.BeginList();
-    for (const AllocEvent& e : log_.events) {
-      const StorageRecord& s = log_.storages[e.storage];
-      if (s.bytes <= 0 || DeviceOf(s) != device) continue;
-      if (e.alloc) {
-        Entry("alloc", e.storage, e.step);
-      } else {
-        Entry("free_requested", e.storage, e.step);
-        Entry("free_completed", e.storage, e.step);
-      }
-    }
-    p_.EndList();
-  }
-
   const Report& report_;
-  const AllocLog& log_;
-  const Layout layout_;
+  const Content content_;
   PickleEmitter p_;
 };
 
@@ -317,12 +414,14 @@ class Snapshot final : public ReportWriter {
   std::string_view name() const override { return "snapshot"; }
   std::string_view description() const override {
     return "PyTorch memory snapshot pickle, as torch.cuda.memory._dump_snapshot writes it, "
-           "for pytorch.org/memory_viz";
+           "for pytorch.org/memory_viz (with --allocator cuda-caching: the allocator's segments, "
+           "blocks and addresses)";
   }
   bool needs_alloc_log() const override { return true; }
   void Write(const Report& report, const WriterOptions&, const ReportSink& sink) const override {
     const AllocLog& log = RequireAllocLog(report, name());
-    Writer(report, log, sink).Write();
+    const bool cuda = report.allocator != nullptr && report.allocator->model == AllocatorModel::kCudaCaching;
+    Writer(report, cuda ? AllocatorContent(log, *report.allocator) : RequestedContent(log), sink).Write();
   }
 };
 

@@ -66,11 +66,14 @@ TEST(SnapshotWriter, SegmentHoldsWhatIsAliveAtTheEnd) {
   ASSERT_EQ(s.at("segments").size(), 1u);
   const nlohmann::json& seg = s.at("segments")[0];
   // High water 3072 (the scratch's end); held at the end: a, b, t1 =
-  // 16 + 1000 + 600 = 1616 bytes; the gap [2560, 3072) is inactive.
+  // 16 + 1000 + 600 = 1616 bytes requested, in blocks of 512 + 1024 + 1024
+  // = 2560 (allocated_size sums block sizes, as PyTorch's snapshot does);
+  // the gap [2560, 3072) is inactive.
   EXPECT_EQ(seg.at("device").get<int>(), 0);
   EXPECT_EQ(seg.at("address").get<std::int64_t>(), kStart);
   EXPECT_EQ(seg.at("total_size").get<std::int64_t>(), 3072);
-  EXPECT_EQ(seg.at("allocated_size").get<std::int64_t>(), 1616);
+  EXPECT_EQ(seg.at("allocated_size").get<std::int64_t>(), 2560);
+  EXPECT_EQ(seg.at("requested_size").get<std::int64_t>(), 1616);
   EXPECT_EQ(seg.at("stream").get<int>(), 0);
   const nlohmann::json& blocks = seg.at("blocks");
   ASSERT_EQ(blocks.size(), 4u);
@@ -178,6 +181,62 @@ TEST(SnapshotWriter, BadLogsAreErrorsNotCrashes) {
                 std::string("the 'snapshot' format cannot read the allocation event log: ") +
                     message);
     }
+  }
+}
+
+}  // namespace
+}  // namespace peakmem::writers
+
+namespace peakmem::writers {
+namespace {
+
+// The hand-built run priced by the CUDA caching allocator (its "cpu"
+// storages priced as on one GPU). Every request is below 1 MiB: the small
+// pool, blocks rounded to 512 (a 512, b 1024, t0 1024, scratch 512, t1
+// 1024). a finds no free block: one 2 MiB segment at 0 is cudaMalloc'd and
+// split (a at 0, the rest free); b takes [512, 1536), t0 [1536, 2560), the
+// scratch [2560, 3072), freed back into the rest; freeing t0 merges it with
+// the rest ([1536, 2 MiB) free), where t1 then goes (best fit: the only
+// free block). At the end: a, b, t1 active, [2560, 2 MiB) inactive.
+TEST(SnapshotWriter, WithTheCudaCachingAllocatorItsSegmentsAndAddresses) {
+  Report r = HandBuiltReport(true);
+  AllocatorOptions options;
+  options.model = AllocatorModel::kCudaCaching;
+  r.allocator = std::make_shared<const AllocatorResult>(RunAllocatorModel(*r.alloc_log, options));
+  const nlohmann::json s = Snapshot(r);
+  struct Want {
+    const char* action;
+    std::int64_t addr, size, time_us;
+  };
+  const Want want[] = {
+      {"segment_alloc", 0, 2097152, 0}, {"alloc", 0, 16, 0},         {"alloc", 512, 1000, 0},
+      {"alloc", 1536, 1024, 1},         {"alloc", 2560, 4, 1},        {"free_requested", 2560, 4, 1},
+      {"free_completed", 2560, 4, 1},   {"free_requested", 1536, 1024, 2},
+      {"free_completed", 1536, 1024, 2}, {"alloc", 1536, 600, 3},
+  };
+  const nlohmann::json& t = s.at("device_traces").at(0);
+  ASSERT_EQ(t.size(), std::size(want));
+  for (std::size_t i = 0; i < std::size(want); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(t[i].at("action"), want[i].action);
+    EXPECT_EQ(t[i].at("addr").get<std::int64_t>(), kStart + want[i].addr);
+    EXPECT_EQ(t[i].at("size").get<std::int64_t>(), want[i].size);
+    EXPECT_EQ(t[i].at("time_us").get<std::int64_t>(), want[i].time_us);
+  }
+  ASSERT_EQ(s.at("segments").size(), 1u);
+  const nlohmann::json& seg = s.at("segments")[0];
+  EXPECT_EQ(seg.at("segment_type"), "small");
+  EXPECT_EQ(seg.at("total_size").get<std::int64_t>(), 2097152);
+  EXPECT_EQ(seg.at("allocated_size").get<std::int64_t>(), 512 + 1024 + 1024);
+  EXPECT_EQ(seg.at("requested_size").get<std::int64_t>(), 16 + 1000 + 600);
+  const nlohmann::json& blocks = seg.at("blocks");
+  ASSERT_EQ(blocks.size(), 4u);
+  const std::int64_t offsets[] = {0, 512, 1536, 2560}, sizes[] = {512, 1024, 1024, 2097152 - 2560};
+  for (std::size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(blocks[i].at("address").get<std::int64_t>(), kStart + offsets[i]);
+    EXPECT_EQ(blocks[i].at("size").get<std::int64_t>(), sizes[i]);
+    EXPECT_EQ(blocks[i].at("state"), i < 3 ? "active_allocated" : "inactive");
   }
 }
 
