@@ -6,7 +6,7 @@
 #
 # Runs, for every TRACE_DIR/*.trace and *.json (smallest first) and for each
 # model in $PEAKMEM_RSS_MODELS (default "runtime thunder"):
-#     peakmem analyze FILE --model M            (text report, stdout to /dev/null)
+#     peakmem analyze FILE --model M --table full   (text report, stdout to /dev/null)
 # and also with --format json on traces of up to $PEAKMEM_RSS_JSON_MAX
 # statements (default 1100000: the JSON report of a 10^6-statement trace is
 # ~300 MB and takes ~3 s; bigger ones only repeat that at 10x the disk).
@@ -83,11 +83,15 @@ for f in "${FILES[@]}"; do
       : > "$TMP/rows.jsonl"
       for ((run = 1; run <= runs; run++)); do
         load=$(cut -d' ' -f1 /proc/loadavg)
+        # The whole text report (a row per statement), not the compact table
+        # long traces get by default.
+        table=()
+        [[ $fmt == text ]] && table=(--table full)
         set +e
         (
           ulimit -v $((CAP_GB * 1024 * 1024))
           exec timeout "$TIMEOUT" /usr/bin/time -v -o "$TMP/time.txt" \
-            "$BIN" analyze "$f" --model "$model" --format "$fmt" -j "$THREADS" > /dev/null 2> "$TMP/err.txt"
+            "$BIN" analyze "$f" --model "$model" --format "$fmt" "${table[@]}" -j "$THREADS" > /dev/null 2> "$TMP/err.txt"
         )
         rc=$?
         set -e

@@ -14,7 +14,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <malloc.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <fstream>
@@ -40,7 +43,31 @@ struct AnalyzeArgs {
   std::string alloc_conf;  // empty: PYTORCH_CUDA_ALLOC_CONF's
   std::string device_memory;
   std::string at;  // empty: no attribution section
+  std::string table = "auto";
+  std::string color = "auto";
 };
+
+// The text report's table: every statement up to kFullTableUpTo of them
+// ('auto'), else the kCompactRows that allocate the most.
+constexpr std::size_t kFullTableUpTo = 500;
+constexpr std::size_t kCompactRows = 25;
+
+// How the text report looks: a compact table for long traces, colour on a
+// terminal (not with -o, not when NO_COLOR is set, not on TERM=dumb).
+peakmem::TextOptions TextOptionsFor(const AnalyzeArgs& args, std::size_t statements) {
+  peakmem::TextOptions text;
+  const bool compact = args.table == "compact" || (args.table == "auto" && statements > kFullTableUpTo);
+  if (compact) text.table_rows = kCompactRows;
+  if (args.color == "always") {
+    text.colour = true;
+  } else if (args.color == "auto") {
+    const char* no_color = std::getenv("NO_COLOR");
+    const char* term = std::getenv("TERM");
+    text.colour = args.output.empty() && isatty(fileno(stdout)) && (no_color == nullptr || *no_color == 0) &&
+                  !(term != nullptr && std::string_view(term) == "dumb");
+  }
+  return text;
+}
 
 // The allocator the report is priced with, from the flags (and
 // PYTORCH_CUDA_ALLOC_CONF when --alloc-conf is not given). Throws
@@ -129,6 +156,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
         *kept_trace, args.model, RuntimeOptionsFrom(args.convention, args.no_scratch),
         report_options, allocator));
     const peakmem::Report& report = *kept_report;
+    writing.text = TextOptionsFor(args, report.steps.size());
     // Before the output file is made.
     if (writer.needs_alloc_log()) peakmem::RequireAllocLog(report, writer.name());
     // The report is streamed: a 10^6-step table is never held whole.
@@ -238,6 +266,20 @@ CLI::App* AddAnalyze(CLI::App& app, AnalyzeArgs& args) {
                       "cotangent, saved, output, intermediate, scratch), by the op that made it, "
                       "and the largest storages: 'peak', or a step number (after that statement; "
                       "-1: the arguments alone)");
+  analyze
+      ->add_option("--table", args.table,
+                   fmt::format("text: the per-step table: 'full' (every statement), 'compact' (the "
+                               "{} that allocate the most, the peak's among them, and the {} "
+                               "largest breakdown keys), 'auto' (full up to {} statements)",
+                               kCompactRows, kCompactRows, kFullTableUpTo))
+      ->check(CLI::IsMember({"auto", "full", "compact"}))
+      ->capture_default_str();
+  analyze
+      ->add_option("--color", args.color,
+                   "text: ANSI colour: 'auto' (on a terminal, without -o, unless NO_COLOR is set), "
+                   "'always', 'never'")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
   analyze->add_option("-o,--output", args.output, "Write the report to this file, not stdout");
   analyze
       ->add_option("-j,--threads", args.threads,

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -384,6 +385,57 @@ TEST_F(Cli, DiffNeedsTwoTracesAndTakesTextOrJson) {
   const CliResult missing = RunCli("diff " + ShellQuote(kReferenceTrace) + " /nonexistent/b.trace");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("/nonexistent/b.trace"), std::string::npos) << missing.err;
+}
+
+// ---------------------------------------------------------------- --table, --color
+
+// A trace of 600 statements (more than 'auto' lists in full): statement i
+// (0..598) makes t<i> = torch.zeros of i + 1 f32 elements, then the return:
+// the 25 largest allocations are statements 574..598, and the peak is
+// the last of them (nothing is freed).
+std::string LongTrace() {
+  std::string text = "def f(x):\n  # x: \"cpu f32[600]\"\n";
+  std::string names;
+  for (int i = 0; i < 599; ++i) {
+    text += fmt::format("  t{} = torch.zeros(({},), device=torch.device('cpu'), dtype=torch.float32)"
+                        "  # t{}: \"cpu f32[{}]\"\n", i, i + 1, i, i + 1);
+    names += fmt::format("t{}, ", i);
+  }
+  return text + "  return (" + names + ")\n";
+}
+
+TEST_F(Cli, LongTracesGetACompactTableUnlessAskedForEveryRow) {
+  const std::string path = TempPath("long.trace");
+  WriteFile(path, LongTrace());
+  const CliResult compact = RunCli("analyze " + ShellQuote(path));
+  ASSERT_EQ(compact.exit_code, 0) << compact.err;
+  EXPECT_NE(compact.out.find("the 25 statements that allocate the most, of 600"), std::string::npos);
+  const std::size_t table = compact.out.find(" step  line");
+  ASSERT_NE(table, std::string::npos);
+  std::istringstream rows(compact.out.substr(table));
+  std::string row;
+  std::getline(rows, row);  // the header
+  std::vector<int> steps;
+  while (std::getline(rows, row)) steps.push_back(std::stoi(row.substr(0, 5)));
+  std::vector<int> want;
+  for (int i = 574; i < 599; ++i) want.push_back(i);  // t574..t598: 575..599 elements
+  EXPECT_EQ(steps, want);
+  // Keys: "argument x" and one per zeros.
+  EXPECT_NE(compact.out.find("breakdown (the 25 largest of 600 keys)"), std::string::npos);
+  const CliResult full = RunCli("analyze " + ShellQuote(path) + " --table full");
+  EXPECT_NE(full.out.find("\n  598   601"), std::string::npos);
+  EXPECT_NE(full.out.find("\n    0     3"), std::string::npos);
+  EXPECT_EQ(full.out.find("allocate the most"), std::string::npos);
+}
+
+TEST_F(Cli, ColourOnlyWhenAsked) {
+  // The tests' stdout is a pipe: 'auto' gives none.
+  const CliResult plain = RunCli("analyze " + ShellQuote(kReferenceTrace));
+  EXPECT_EQ(plain.out.find("\x1b["), std::string::npos);
+  const CliResult colour = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --color always");
+  EXPECT_NE(colour.out.find("\x1b[1;31mpeak:  64 bytes"), std::string::npos) << colour.out;
+  EXPECT_NE(colour.out.find("\x1b[1;31m<- peak\x1b[0m"), std::string::npos);
+  EXPECT_EQ(RunCli("analyze " + ShellQuote(kReferenceTrace) + " --color sometimes").exit_code, 2);
 }
 
 TEST_F(Cli, FormatChoicesComeFromTheWriterRegistry) {

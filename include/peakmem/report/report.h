@@ -172,6 +172,17 @@ std::string ReportToText(const Report& report);
 struct Attribution;
 void WriteReportJson(const Report& report, int indent, const ReportSink& sink,
                      const Attribution* at = nullptr);
-void WriteReportText(const Report& report, const ReportSink& sink, const Attribution* at = nullptr);
+// How the text report is laid out.
+struct TextOptions {
+  // Default 0: a row for every statement. Otherwise, when the trace has more
+  // statements, only this many: those that allocate the most (delta bytes),
+  // the peak's always among them, in program order.
+  std::size_t table_rows = 0;
+  // Default false: ANSI colour (the peak in bold red, headings in bold), for
+  // a terminal.
+  bool colour = false;
+};
+void WriteReportText(const Report& report, const ReportSink& sink, const Attribution* at = nullptr,
+                     const TextOptions& text = {});
 
 }  // namespace peakmem

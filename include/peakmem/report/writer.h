@@ -32,6 +32,8 @@ struct WriterOptions {
   // moment, by category and by op (attribution.h); the run must keep the
   // allocation event log (ReportOptionsFor does).
   std::optional<AttributionMoment> at;
+  // The text writer's layout (report.h).
+  TextOptions text;
 };
 
 class ReportWriter {

@@ -48,42 +48,81 @@ char* PutRight(std::int64_t value, int width, char* at) {
   return at + n;
 }
 
-// The step table's rows [begin, end), appended to `out`: one row per step,
-// as "{:>5} {:>5} {:>14} {:>14} {:>14}  {source}". The numbers are written
-// with to_chars (fmt's general path costs more than the rest of the row on a
-// 10^6-step table).
+// ANSI escapes for the text report on a terminal.
+struct Style {
+  const char* bold = "";
+  const char* peak = "";
+  const char* reset = "";
+};
+Style StyleFor(bool colour) {
+  if (!colour) return {};
+  return {"\x1b[1m", "\x1b[1;31m", "\x1b[0m"};
+}
+
+// One row of the step table, as "{:>5} {:>5} {:>14} {:>14} {:>14}  {source}".
+// The numbers are written with to_chars (fmt's general path costs more than
+// the rest of the row on a 10^6-step table).
+void AppendStepRow(const Report& report, const Step& s, const Style& style, std::string* out) {
+  const bool cut = s.source.size() > 80;
+  char row[128];  // the numbers: 5 columns of at most 20 digits and a space each
+  char* at = row;
+  at = PutRight(s.index, 5, at);
+  *at++ = ' ';
+  at = PutRight(s.line, 5, at);
+  *at++ = ' ';
+  at = PutRight(s.delta_bytes, 14, at);
+  *at++ = ' ';
+  at = PutRight(s.live_bytes, 14, at);
+  *at++ = ' ';
+  at = PutRight(s.peak_bytes, 14, at);
+  *at++ = ' ';
+  *at++ = ' ';
+  out->append(row, at);
+  *out += cut ? s.source.substr(0, 77) : s.source;
+  if (cut) *out += "...";
+  if (s.index == report.peak_step) {
+    *out += "   ";
+    *out += style.peak;
+    *out += "<- peak";
+    *out += style.reset;
+  }
+  *out += '\n';
+}
+
+// The step table's rows [begin, end), appended to `out`.
 void AppendStepRows(const Report& report, std::size_t begin, std::size_t end, std::string* out) {
   // Each row quotes its statement's line from the trace text, which was
   // last read long before: the lines are fetched a few rows ahead (each is
   // on a page of its own every ~16 rows, where the hardware stops).
   constexpr std::size_t kAhead = 12;
+  const Style plain;
   for (std::size_t i = begin; i < end; ++i) {
     if (i + kAhead < end) {
       const std::string_view ahead = report.steps[i + kAhead].source;
       if (!ahead.empty()) __builtin_prefetch(ahead.data());
       if (ahead.size() > 64) __builtin_prefetch(ahead.data() + 64);
     }
-    const Step& s = report.steps[i];
-    const bool cut = s.source.size() > 80;
-    char row[128];  // the numbers: 5 columns of at most 20 digits and a space each
-    char* at = row;
-    at = PutRight(s.index, 5, at);
-    *at++ = ' ';
-    at = PutRight(s.line, 5, at);
-    *at++ = ' ';
-    at = PutRight(s.delta_bytes, 14, at);
-    *at++ = ' ';
-    at = PutRight(s.live_bytes, 14, at);
-    *at++ = ' ';
-    at = PutRight(s.peak_bytes, 14, at);
-    *at++ = ' ';
-    *at++ = ' ';
-    out->append(row, at);
-    *out += cut ? s.source.substr(0, 77) : s.source;
-    if (cut) *out += "...";
-    if (s.index == report.peak_step) *out += "   <- peak";
-    *out += '\n';
+    AppendStepRow(report, report.steps[i], plain, out);
   }
+}
+
+// The compact table: the `rows` statements that allocate the most, the
+// peak's among them, in program order.
+void AppendCompactRows(const Report& report, std::size_t rows, const Style& style, std::string* out) {
+  std::vector<std::size_t> order(report.steps.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto more = [&](std::size_t a, std::size_t b) {
+    const std::int64_t da = report.steps[a].delta_bytes, db = report.steps[b].delta_bytes;
+    return da != db ? da > db : a < b;
+  };
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(rows), order.end(), more);
+  order.resize(rows);
+  const auto peak = static_cast<std::size_t>(report.peak_step);
+  if (report.peak_step >= 0 && std::find(order.begin(), order.end(), peak) == order.end()) {
+    order.back() = peak;
+  }
+  std::sort(order.begin(), order.end());
+  for (const std::size_t i : order) AppendStepRow(report, report.steps[i], style, out);
 }
 
 // Writes `head` and then every step row to `sink`, about a megabyte at a
@@ -212,13 +251,80 @@ void AppendAttributionText(const Attribution& a, std::string* out) {
   if (a.storages > a.largest.size()) *out += fmt::format("    ... and {} more\n", a.storages - a.largest.size());
 }
 
+// The breakdown: every key, or with a compact table (TextOptions::table_rows)
+// only that many, the most bytes (allocations, not frees), in their order.
+void AppendBreakdown(const Report& report, const TextOptions& text, const Style& style,
+                     std::string* out, const ReportSink& sink) {
+  const auto& items = report.breakdown.items();
+  std::vector<bool> shown;
+  if (text.table_rows > 0 && report.steps.size() > text.table_rows && items.size() > text.table_rows) {
+    std::vector<std::size_t> order(items.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const auto size = [&](std::size_t i) { return items[i].second; };
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(text.table_rows), order.end(),
+                      [&](std::size_t a, std::size_t b) { return size(a) != size(b) ? size(a) > size(b) : a < b; });
+    shown.assign(items.size(), false);
+    for (std::size_t k = 0; k < text.table_rows; ++k) shown[order[k]] = true;
+    *out += fmt::format("\n{}breakdown{} (the {} largest of {} keys):\n", style.bold, style.reset,
+                        text.table_rows, items.size());
+  } else {
+    *out += fmt::format("\n{}breakdown:{}\n", style.bold, style.reset);
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (!shown.empty() && !shown[i]) continue;
+    char row[48];
+    char* at = row;
+    *at++ = ' ';
+    *at++ = ' ';
+    at = PutRight(items[i].second, 14, at);
+    *at++ = ' ';
+    *at++ = ' ';
+    out->append(row, at);
+    *out += items[i].first;
+    *out += '\n';
+    // A big trace has hundreds of thousands of keys: written a megabyte at
+    // a time, not held whole.
+    if (out->size() >= kFlushBytes) {
+      sink(*out);
+      out->clear();
+    }
+  }
+}
+
+// The per-step table after `head`: every statement, or the compact one.
+void WriteStepTable(const Report& report, const TextOptions& text, const Style& style, std::string head,
+                    const ReportSink& sink) {
+  std::string out = std::move(head);
+  const bool compact = text.table_rows > 0 && report.steps.size() > text.table_rows;
+  if (compact) {
+    out += fmt::format("\n{}the {} statements that allocate the most, of {} (--table full lists every one):{}\n",
+                       style.bold, text.table_rows, report.steps.size(), style.reset);
+  }
+  out += fmt::format("\n{}{:>5} {:>5} {:>14} {:>14} {:>14}  {}{}\n", style.bold, "step", "line", "delta",
+                     "live", "peak in step", "statement", style.reset);
+  if (compact) {
+    AppendCompactRows(report, text.table_rows, style, &out);
+    sink(out);
+    return;
+  }
+  if (text.colour) {  // (a terminal: a table read by people, not a 10^6-row file)
+    for (const Step& s : report.steps) AppendStepRow(report, s, style, &out);
+    sink(out);
+    return;
+  }
+  WriteStepRows(report, std::move(out), sink);
+}
+
 }  // namespace
 
-void WriteReportText(const Report& report, const ReportSink& sink, const Attribution* at) {
+void WriteReportText(const Report& report, const ReportSink& sink, const Attribution* at,
+                     const TextOptions& text) {
+  const Style style = StyleFor(text.colour);
   std::string out;
   out.reserve(kFlushBytes + 4096);
   out += fmt::format("trace: {}\nmodel: {}\n", report.trace_name, report.model);
-  out += fmt::format("peak:  {} bytes ({})\n", report.peak_bytes, HumanBytes(report.peak_bytes));
+  out += fmt::format("{}peak:  {} bytes ({}){}\n", style.peak, report.peak_bytes,
+                     HumanBytes(report.peak_bytes), style.reset);
   out += fmt::format("final: {} bytes ({})\n", report.final_bytes, HumanBytes(report.final_bytes));
   if (report.tensor_peak_bytes >= 0) {
     out += fmt::format("tensor peak (without op scratch): {} bytes ({})\n",
@@ -252,28 +358,8 @@ void WriteReportText(const Report& report, const ReportSink& sink, const Attribu
     out += "\ndiagnostics:\n";
     for (const std::string& d : report.diagnostics) out += "  - " + d + "\n";
   }
-  out += "\nbreakdown:\n";
-  for (const auto& [key, bytes] : report.breakdown.items()) {
-    char row[48];
-    char* at = row;
-    *at++ = ' ';
-    *at++ = ' ';
-    at = PutRight(bytes, 14, at);
-    *at++ = ' ';
-    *at++ = ' ';
-    out.append(row, at);
-    out += key;
-    out += '\n';
-    // A big trace has hundreds of thousands of keys: written a megabyte at
-    // a time, not held whole.
-    if (out.size() >= kFlushBytes) {
-      sink(out);
-      out.clear();
-    }
-  }
-  out += fmt::format("\n{:>5} {:>5} {:>14} {:>14} {:>14}  {}\n", "step", "line", "delta", "live",
-                     "peak in step", "statement");
-  WriteStepRows(report, std::move(out), sink);
+  AppendBreakdown(report, text, style, &out, sink);
+  WriteStepTable(report, text, style, std::move(out), sink);
 }
 
 std::string ReportToText(const Report& report) {
@@ -294,9 +380,9 @@ class Text final : public ReportWriter {
   std::size_t live_at_peak_shown() const override { return kTextReportLiveTensors; }
   void Write(const Report& report, const WriterOptions& options,
              const ReportSink& sink) const override {
-    if (!options.at) return WriteReportText(report, sink);
+    if (!options.at) return WriteReportText(report, sink, nullptr, options.text);
     const Attribution at = Attribute(report, *options.at, kTextReportLiveTensors);
-    WriteReportText(report, sink, &at);
+    WriteReportText(report, sink, &at, options.text);
   }
 };
 
