@@ -57,6 +57,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from .step_timeline import ACTIVATIONS, GRADIENTS, STATE, StepTimeline
+
 __all__ = ["StepReport", "estimate_step", "measure_step"]
 
 CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries")
@@ -85,6 +87,10 @@ class StepReport:
             the step runs them; optimizer: that of the first step's
             ``optimizer.step()`` program (estimate only).
         measured: ``True`` for ``measure_step``.
+        timeline: the live bytes by category at every statement of every
+            phase (peakmem.step_timeline.StepTimeline; estimate only): its
+            ``plot()`` draws them with the phases marked, and ``plot()``
+            here is that.
         seconds: wall time by part (estimate only): ``"thunder"`` (importing
             Thunder, on the first call, and tracing the step with it),
             ``"peakmem"`` (everything else) and, within it, ``"simulate"``
@@ -104,6 +110,20 @@ class StepReport:
     optimizer: Any = None
     measured: bool = False
     seconds: dict[str, float] = field(default_factory=dict)
+    timeline: Any = None
+
+    def plot(self, ax: Any = None) -> Any:
+        """The timeline on matplotlib Axes (new ones if None): live bytes by
+        category, the forward, backward and optimizer of each step marked, the
+        peak marked."""
+        if self.timeline is None:
+            raise ValueError("a measured step has no timeline (estimate_step makes one)")
+        return self.timeline.plot(ax)
+
+    def _repr_html_(self) -> str:
+        from .step_timeline import step_report_html
+
+        return step_report_html(self)
 
 
 # ---------------------------------------------------------------------------
@@ -352,6 +372,8 @@ class _Pieces:
     loss_bytes: int           # the forward's outputs, held until step() returns
     saved_names: tuple[str, ...]
     simulate_s: float         # seconds in the runtime model (both traces, read live)
+    saved_storages: frozenset[int]  # the forward's storages the backward gets as saved tensors
+    grad_storages: frozenset[int]   # the backward's storages of the gradients it returns
 
 
 def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> tuple[_Pieces, float]:
@@ -363,7 +385,7 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> tuple[_Pieces,
     tracing = time.perf_counter() - start
     # The forward, and the identity of everything it returns.
     simulating = time.perf_counter()
-    fw_report = _core.analyze_live(fw, "runtime", "forward", True, returned_tensors=True)
+    fw_report = _core.analyze_live(fw, "runtime", "forward", True, returned_tensors=True, events=True)
     simulated = time.perf_counter() - simulating
     returned = {name: (storage, nbytes, list(strides), role)
                 for name, storage, nbytes, strides, role in fw_report.returned_tensors}
@@ -374,16 +396,19 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> tuple[_Pieces,
     spec += [(name, True, -1, 0, []) for name in _names(bw.args[1])]  # cotangents: autograd holds them
     simulating = time.perf_counter()
     bw_report = _core.analyze_live(bw, "runtime", "backward", True, argument_tensors=spec,
-                                   returned_tensors=True)
+                                   returned_tensors=True, events=True)
     simulated += time.perf_counter() - simulating
     grads = _accumulated_grads(bw, bw_report, _names(data["flat_args"]), returned)
     outputs = {returned[n][0]: returned[n][1] for n in _names(data["output"])
                if returned[n][3] != "argument"}
+    saved_storages = frozenset(returned[n][0] for n in saved_names
+                               if returned[n][3] != "argument" and returned[n][0] not in outputs)
     return _Pieces(
         forward=fw_report, backward=bw_report, args_bytes=_argument_bytes(fw_report),
         own_saved_bytes=own_saved_bytes, cotangent_bytes=cotangent_bytes,
         grad_bytes=sum(grads.values()), loss_bytes=sum(outputs.values()),
-        saved_names=tuple(saved_names), simulate_s=simulated), tracing
+        saved_names=tuple(saved_names), simulate_s=simulated, saved_storages=saved_storages,
+        grad_storages=frozenset(grads)), tracing
 
 
 def _argument_bytes(report: Any) -> int:
@@ -400,6 +425,7 @@ class _OptimizerPieces:
     later: Any                # of a later step's (None when steps == 1)
     state_names: frozenset[str]  # the state's names in both programs
     state_bytes: int          # what the first step creates and the optimizer keeps
+    first_state_storages: frozenset[int]  # the first program's storages of the state it makes
 
 
 def _simulate_optimizer(spec: Any, module: Any, grad_bytes: int, steps: int) -> _OptimizerPieces:
@@ -418,15 +444,18 @@ def _simulate_optimizer(spec: Any, module: Any, grad_bytes: int, steps: int) -> 
     def run(first: bool) -> tuple[Any, frozenset[str]]:
         program = optimizer_program(spec, infos, first)
         report = _core.analyze_text(program.text, f"<torch.optim.{spec.name}.step>", "runtime",
-                                    "plain")
+                                    "plain", events=True)
         if report.diagnostics:  # the program is peakmem's own: every op must be known
             raise RuntimeError(f"the {spec.name} step program: {report.diagnostics[0]}")
         return report, program.state_names
 
     first, names = run(True)
     later = run(False)[0] if steps > 1 else None
+    made = frozenset(storage for name, storage, _, _, role in first.returned_tensors
+                     if name in names and role == "intermediate")
     return _OptimizerPieces(first=first, later=later, state_names=names,
-                            state_bytes=first.final_bytes - _argument_bytes(first))
+                            state_bytes=first.final_bytes - _argument_bytes(first),
+                            first_state_storages=made)
 
 
 def _join_steps(p: _Pieces, opt: _OptimizerPieces | None, parameters: int, input_bytes: int,
@@ -445,8 +474,16 @@ def _join_steps(p: _Pieces, opt: _OptimizerPieces | None, parameters: int, input
         "activations": 0, "temporaries": 0})
     carry = 0  # bytes of .grad held between steps
     state = 0  # bytes of optimizer state
+    series = StepTimeline()
+
+    def holding() -> dict[str, int]:
+        return {"parameters": parameters, "inputs": input_bytes, "gradients": carry,
+                "optimizer_state": state}
+
     for k in range(1, steps + 1):
         held = outside + carry + state  # beyond the forward's arguments
+        series.add("forward", k, p.forward, dict.fromkeys(p.saved_storages, ACTIVATIONS), held,
+                   holding())
         timeline.reach(held + p.forward.peak_bytes, "forward", k, lambda: {
             "parameters": parameters, "inputs": input_bytes, "gradients": carry,
             "optimizer_state": state, **fw_cats})
@@ -455,6 +492,9 @@ def _join_steps(p: _Pieces, opt: _OptimizerPieces | None, parameters: int, input
         # tensors it owns as its arguments.
         offset = held + p.forward.final_bytes + p.cotangent_bytes - p.own_saved_bytes
         bw_peak = offset + p.backward.peak_bytes
+        series.add("backward", k, p.backward, {
+            **{i: ACTIVATIONS for i, c in enumerate(p.backward.storage_categories()) if c == "saved"},
+            **dict.fromkeys(p.grad_storages, GRADIENTS)}, offset, holding())
         timeline.reach(bw_peak, "backward", k, lambda: _backward_categories(
             bw_peak, parameters, input_bytes, carry, state, bw_cats))
         # The backward returns: what it still held but its gradients is released
@@ -470,6 +510,9 @@ def _join_steps(p: _Pieces, opt: _OptimizerPieces | None, parameters: int, input
             program = opt.first if k == 1 else opt.later
             base = parameters + input_bytes + carry + state + p.loss_bytes
             opt_peak = base - _argument_bytes(program) + program.peak_bytes
+            made = opt.first_state_storages if k == 1 else frozenset()
+            series.add("optimizer", k, program, dict.fromkeys(made, STATE),
+                       base - _argument_bytes(program), holding())
             timeline.reach(opt_peak, "optimizer", k, lambda: _optimizer_categories(
                 opt_peak, program, opt.state_names, parameters, input_bytes, carry, p.loss_bytes))
             if k == 1:
@@ -480,7 +523,7 @@ def _join_steps(p: _Pieces, opt: _OptimizerPieces | None, parameters: int, input
         peak_bytes=timeline.peak, final_bytes=parameters + input_bytes + carry + state,
         phase_at_peak=timeline.at[0], step_at_peak=timeline.at[1],
         by_category=timeline.categories, forward=p.forward, backward=p.backward,
-        optimizer=None if opt is None else opt.first)
+        optimizer=None if opt is None else opt.first, timeline=series)
 
 
 def _saved_identity(saved_names: list[str], returned: dict, output_names: set[str]):

@@ -244,6 +244,25 @@ void BindReport(nb::module_& m) {
           },
           "dict: category -> live bytes at every point ([0] the arguments alone, [i + 1] after "
           "statement i), categories as in the html report")
+      .def(
+          "storage_categories",
+          [](const PyReport& r) {
+            std::vector<std::string> out;
+            for (const std::uint8_t c : peakmem::StorageCategories(r)) {
+              out.emplace_back(peakmem::kCategories[c]);
+            }
+            return out;
+          },
+          "The category of each storage of the run, by storage id (the ids returned_tensors "
+          "gives)")
+      .def(
+          "live_by_group",
+          [](const PyReport& r, const std::vector<std::uint32_t>& groups, std::size_t count) {
+            return peakmem::LiveByGroup(r, groups, count);
+          },
+          nb::arg("groups"), nb::arg("count"),
+          "The live bytes of any grouping of the storages: groups[s] is storage s's group "
+          "(< count); returns a list per group of the bytes live at every point")
       .def("__repr__", [](const PyReport& r) {
         return "Report(model='" + r.model + "', peak_bytes=" + std::to_string(r.peak_bytes) +
                ", final_bytes=" + std::to_string(r.final_bytes) + ")";

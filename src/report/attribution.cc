@@ -116,17 +116,39 @@ std::vector<std::uint8_t> StorageCategories(const Report& report) {
   return out;
 }
 
-std::vector<std::array<std::int64_t, kCategoryCount>> LiveByCategory(const Report& report) {
-  const AllocLog& log = RequireAllocLog(report, "the live bytes by category");
-  const std::vector<std::uint8_t> categories = StorageCategories(report);
-  std::vector<std::array<std::int64_t, kCategoryCount>> out(static_cast<std::size_t>(log.steps) + 1);
-  std::array<std::int64_t, kCategoryCount> live{};
+std::vector<std::vector<std::int64_t>> LiveByGroup(const Report& report,
+                                                   const std::vector<std::uint32_t>& groups,
+                                                   std::size_t count) {
+  const AllocLog& log = RequireAllocLog(report, "the live bytes by group");
+  if (groups.size() != log.storages.size()) {
+    throw std::invalid_argument("a group for each of the " + std::to_string(log.storages.size()) +
+                                " storages is needed, got " + std::to_string(groups.size()));
+  }
+  for (const std::uint32_t g : groups) {
+    if (g >= count) {
+      throw std::invalid_argument("group " + std::to_string(g) + " is not below the count " +
+                                  std::to_string(count));
+    }
+  }
+  std::vector<std::vector<std::int64_t>> out(count, std::vector<std::int64_t>(static_cast<std::size_t>(log.steps) + 1));
+  std::vector<std::int64_t> live(count, 0);
   std::size_t next = 0;
   for (std::int32_t step = kBeforeFirstStep; step < log.steps; ++step) {
     for (; next < log.events.size() && log.events[next].step == step; ++next) {
-      live[categories[log.events[next].storage]] += log.events[next].delta;
+      live[groups[log.events[next].storage]] += log.events[next].delta;
     }
-    out[static_cast<std::size_t>(step + 1)] = live;
+    for (std::size_t g = 0; g < count; ++g) out[g][static_cast<std::size_t>(step + 1)] = live[g];
+  }
+  return out;
+}
+
+std::vector<std::array<std::int64_t, kCategoryCount>> LiveByCategory(const Report& report) {
+  const std::vector<std::uint8_t> categories = StorageCategories(report);
+  const auto by_group =
+      LiveByGroup(report, std::vector<std::uint32_t>(categories.begin(), categories.end()), kCategoryCount);
+  std::vector<std::array<std::int64_t, kCategoryCount>> out(by_group[0].size());
+  for (std::size_t c = 0; c < kCategoryCount; ++c) {
+    for (std::size_t p = 0; p < out.size(); ++p) out[p][c] = by_group[c][p];
   }
   return out;
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import torch
 
 from step_models import ENTRIES, MLP, Entry, mse_loss
 
@@ -19,6 +20,29 @@ def _fresh(entry: Entry):
 
     torch.manual_seed(0)
     return entry.make(), entry.inputs()
+
+
+def check_timeline(report, setup: dict) -> None:
+    """The step's timeline: its phases in the order the step runs them, no
+    category ever negative, parameters and inputs held throughout, and its
+    highest in-statement point is the peak (which the caller has checked
+    against measurement), reached in the phase and step the report names."""
+    t = report.timeline
+    phases = ["forward", "backward"] + (["optimizer"] if setup.get("optimizer") else [])
+    want = [(name, k) for k in range(1, setup.get("steps", 1) + 1) for name in phases]
+    assert [(p.name, p.step) for p in t.phases] == want
+    assert t.phases[0].start == 0 and t.phases[-1].end == len(t.statement_peak)
+    assert all(a.end == b.start for a, b in zip(t.phases, t.phases[1:]))
+    for category, values in t.series.items():
+        assert len(values) == len(t.statement_peak) and min(values) >= 0, category
+    assert set(t.series["parameters"]) == {report.by_category["parameters"]}
+    assert set(t.series["inputs"]) == {report.by_category["inputs"]}
+    peak = max(t.statement_peak)
+    assert peak == report.peak_bytes
+    at = t.statement_peak.index(peak)
+    phase = next(p for p in t.phases if p.start <= at < p.end)
+    assert (phase.name, phase.step) == (report.phase_at_peak, report.step_at_peak)
+    assert all(t.total(i) <= t.statement_peak[i] for i in range(len(t.statement_peak)))
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
@@ -32,6 +56,7 @@ def test_estimate_equals_measurement(thunder, entry: Entry):
     assert sum(estimated.by_category.values()) == estimated.peak_bytes
     assert estimated.by_category["parameters"] == measured.by_category["parameters"]
     assert estimated.phase_at_peak in ("forward", "backward", "optimizer")
+    check_timeline(estimated, entry.setup)
 
     # The same on meta: nothing allocated, the same numbers.
     meta_model = copy.deepcopy(model).to("meta")
@@ -143,3 +168,23 @@ def test_an_input_given_twice_is_measured_once_and_refused_by_the_estimate(thund
     assert peakmem.measure_step(model, x, x).by_category["inputs"] == 15 * 4 * 8
     with pytest.raises(RuntimeError, match="tensors passed twice"):
         peakmem.estimate_step(model, x, x)
+
+
+def test_step_report_plots_and_shows_in_jupyter(thunder):
+    import matplotlib
+
+    import peakmem
+
+    matplotlib.use("Agg")
+    torch.manual_seed(0)
+    report = peakmem.estimate_step(MLP(), torch.randn(64, 256), loss_fn=mse_loss,
+                                   optimizer=torch.optim.AdamW, steps=2)
+    ax = report.plot()
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["forward 1", "backward 1", "optimizer 1", "forward 2", "backward 2", "optimizer 2"]
+    assert f"peak {report.peak_bytes} bytes" in ax.get_legend_handles_labels()[1]
+    view = report._repr_html_()
+    assert f"peak {report.peak_bytes:,} bytes" in view and "<svg" in view
+    measured = peakmem.measure_step(MLP(), torch.randn(64, 256), loss_fn=mse_loss)
+    with pytest.raises(ValueError, match="no timeline"):
+        measured.plot()

@@ -37,6 +37,13 @@ std::vector<std::uint8_t> StorageCategories(const Report& report);
 // [0] the arguments alone, [i + 1] after statement i. Throws
 // std::invalid_argument without an event log.
 std::vector<std::array<std::int64_t, kCategoryCount>> LiveByCategory(const Report& report);
+// The same for any grouping of the storages: `groups[s]` is storage s's
+// group (< `count`); out[g][p] the bytes of group g live at point p. Throws
+// std::invalid_argument without an event log, for a `groups` of another
+// length than the storage table or a group out of range.
+std::vector<std::vector<std::int64_t>> LiveByGroup(const Report& report,
+                                                   const std::vector<std::uint32_t>& groups,
+                                                   std::size_t count);
 
 struct AttributedStorage {
   StorageId storage = kNoStorage;

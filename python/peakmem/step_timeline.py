@@ -1,0 +1,148 @@
+"""The live bytes of a whole training step, statement by statement.
+
+``estimate_step`` joins the runtime model's reports of the forward, the
+backward and the optimizer's ``step()`` program; this module joins their
+timelines the same way: each phase's trace runs on top of what the step
+holds around it (peakmem.step's rules), and its storages are sorted into the
+step's categories (parameters, inputs, gradients, optimizer_state,
+activations, temporaries). ``StepReport.timeline`` is the result; its
+``plot()`` draws it with the phases marked, and in Jupyter a StepReport
+shows its summary and that plot.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+SERIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries")
+COLOURS = {
+    "parameters": "#4e79a7",
+    "inputs": "#76b7b2",
+    "gradients": "#59a14f",
+    "optimizer_state": "#b07aa1",
+    "activations": "#f28e2b",
+    "temporaries": "#edc948",
+}
+PEAK_COLOUR = "#e0102f"
+
+# How a trace's storages are grouped (Report.live_by_group): everything not
+# listed goes to OTHER, which the step counts as temporaries once what the
+# phase holds around the trace is taken out.
+OTHER, ACTIVATIONS, GRADIENTS, STATE = range(4)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One trace of the step: points ``start`` to ``end - 1`` of the timeline
+    (a phase's first point is its arguments alone, then one per statement)."""
+
+    name: str   # "forward", "backward" or "optimizer"
+    step: int   # 1-based
+    start: int
+    end: int
+
+
+@dataclass
+class StepTimeline:
+    """``series[c][i]``: the bytes of category c live at point i; the
+    points are each phase's arguments and then each of its statements, in
+    the order the step runs them. ``statement_peak[i]``: the most bytes live
+    inside point i's statement (its outputs and op scratch included); the
+    highest of them is the step's peak."""
+
+    phases: list[Phase] = field(default_factory=list)
+    series: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in SERIES})
+    statement_peak: list[int] = field(default_factory=list)
+
+    def total(self, point: int) -> int:
+        return sum(s[point] for s in self.series.values())
+
+    def add(self, name: str, step: int, report: Any, groups: dict[int, int], around: int,
+            held: dict[str, int]) -> None:
+        """Appends a phase: `report` (a runtime-model Report kept with its
+        events) runs with `around` bytes held besides its own storages, of
+        which `held` gives the parameters, inputs, gradients and optimizer
+        state; `groups` maps the trace's storage ids to ACTIVATIONS,
+        GRADIENTS or STATE."""
+        n_storages = len(report.storage_categories())
+        grouping = [OTHER] * n_storages
+        for storage, group in groups.items():
+            grouping[storage] = group
+        live = report.live_by_group(grouping, 4)
+        start = len(self.statement_peak)
+        steps = report.steps
+        for p in range(len(live[OTHER])):
+            trace_total = live[OTHER][p] + live[ACTIVATIONS][p] + live[GRADIENTS][p] + live[STATE][p]
+            row = {
+                "parameters": held["parameters"],
+                "inputs": held["inputs"],
+                "gradients": held["gradients"] + live[GRADIENTS][p],
+                "optimizer_state": held["optimizer_state"] + live[STATE][p],
+                "activations": live[ACTIVATIONS][p],
+            }
+            row["temporaries"] = around + trace_total - sum(row.values())
+            for c in SERIES:
+                self.series[c].append(row[c])
+            inside = trace_total if p == 0 else steps[p - 1].peak_bytes
+            self.statement_peak.append(around + inside)
+        self.phases.append(Phase(name, step, start, len(self.statement_peak)))
+
+    def plot(self, ax: Any = None, title: str = "peakmem: one training step") -> Any:
+        """Stacked live bytes by category, the phases marked, the peak marked;
+        on matplotlib Axes `ax` (new ones if None). Returns the Axes."""
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError("plot() needs matplotlib (pip install matplotlib)") from e
+        if ax is None:
+            _, ax = plt.subplots(figsize=(12, 4))
+        points = range(len(self.statement_peak))
+        held = {c: v for c, v in self.series.items() if any(v)}
+        ax.stackplot(points, *held.values(), labels=list(held), colors=[COLOURS[c] for c in held],
+                     step="post")
+        ax.step(points, self.statement_peak, where="post", color="#555555", linestyle="--",
+                linewidth=0.8, label="most live inside a statement")
+        top = max(self.statement_peak, default=0)
+        for phase in self.phases:
+            ax.axvline(phase.start, color="#222222", linewidth=0.6)
+            ax.text(phase.start, top * 1.02, f"{phase.name} {phase.step}", fontsize="x-small",
+                    va="bottom")
+        peak = max(points, key=lambda i: self.statement_peak[i], default=0)
+        ax.axvline(peak + 0.5, color=PEAK_COLOUR, linewidth=1.5)
+        ax.plot([peak + 0.5], [top], "o", color=PEAK_COLOUR, label=f"peak {top} bytes")
+        ax.set_ylim(0, top * 1.12 if top else 1)
+        ax.set_xlabel("statement (each phase: its arguments, then one point per statement)")
+        ax.set_ylabel("live bytes")
+        ax.set_title(title)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="x-small")
+        ax.figure.tight_layout()
+        return ax
+
+
+def step_report_html(report: Any) -> str:
+    """A StepReport in Jupyter: the summary, the bytes at the peak by
+    category and, when matplotlib is there, the timeline plot as SVG."""
+    rows = "".join(
+        f"<tr><td>{html.escape(c)}</td><td style='text-align:right'>{b:,}</td></tr>"
+        for c, b in report.by_category.items())
+    budget = ""
+    if report.budget is not None:
+        budget = (f"<p>budget {report.budget:,} bytes: "
+                  f"{'fits' if report.fits else 'does not fit'}, headroom {report.headroom_bytes:,}</p>")
+    out = (f"<div><p><b>peak {report.peak_bytes:,} bytes</b> in the {report.phase_at_peak} of step "
+           f"{report.step_at_peak}; final {report.final_bytes:,} bytes</p>{budget}"
+           f"<table><tr><th>at the peak</th><th>bytes</th></tr>{rows}</table>")
+    if report.timeline is not None:
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return out + "</div>"
+        ax = report.timeline.plot()
+        buffer = io.StringIO()
+        ax.figure.savefig(buffer, format="svg", bbox_inches="tight")
+        plt.close(ax.figure)
+        out += buffer.getvalue()
+    return out + "</div>"
