@@ -153,9 +153,63 @@ nb::object WriteReport(const PyReport& r, const std::string& format, int indent,
   return nb::str(out.data(), out.size());
 }
 
+// A Report's renderings (every writer's format) and what the views read.
+void BindRenderings(nb::class_<PyReport>& report) {
+  report
+      .def("to_json", [](const PyReport& r, int indent) { return peakmem::ReportToJson(r, indent); },
+           nb::arg("indent") = 2)
+      .def("to_text", [](const PyReport& r) { return peakmem::ReportToText(r); })
+      .def("write", &WriteReport, nb::arg("format"), nb::arg("indent") = 2, nb::arg("at") = nb::none(),
+           "The report in one of the CLI's --format formats ('text', 'json', 'html', 'annotated', "
+           "'chrome-trace': str; 'snapshot': bytes). `at`: 'peak' or a step, for text and json: "
+           "what is alive then (as --at). Formats that read the allocation events need a report "
+           "made with them (peakmem.analyze keeps them).")
+      .def_prop_ro(
+          "has_events", [](const PyReport& r) { return r.alloc_log != nullptr; },
+          "Whether the report keeps the allocation event stream (what html, snapshot, "
+          "chrome-trace, attribution and live_by_category read)")
+      .def(
+          "live_by_category",
+          [](const PyReport& r) {
+            const auto live = peakmem::LiveByCategory(r);
+            nb::dict out;
+            for (std::size_t c = 0; c < peakmem::kCategoryCount; ++c) {
+              std::vector<std::int64_t> series;
+              series.reserve(live.size());
+              for (const auto& point : live) series.push_back(point[c]);
+              out[nb::str(peakmem::kCategories[c].data(), peakmem::kCategories[c].size())] =
+                  nb::cast(series);
+            }
+            return out;
+          },
+          "dict: category -> live bytes at every point ([0] the arguments alone, [i + 1] after "
+          "statement i), categories as in the html report")
+      .def(
+          "storage_categories",
+          [](const PyReport& r) {
+            std::vector<std::string> out;
+            for (const std::uint8_t c : peakmem::StorageCategories(r)) {
+              out.emplace_back(peakmem::kCategories[c]);
+            }
+            return out;
+          },
+          "The category of each storage of the run, by storage id (the ids returned_tensors "
+          "gives)")
+      .def(
+          "live_by_group",
+          [](const PyReport& r, const std::vector<std::uint32_t>& groups, std::size_t count) {
+            return peakmem::LiveByGroup(r, groups, count);
+          },
+          nb::arg("groups"), nb::arg("count"),
+          "The live bytes of any grouping of the storages: groups[s] is storage s's group "
+          "(< count); returns a list per group of the bytes live at every point");
+}
+
 void BindReport(nb::module_& m) {
   BindRows(m);
-  nb::class_<PyReport>(m, "Report", "The result of analysing a trace with one model.")
+  auto report = nb::class_<PyReport>(m, "Report", "The result of analysing a trace with one model.");
+  BindRenderings(report);
+  report
       .def_ro("model", &PyReport::model)
       .def_ro("trace_name", &PyReport::trace_name)
       .def_ro("peak_bytes", &PyReport::peak_bytes)
@@ -216,53 +270,6 @@ void BindReport(nb::module_& m) {
           "(name, storage, storage_bytes, strides, role) of each tensor the trace returns "
           "(runtime model, when asked for: returned_tensors=True)")
       .def_ro("diagnostics", &PyReport::diagnostics)
-      .def("to_json", [](const PyReport& r, int indent) { return peakmem::ReportToJson(r, indent); },
-           nb::arg("indent") = 2)
-      .def("to_text", [](const PyReport& r) { return peakmem::ReportToText(r); })
-      .def("write", &WriteReport, nb::arg("format"), nb::arg("indent") = 2, nb::arg("at") = nb::none(),
-           "The report in one of the CLI's --format formats ('text', 'json', 'html', 'annotated', "
-           "'chrome-trace': str; 'snapshot': bytes). `at`: 'peak' or a step, for text and json: "
-           "what is alive then (as --at). Formats that read the allocation events need a report "
-           "made with them (peakmem.analyze keeps them).")
-      .def_prop_ro(
-          "has_events", [](const PyReport& r) { return r.alloc_log != nullptr; },
-          "Whether the report keeps the allocation event stream (what html, snapshot, "
-          "chrome-trace, attribution and live_by_category read)")
-      .def(
-          "live_by_category",
-          [](const PyReport& r) {
-            const auto live = peakmem::LiveByCategory(r);
-            nb::dict out;
-            for (std::size_t c = 0; c < peakmem::kCategoryCount; ++c) {
-              std::vector<std::int64_t> series;
-              series.reserve(live.size());
-              for (const auto& point : live) series.push_back(point[c]);
-              out[nb::str(peakmem::kCategories[c].data(), peakmem::kCategories[c].size())] =
-                  nb::cast(series);
-            }
-            return out;
-          },
-          "dict: category -> live bytes at every point ([0] the arguments alone, [i + 1] after "
-          "statement i), categories as in the html report")
-      .def(
-          "storage_categories",
-          [](const PyReport& r) {
-            std::vector<std::string> out;
-            for (const std::uint8_t c : peakmem::StorageCategories(r)) {
-              out.emplace_back(peakmem::kCategories[c]);
-            }
-            return out;
-          },
-          "The category of each storage of the run, by storage id (the ids returned_tensors "
-          "gives)")
-      .def(
-          "live_by_group",
-          [](const PyReport& r, const std::vector<std::uint32_t>& groups, std::size_t count) {
-            return peakmem::LiveByGroup(r, groups, count);
-          },
-          nb::arg("groups"), nb::arg("count"),
-          "The live bytes of any grouping of the storages: groups[s] is storage s's group "
-          "(< count); returns a list per group of the bytes live at every point")
       .def("__repr__", [](const PyReport& r) {
         return "Report(model='" + r.model + "', peak_bytes=" + std::to_string(r.peak_bytes) +
                ", final_bytes=" + std::to_string(r.final_bytes) + ")";
