@@ -22,6 +22,7 @@ CATEGORY_COLOURS = {
     "saved": "#f28e2b",
     "output": "#59a14f",
     "intermediate": "#edc948",
+    "collective": "#9c755f",
     "scratch": "#b07aa1",
 }
 PEAK_COLOUR = "#e0102f"

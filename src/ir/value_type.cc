@@ -24,7 +24,8 @@ const std::vector<DType> kDTypes = {
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
-std::optional<ValueType> Fail(TypeStringError* error, std::size_t offset, std::string message) {
+template <class T = ValueType>
+std::optional<T> Fail(TypeStringError* error, std::size_t offset, std::string message) {
   if (error != nullptr) *error = {offset, std::move(message)};
   return std::nullopt;
 }
@@ -193,6 +194,38 @@ bool ParseShape(std::string_view text, std::size_t bracket, Dims* shape, TypeStr
   return true;
 }
 
+constexpr std::string_view kThunderDevicePrefix = "thunder.devices.Device(type='";
+
+// thunder.devices.Device's repr (thunder/core/devices.py), as FUTURE types
+// print it: `thunder.devices.Device(type='cpu')`, `...(type='cuda', index=1)`.
+// Returns the device as plain types print it (`cpu`, `cuda:1`); `*end` is
+// the offset past the closing parenthesis.
+std::optional<std::string> ThunderDeviceRepr(std::string_view text, std::size_t pos,
+                                             std::size_t* end, TypeStringError* error) {
+  const std::size_t name_at = pos + kThunderDevicePrefix.size();
+  const std::size_t quote = text.find('\'', name_at);
+  if (quote == std::string_view::npos) {
+    return Fail<std::string>(error, pos, "unterminated device type in '" + EscapeForMessage(text.substr(pos)) + "'");
+  }
+  std::string device(text.substr(name_at, quote - name_at));
+  std::string_view rest = text.substr(quote + 1);
+  constexpr std::string_view kIndex = ", index=";
+  std::size_t after = quote + 1;
+  if (StartsWith(rest, kIndex)) {
+    std::size_t digits = after + kIndex.size();
+    std::size_t stop = digits;
+    while (stop < text.size() && IsDigit(text[stop])) ++stop;
+    if (stop == digits) return Fail<std::string>(error, digits, "expected a device index");
+    device += ":" + std::string(text.substr(digits, stop - digits));
+    after = stop;
+  }
+  if (after >= text.size() || text[after] != ')') {
+    return Fail<std::string>(error, after, "expected ')' closing the device");
+  }
+  *end = after + 1;
+  return device;
+}
+
 }  // namespace
 
 std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error) {
@@ -210,11 +243,25 @@ std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError*
     type.kind = ValueKind::kFutureTensor;
     pos = 7;
   }
-  const std::size_t space = text.find(' ', pos);
-  if (space == std::string_view::npos || space > bracket) {
-    return Fail(error, pos, "expected '<device> <dtype>[shape]' in tensor type");
+  // A future's device is printed as Thunder's Device repr, which holds a
+  // space when it has an index; it is read into the short form.
+  std::size_t space = std::string_view::npos;
+  if (StartsWith(text.substr(pos), kThunderDevicePrefix)) {
+    std::size_t end = 0;
+    auto device = ThunderDeviceRepr(text, pos, &end, error);
+    if (!device) return std::nullopt;
+    type.device = std::move(*device);
+    space = end;
+    if (space >= text.size() || text[space] != ' ') {
+      return Fail(error, space, "expected ' <dtype>[shape]' after the device");
+    }
+  } else {
+    space = text.find(' ', pos);
+    if (space == std::string_view::npos || space > bracket) {
+      return Fail(error, pos, "expected '<device> <dtype>[shape]' in tensor type");
+    }
+    type.device = std::string(text.substr(pos, space - pos));
   }
-  type.device = std::string(text.substr(pos, space - pos));
   const std::string_view device = type.device;
   if (!(device == "cpu" || device == "meta" || StartsWith(device, "cuda"))) {
     return Fail(error, pos, "unknown device '" + EscapeForMessage(type.device) + "'");

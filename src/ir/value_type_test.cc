@@ -138,6 +138,29 @@ TEST(ValueType, FutureTensorCountsAsATensor) {
   EXPECT_EQ(type.bytes, 16u);
 }
 
+// Collectives' futures print their device as thunder.devices.Device's repr
+// (thunder/core/devices.py __repr__), seen in FSDP and DDP traces as
+// `FUTURE thunder.devices.Device(type='cpu') f32[16, 128]`.
+TEST(ValueType, FutureWithThunderDeviceRepr) {
+  const ValueType cpu = MustParse("FUTURE thunder.devices.Device(type='cpu') f32[16, 128]");
+  EXPECT_EQ(cpu.kind, ValueKind::kFutureTensor);
+  EXPECT_EQ(cpu.device, "cpu");
+  EXPECT_EQ(cpu.shape, (Dims{16, 128}));
+  EXPECT_EQ(cpu.bytes, 8192u);
+  const ValueType cuda = MustParse("FUTURE thunder.devices.Device(type='cuda', index=3) bf16[8]");
+  EXPECT_EQ(cuda.device, "cuda:3");
+  EXPECT_EQ(cuda.bytes, 16u);
+}
+
+TEST(ValueType, MalformedThunderDeviceReprIsAnError) {
+  // The device starts at offset 7, after "FUTURE "; its missing index at 49.
+  EXPECT_EQ(ParseError("FUTURE thunder.devices.Device(type='cuda', index=) f32[1]").offset, 49u);
+  const TypeStringError unclosed = ParseError("FUTURE thunder.devices.Device(type='cpu' f32[1]");
+  EXPECT_EQ(unclosed.message, "expected ')' closing the device");
+  EXPECT_EQ(ParseError("FUTURE thunder.devices.Device(type='tpu') f32[1]").message,
+            "unknown device 'tpu'");
+}
+
 TEST(ValueType, ZeroDimensionalTensorHasOneElement) {
   const ValueType type = MustParse("cpu f32[]");
   EXPECT_EQ(type.kind, ValueKind::kTensor);

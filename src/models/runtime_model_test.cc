@@ -194,5 +194,27 @@ TEST(RuntimeModelEvents, ArgumentTensorStridesMustFitTheRank) {
   }
 }
 
+TEST(RuntimeModelEvents, CollectivesAllocateTheirResultAndWaitReturnsIt) {
+  // all_gather of f32[4] over 2 ranks: a fresh f32[8] (32 bytes) at step 0;
+  // wait hands back that tensor (step 1 allocates nothing); `del ft0`
+  // (step 2) frees nothing, t1 still holds it. reduce_scatter of t1: a
+  // fresh f32[4] (16) at step 3. all_reduce clones its input (16, step 4)
+  // unless skip_clone (its fifth argument) is True: then the future is the
+  // input itself and step 5 allocates nothing. The return (step 6) frees
+  // t1, the only thing not returned.
+  const std::string text = R"(def f(a):
+  # a: "cpu f32[4]"
+  ft0 = torch_all_gather_prim_impl(a, _pg, True, None)  # ft0: "FUTURE thunder.devices.Device(type='cpu') f32[8]"
+  t1 = torch_wait_prim_impl(ft0)  # t1: "cpu f32[8]"
+  del ft0
+  ft2 = torch_reduce_scatter_prim_impl(t1, _SUM, _pg, True, None)  # ft2: "FUTURE thunder.devices.Device(type='cpu') f32[4]"
+  ft3 = torch_all_reduce_prim_impl(a, _SUM, _pg, True, False)  # ft3: "FUTURE thunder.devices.Device(type='cpu') f32[4]"
+  ft4 = torch_all_reduce_prim_impl(a, _SUM, _pg, True, True)  # ft4: "FUTURE thunder.devices.Device(type='cpu') f32[4]"
+  return (ft2, ft3, ft4)
+)";
+  const std::vector<Event> expected = {{-1, "a", 16}, {0, "ft0", 32}, {3, "ft2", 16}, {4, "ft3", 16}, {6, "ft0", -32}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
 }  // namespace
 }  // namespace peakmem

@@ -20,6 +20,27 @@ ObjectId RuntimeModel::ArgObject(const Statement& s, std::size_t index) const {
   return bound_[v] ? object_of_[v] : kNone;
 }
 
+namespace {
+
+bool IsTrue(const Expr& e) { return e.kind == Expr::Kind::kConstant && e.text == "True"; }
+
+bool KeywordIsTrue(const Statement& s, std::string_view keyword) {
+  for (const auto& [name, e] : s.kwargs) {
+    if (name == keyword) return IsTrue(e);
+  }
+  return false;
+}
+
+// OpInfo::returns_input_if_true: the call passes True there.
+bool ReturnsInputByArgument(const Statement& s, const OpInfo* op) {
+  if (op == nullptr || op->returns_input_if_true < 0) return false;
+  const auto at = static_cast<std::size_t>(op->returns_input_if_true);
+  if (at < s.args.size()) return IsTrue(s.args[at]);
+  return KeywordIsTrue(s, op->returns_input_keyword);
+}
+
+}  // namespace
+
 ObjectId RuntimeModel::FirstTensorArg(const Statement& s) {
   auto tensor = [&](ValueId v) {
     return bound_[v] && IsTensorKind(ValueOf(v).type->kind) &&
@@ -161,11 +182,7 @@ ObjectId RuntimeModel::ConversionResult(const Statement& s, ObjectId in, ValueId
       break;
     }
   }
-  bool copy = false;
-  for (const auto& [name, e] : s.kwargs) {
-    if (name == "copy" && e.kind == Expr::Kind::kConstant && e.text == "True") copy = true;
-  }
-  if (!copy && in_value->type->dtype == v.type->dtype && in_value->type->device == v.type->device &&
+  if (!KeywordIsTrue(s, "copy") && in_value->type->dtype == v.type->dtype && in_value->type->device == v.type->device &&
       input.type->shape == v.type->shape) {
     return in;
   }
@@ -203,6 +220,7 @@ ObjectId RuntimeModel::CallResult(const Statement& s, const OpInfo* op, ValueId 
                            "': no type comment and no subsymbol defines it");
   }
   if (!IsTensorKind(v.type->kind)) return MakeValueObject(out, Role::kIntermediate, true, 0);
+  if (ReturnsInputByArgument(s, op)) return ReturnedInput(s, *op, out, index);
   switch (op == nullptr ? OpEffect::kAllocates : op->effect) {
     case OpEffect::kReturnsInput:
     case OpEffect::kInPlace:

@@ -6,12 +6,21 @@
 #include <string>
 
 #include "peakmem/report/writer.h"
+#include "peakmem/semantics/op_registry.h"
 
 namespace peakmem {
 namespace {
 
 constexpr std::uint8_t kArgumentCategory = 0, kCotangentCategory = 1, kSavedCategory = 2,
-                       kOutputCategory = 3, kIntermediateCategory = 4, kScratchCategory = 5;
+                       kOutputCategory = 3, kIntermediateCategory = 4, kCollectiveCategory = 5,
+                       kScratchCategory = 6;
+static_assert(kCategories[kCollectiveCategory] == "collective" && kCategories[kScratchCategory] == "scratch");
+
+bool MadeByCollective(const Report& report, const StorageRecord& s) {
+  if (s.made_at < 0 || static_cast<std::size_t>(s.made_at) >= report.steps.size()) return false;
+  const OpInfo* op = FindOp(report.steps[s.made_at].op);
+  return op != nullptr && op->collective;
+}
 
 // Sorts groups largest first (equal bytes: by key, so the order is fixed).
 void SortGroups(std::vector<AttributionGroup>* groups) {
@@ -109,7 +118,9 @@ std::vector<std::uint8_t> StorageCategories(const Report& report) {
       case StorageRole::kSaved: out[id] = kSavedCategory; break;
       case StorageRole::kScratch: out[id] = kScratchCategory; break;
       case StorageRole::kIntermediate:
-        out[id] = returned[id] ? kOutputCategory : kIntermediateCategory;
+        out[id] = returned[id]                                    ? kOutputCategory
+                  : MadeByCollective(report, log.storages[id]) ? kCollectiveCategory
+                                                               : kIntermediateCategory;
         break;
     }
   }

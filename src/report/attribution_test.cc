@@ -95,12 +95,23 @@ namespace {
 
 TEST(Attribution, LiveByCategoryAtEveryPoint) {
   const auto live = LiveByCategory(writers::testing::HandBuiltReport(true));
-  // [argument, cotangent, saved, output, intermediate, scratch]
+  // [argument, cotangent, saved, output, intermediate, collective, scratch]
   ASSERT_EQ(live.size(), 4u);
-  EXPECT_EQ(live[0], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 0, 0}));
-  EXPECT_EQ(live[1], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 1024, 0}));
-  EXPECT_EQ(live[2], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 0, 0}));
-  EXPECT_EQ(live[3], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 600, 0}));
+  EXPECT_EQ(live[0], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 0, 0, 0}));
+  EXPECT_EQ(live[1], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 1024, 0, 0}));
+  EXPECT_EQ(live[2], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 0, 0, 0}));
+  EXPECT_EQ(live[3], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 600, 0, 0}));
+}
+
+TEST(Attribution, WhatACollectiveAllocatedIsItsOwnCategoryUnlessReturned) {
+  // The hand-built report with its step 2 (t1, 600 bytes) an all-gather:
+  // after it, t1 is "collective"; returned, it is an output.
+  Report r = writers::testing::HandBuiltReport(true);
+  r.steps[2].op = "torch_all_gather_prim_impl";
+  EXPECT_EQ(LiveByCategory(r)[3], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 0, 600, 0}));
+  r.returned_tensors.push_back(ReturnedTensor{});
+  r.returned_tensors.back().storage = 4;
+  EXPECT_EQ(LiveByCategory(r)[3], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 600, 0, 0, 0}));
 }
 
 }  // namespace

@@ -68,6 +68,29 @@ const std::vector<OpInfo> kReturnsInput = {
     {"torch_wait_prim_impl", E::kReturnsInput, L::kSameStrides, 0},
 };
 
+// Collectives as Thunder's torch executor implements them
+// (thunder/executors/torchex.py, `_*_prim_impl`). Each returns its result
+// tensor, wrapped in a future when asynchronous; `wait` (above) returns the
+// future's tensor. all_gather and reduce_scatter `torch.empty` a contiguous
+// result of the printed (gathered or scattered) shape; broadcast and
+// all_reduce `a.clone()` their input (its memory format), all_reduce works on
+// the input itself with skip_clone=True (its fifth argument). Measured by the
+// distributed corpus (tests/data/distributed).
+OpInfo Collective(std::string_view name, LayoutRule layout) {
+  OpInfo op{name, E::kAllocates, layout};
+  op.collective = true;
+  return op;
+}
+
+std::vector<OpInfo> Collectives() {
+  OpInfo all_reduce = Collective("torch_all_reduce_prim_impl", L::kPreserve);
+  all_reduce.returns_input_if_true = 4;
+  all_reduce.returns_input_keyword = "skip_clone";
+  return {Collective("torch_all_gather_prim_impl", L::kContiguous),
+          Collective("torch_reduce_scatter_prim_impl", L::kContiguous),
+          Collective("torch_broadcast_prim_impl", L::kPreserve), all_reduce};
+}
+
 // Pointwise ops: TensorIterator lays their outputs out.
 const char* const kElementwiseNames[] = {
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
@@ -138,6 +161,7 @@ std::vector<OpInfo> BuildTable() {
   for (const auto* group : {&kViews, &kMaybeViews, &kReturnsInput}) {
     ops.insert(ops.end(), group->begin(), group->end());
   }
+  for (const OpInfo& op : Collectives()) ops.push_back(op);
   // prims.stride_order: always a fresh tensor with the requested stride order.
   ops.push_back({"torch_stride_order_prim_impl", E::kAllocates, L::kStrideOrder});
   // Entries keyed by the printed callee, for ops whose symbol name another op

@@ -23,7 +23,7 @@ BACKWARD = CORPUS / "nanogpt_block" / "bw.trace"
 def test_live_by_category_adds_up_to_the_live_bytes(trace):
     report = peakmem.analyze(trace)
     live = report.live_by_category()
-    assert list(live) == ["argument", "cotangent", "saved", "output", "intermediate", "scratch"]
+    assert list(live) == ["argument", "cotangent", "saved", "output", "intermediate", "collective", "scratch"]
     totals = [sum(point) for point in zip(*live.values())]
     steps = report.steps
     assert totals == [steps[0].live_bytes - steps[0].delta_bytes] + [s.live_bytes for s in steps]

@@ -24,13 +24,16 @@
 namespace peakmem {
 
 // Every category, in the order reports stack and list them.
-inline constexpr std::string_view kCategories[] = {"argument", "cotangent",    "saved",
-                                                   "output",   "intermediate", "scratch"};
+inline constexpr std::string_view kCategories[] = {"argument",     "cotangent",  "saved",  "output",
+                                                   "intermediate", "collective", "scratch"};
 inline constexpr std::size_t kCategoryCount = std::size(kCategories);
 
 // Which category each storage of `report.alloc_log` is in (an index into
 // kCategories). Outputs are known from Report::returned_tensors, cotangents
-// from the backward calling convention.
+// from the backward calling convention; "collective" is what a collective
+// (OpInfo::collective: an all-gather's gathered tensor, a reduce-scatter's
+// shard) allocated and the trace does not return, known from the steps' ops
+// (without Report::steps such storages are "intermediate").
 std::vector<std::uint8_t> StorageCategories(const Report& report);
 
 // The live bytes of each category (kCategories' order) at every point:

@@ -71,6 +71,15 @@ struct OpInfo {
   // input's count and it allocates nothing there.
   bool thunder_alias = false;
   OutputTypes output_types = OutputTypes::kPrinted;
+  // A collective (all-gather, reduce-scatter, all-reduce, broadcast): the
+  // buffers it allocates are reported as their own category.
+  bool collective = false;
+  // A kAllocates op that returns input `returned_arg` itself, allocating
+  // nothing, when this positional argument (or the keyword
+  // `returns_input_keyword`) is the constant True: all-reduce's skip_clone.
+  // -1: never.
+  int returns_input_if_true = -1;
+  std::string_view returns_input_keyword = {};
 };
 
 // The op's entry, or nullptr when peakmem does not know the op. Fusion

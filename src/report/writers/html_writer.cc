@@ -40,7 +40,7 @@ constexpr std::size_t kMaxColumns = 1000;
 constexpr std::size_t kHoverStorages = 5;  // largest live storages shown on hover
 constexpr std::size_t kTableRows = 12;
 constexpr std::array<const char*, kCategoryCount> kCategoryColours = {
-    "#4e79a7", "#76b7b2", "#f28e2b", "#59a14f", "#edc948", "#b07aa1"};
+    "#4e79a7", "#76b7b2", "#f28e2b", "#59a14f", "#edc948", "#9c755f", "#b07aa1"};
 constexpr const char* kPeakColour = "#e0102f";
 constexpr const char* kStepPeakColour = "#555555";
 

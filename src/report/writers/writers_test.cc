@@ -154,14 +154,14 @@ TEST(HtmlWriter, TimelineColumnsPeakMarkerAndHoverData) {
   const nlohmann::json d = HtmlData(html);
   // Four points (the arguments and three statements), a column each:
   // [point, live, peak in step, argument, cotangent, saved, output,
-  // intermediate, scratch, largest storages].
+  // intermediate, collective, scratch, largest storages].
   ASSERT_EQ(d["columns"].size(), 4u);
   EXPECT_EQ(d["columns"][0][1], 1016);
   EXPECT_EQ(d["columns"][1][1], 2040);
   EXPECT_EQ(d["columns"][1][2], 2044);
   EXPECT_EQ(d["columns"][1][7], 1024);  // t0, intermediate
   EXPECT_EQ(d["columns"][3][1], 1616);
-  const nlohmann::json& largest = d["columns"][1][9];
+  const nlohmann::json& largest = d["columns"][1][10];
   ASSERT_EQ(largest.size(), 3u);  // t0, b, a
   EXPECT_EQ(d["storages"][largest[0].get<int>()][0], "t0");
   EXPECT_EQ(d["steps"]["1"][0], "mul");
