@@ -84,11 +84,14 @@ def program_dirs(names: list[str] | None = None) -> list[Path]:
 def load_program(directory: Path) -> types.ModuleType:
     """Imports directory/program.py under a stable, checkout-independent file name."""
     path = Path(directory) / "program.py"
+    return load_module(path, f"tests/data/corpus/{path.parent.name}/program.py", f"peakmem_corpus_{path.parent.name}")
+
+
+def load_module(path: Path, filename: str, name: str) -> types.ModuleType:
+    """Imports `path` as module `name` with source file name `filename` (what traces print)."""
     source = path.read_text()
-    filename = f"tests/data/corpus/{path.parent.name}/program.py"
     # linecache lets Thunder (and tracebacks) print the source lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    name = f"peakmem_corpus_{path.parent.name}"
     module = types.ModuleType(name)
     module.__file__ = filename
     sys.modules[name] = module  # dataclasses look their module up here
