@@ -13,8 +13,8 @@ const std::vector<std::string>& AvailableModels() {
   return models;
 }
 
-ParsedTrace ParseTrace(const std::string& name, std::string text) {
-  return ReadTrace(std::make_shared<const SourceFile>(name, std::move(text)));
+ParsedTrace ParseTrace(const std::string& name, std::string text, const TextReadOptions& text_options) {
+  return ReadTrace(std::make_shared<const SourceFile>(name, std::move(text)), ReadOptions{text_options});
 }
 
 ParsedTrace LoadTrace(const std::string& path, const TextReadOptions& text_options) {

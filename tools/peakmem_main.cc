@@ -39,6 +39,7 @@ struct AnalyzeArgs {
   bool no_scratch = false;
   std::string output;
   int threads = 0;
+  int rank = 0;
   std::string allocator = "requested";
   std::string alloc_conf;  // empty: PYTORCH_CUDA_ALLOC_CONF's
   std::string device_memory;
@@ -145,6 +146,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
     peakmem::TextReadOptions text_options;
     text_options.threads = args.threads;
     text_options.fusion_subsymbols_only = true;  // the models read no others
+    text_options.rank = args.rank;
     kept_trace = new peakmem::ParsedTrace(peakmem::LoadTrace(args.trace, text_options));
     // --format took only registered names.
     const peakmem::ReportWriter& writer = *peakmem::FindWriter(args.format);
@@ -281,6 +283,12 @@ CLI::App* AddAnalyze(CLI::App& app, AnalyzeArgs& args) {
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
   analyze->add_option("-o,--output", args.output, "Write the report to this file, not stdout");
+  analyze
+      ->add_option("--rank", args.rank,
+                   "The rank of a distributed program the report is for: DTensor values count "
+                   "the shard it holds (their types give the mesh and placements)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   analyze
       ->add_option("-j,--threads", args.threads,
                    "Threads that read a big printed trace (one chunk of its body each; the "

@@ -35,6 +35,7 @@ def analyze(
     alloc_conf: str | None = None,
     device_memory: str | None = None,
     events: bool = True,
+    rank: int = 0,
 ) -> _core.Report:
     """Analyses a trace with one model and returns a Report.
 
@@ -62,6 +63,11 @@ def analyze(
     (16 bytes an event, 32 a storage; ``events=False`` for a run that only
     needs the numbers).
 
+    `rank` (default 0): the process of a distributed program the report is
+    for, where the trace alone does not say: a DTensor value's type gives
+    its global shape, mesh and placements, and its bytes are the shard this
+    rank holds (uneven shards differ between ranks).
+
     `trace` may be:
       - a Thunder ``TraceCtx`` (read directly: bound symbols, proxies,
         collection contents; not through its printed text);
@@ -75,17 +81,17 @@ def analyze(
     """
     options = (model, convention, scratch, allocator, alloc_conf, device_memory)
     if _is_trace_ctx(trace):
-        return _core.analyze_live(trace, *options, events=events)
+        return _core.analyze_live(trace, *options, events=events, rank=rank)
     if isinstance(trace, os.PathLike):
         trace = os.fspath(trace)
     if isinstance(trace, bytes):
         raise TypeError("pass trace text as str, not bytes")
     if isinstance(trace, str):
         if "\n" in trace:
-            return _core.analyze_text(trace, "<string>", *options, events=events)
+            return _core.analyze_text(trace, "<string>", *options, events=events, rank=rank)
         if not os.path.exists(trace):
             raise FileNotFoundError(f"no such trace file: {trace!r}")
-        return _core.analyze_file(trace, *options, events=events)
+        return _core.analyze_file(trace, *options, events=events, rank=rank)
     raise TypeError(
         "peakmem.analyze expects a Thunder TraceCtx, trace text or a path, "
         f"got {type(trace).__name__}"

@@ -285,6 +285,14 @@ peakmem::ReportOptions WithEvents(bool events) {
   return options;
 }
 
+// Reading for rank `rank` (DTensor types' shards, ir/dtensor_layout.h).
+peakmem::TextReadOptions RankRead(int rank) {
+  if (rank < 0) throw std::invalid_argument("rank must be >= 0, got " + std::to_string(rank));
+  peakmem::TextReadOptions options;
+  options.rank = rank;
+  return options;
+}
+
 // The analyze_* functions peakmem.analyze calls (python/peakmem/api.py).
 void BindAnalyze(nb::module_& m) {
   m.def(
@@ -292,17 +300,17 @@ void BindAnalyze(nb::module_& m) {
       [](const std::string& text, const std::string& name, const std::string& model,
          const std::string& convention, bool scratch, const std::string& allocator,
          const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool events) {
+         const std::optional<std::string>& device_memory, bool events, int rank) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(peakmem::ParseTrace(name, text), model, options,
+        return PyReport(peakmem::Analyze(peakmem::ParseTrace(name, text, RankRead(rank)), model, options,
                                          WithEvents(events), priced));
       },
       nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
       nb::arg("convention") = "auto", nb::arg("scratch") = true,
       nb::arg("allocator") = "requested", nb::arg("alloc_conf") = nb::none(),
-      nb::arg("device_memory") = nb::none(), nb::arg("events") = false,
+      nb::arg("device_memory") = nb::none(), nb::arg("events") = false, nb::arg("rank") = 0,
       "Analyse printed trace text (or peakmem's JSON export).");
 
   m.def(
@@ -310,7 +318,8 @@ void BindAnalyze(nb::module_& m) {
       [](nb::handle trace, const std::string& model, const std::string& convention, bool scratch,
          const std::string& allocator, const std::optional<std::string>& alloc_conf,
          const std::optional<std::string>& device_memory, bool steps,
-         const std::vector<ArgumentSpec>& argument_tensors, bool returned_tensors, bool events) {
+         const std::vector<ArgumentSpec>& argument_tensors, bool returned_tensors, bool events,
+         int rank) {
         peakmem::RuntimeOptions options = Options(convention, scratch);
         for (const ArgumentSpec& a : argument_tensors) {
           options.argument_tensors.push_back({std::get<0>(a), std::get<1>(a), std::get<2>(a),
@@ -323,6 +332,7 @@ void BindAnalyze(nb::module_& m) {
         // The thunder model without steps needs only the lean form.
         peakmem_python::LiveReadOptions read_options;
         read_options.lean = model == "thunder" && !steps;
+        read_options.rank = rank;
         const peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, read_options);
         nb::gil_scoped_release release;
         return PyReport(peakmem::Analyze(parsed, model, options, report_options, priced));
@@ -331,7 +341,7 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("steps") = true, nb::arg("argument_tensors") = std::vector<ArgumentSpec>{},
-      nb::arg("returned_tensors") = false, nb::arg("events") = false,
+      nb::arg("returned_tensors") = false, nb::arg("events") = false, nb::arg("rank") = 0,
       "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table; "
       "argument_tensors: (name, external, storage_group, storage_bytes, strides) per argument "
       "tensor whose identity the caller knows (peakmem.step); returned_tensors: fill "
@@ -341,17 +351,18 @@ void BindAnalyze(nb::module_& m) {
       "analyze_file",
       [](const std::string& path, const std::string& model, const std::string& convention,
          bool scratch, const std::string& allocator, const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool events) {
+         const std::optional<std::string>& device_memory, bool events, int rank) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path), model, options,
+        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path, RankRead(rank)), model, options,
                                          WithEvents(events), priced));
       },
       nb::arg("path"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
-      nb::arg("events") = false, "Analyse a trace file (text or JSON).");
+      nb::arg("events") = false, nb::arg("rank") = 0,
+      "Analyse a trace file (text or JSON). rank: the rank DTensor types are read for.");
 }
 
 }  // namespace

@@ -35,6 +35,9 @@ struct LiveReadOptions {
   // defaults, and an op whose output is not a proxy or a container keeps the
   // `_` target. Slower (a Python call per proxy and constant); not with lean.
   bool exact = false;
+  // The rank DTensor values are read for: their shard (ir/dtensor_layout.h),
+  // from the type Thunder prints (a DTensorProxy's shape is the global one).
+  int rank = 0;
 };
 
 peakmem::ParsedTrace ReadLiveTrace(nanobind::handle trace, const LiveReadOptions& options = {});

@@ -28,7 +28,7 @@ using peakmem::StatementKind;
 using peakmem::ValueId;
 using peakmem::ValueKind;
 
-enum class ProxyKind { kNotProxy, kTensor, kFutureTensor, kCollection, kNumber, kOther };
+enum class ProxyKind { kNotProxy, kTensor, kDTensor, kFutureTensor, kCollection, kNumber, kOther };
 
 // Thunder's classes and ids, looked up once per process.
 struct ThunderNames {
@@ -91,7 +91,9 @@ struct Gathered {
 class LiveReader {
  public:
   LiveReader(std::shared_ptr<const peakmem::SourceFile> source, const LiveReadOptions& options)
-      : names_(ThunderNames::Get()), builder_(std::move(source)), options_(options) {}
+      : names_(ThunderNames::Get()), builder_(std::move(source)), options_(options) {
+    builder_.SetRank(options.rank);
+  }
 
   peakmem::Trace Read(nb::handle trace);
 

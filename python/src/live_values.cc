@@ -17,7 +17,9 @@ ProxyKind LiveReader::KindOf(PyObject* obj) {
   nb::handle h(obj);
   ProxyKind kind = ProxyKind::kNotProxy;
   if (nb::isinstance(h, names_.tensor)) {
-    kind = ProxyKind::kTensor;
+    // thunder/torch/experimental/dtensor_proxy.py's DTensorProxy, a
+    // TensorProxy subclass, known by name: importing it imports torch.distributed.
+    kind = std::string_view(type->tp_name) == "DTensorProxy" ? ProxyKind::kDTensor : ProxyKind::kTensor;
   } else if (nb::isinstance(h, names_.future_tensor)) {
     kind = ProxyKind::kFutureTensor;
   } else if (nb::isinstance(h, names_.collection)) {
@@ -113,6 +115,8 @@ void LiveReader::SetType(ValueId id, PyObject* proxy, ProxyKind kind) {
     case ProxyKind::kTensor:
     case ProxyKind::kFutureTensor:
       return SetTensorType(id, proxy, kind);
+    case ProxyKind::kDTensor:
+      return SetExactType(id, proxy, kind);
     case ProxyKind::kCollection: {
       peakmem::Value& v = builder_.trace().value(id);
       v.type = &Simple(ValueKind::kCollection);

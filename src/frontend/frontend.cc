@@ -13,8 +13,8 @@
 namespace peakmem {
 namespace {
 
-ParsedTrace ReadJson(std::shared_ptr<const SourceFile> source, const ReadOptions&) {
-  return ReadTraceJson(std::move(source));
+ParsedTrace ReadJson(std::shared_ptr<const SourceFile> source, const ReadOptions& options) {
+  return ReadTraceJson(std::move(source), options.text.rank);
 }
 
 bool AnyText(std::string_view) { return true; }

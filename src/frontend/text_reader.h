@@ -53,6 +53,8 @@ class TextReader {
   Trace Read();
   // See TextReadOptions::fusion_subsymbols_only.
   void KeepFusionSubSymbolsOnly(bool only) { fusion_subsymbols_only_ = only; }
+  // See TextReadOptions::rank.
+  void SetRank(int rank) { builder_.SetRank(rank); }
 
   // ---- reading in chunks (see ReadInChunks)
   // Room for the statements of `newlines` lines, and for the names of

@@ -27,6 +27,7 @@ class JsonReader {
   }
 
   Trace Read();
+  void SetRank(int rank) { builder_.SetRank(rank); }
 
  private:
   [[noreturn]] void Fail(SourceLocation at, const std::string& message) const {
@@ -626,8 +627,9 @@ bool LooksLikeJson(std::string_view text) {
   return false;
 }
 
-ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source) {
+ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source, int rank) {
   JsonReader reader(source);
+  reader.SetRank(rank);
   ParsedTrace parsed;
   parsed.trace = reader.Read();
   // The format lets an output's type be omitted ("Omitted when unknown",

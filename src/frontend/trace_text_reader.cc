@@ -25,6 +25,7 @@ Trace ReadInOnePass(const std::shared_ptr<const SourceFile>& source,
                     const TextReadOptions& options) {
   TextReader reader(source);
   reader.KeepFusionSubSymbolsOnly(options.fusion_subsymbols_only);
+  reader.SetRank(options.rank);
   return reader.Read();
 }
 
@@ -45,7 +46,9 @@ ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source,
     }
   }
   std::vector<ChunkRange> ranges;
-  if (threads > 1) ranges = PlanChunks(source->text(), threads, min_chunk_bytes);
+  // Chunk readers read DTensor types for rank 0 (the default); another rank
+  // reads in one pass.
+  if (threads > 1 && options.rank == 0) ranges = PlanChunks(source->text(), threads, min_chunk_bytes);
   if (ranges.size() > 1) {
     parsed.trace = ReadInChunks(source, std::move(ranges), &parsed.chunks_joined,
                                 options.fusion_subsymbols_only);

@@ -209,9 +209,10 @@ void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocatio
     return;
   }
   TypeStringError error;
-  std::optional<ValueType> type = ParseTypeString(type_text, &error);
+  std::optional<ValueType> type = ParseTypeString(type_text, &error, rank_);
   if (!type) {
-    Fail({type_at.line, type_at.column + static_cast<int>(error.offset)}, error.message);
+    Fail({type_at.line, type_at.column + static_cast<int>(error.offset)},
+         error.names_value ? "'" + std::string(trace_.value(id).name) + "': " + error.message : error.message);
   }
   trace_.value(id).type = trace_.InternType(std::move(*type));
 }

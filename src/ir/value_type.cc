@@ -1,5 +1,6 @@
 #include "peakmem/ir/value_type.h"
 
+#include "peakmem/ir/dtensor_layout.h"
 #include "peakmem/ir/source.h"
 
 #include <algorithm>
@@ -226,9 +227,44 @@ std::optional<std::string> ThunderDeviceRepr(std::string_view text, std::size_t 
   return device;
 }
 
+// "DTensor <device> <dtype>[global shape]<layout>" (dtensor_layout.h).
+std::optional<ValueType> ParseDTensorType(std::string_view text, std::size_t base_at, int rank,
+                                          TypeStringError* error) {
+  const std::size_t close = text.find(']', base_at);
+  if (close == std::string_view::npos) return Fail(error, text.size(), "expected ']' after the DTensor's shape");
+  std::optional<ValueType> global = ParseTypeString(text.substr(base_at, close + 1 - base_at), error);
+  if (!global) {
+    if (error != nullptr) error->offset += base_at;
+    return std::nullopt;
+  }
+  if (global->kind != ValueKind::kTensor) return Fail(error, base_at, "expected '<device> <dtype>[shape]' after 'DTensor'");
+  DTensorLayout layout;
+  if (!ParseDTensorLayout(text.substr(close + 1), &layout, error)) {
+    error->offset += close + 1;
+    error->names_value = true;
+    return std::nullopt;
+  }
+  ValueType local = *global;
+  local.text = std::string(text);
+  local.dtensor_layout = std::string(text.substr(close + 1));
+  if (std::string why = LocalShardShape(global->shape, layout, rank, &local.shape); !why.empty()) {
+    auto failed = Fail(error, close + 1, "its shard is unknown: " + why);
+    error->names_value = true;
+    return failed;
+  }
+  std::optional<ValueType> out = FinishTensor(std::move(local), base_at, error);
+  if (out) {
+    out->thunder_bytes = global->thunder_bytes;
+    out->thunder_half_byte = global->thunder_half_byte;
+  }
+  return out;
+}
+
 }  // namespace
 
-std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error) {
+std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error, int rank) {
+  constexpr std::string_view kDTensor = "DTensor ";
+  if (StartsWith(text, kDTensor)) return ParseDTensorType(text, kDTensor.size(), rank, error);
   ValueType type;
   type.text = std::string(text);
   if (auto kind = NonTensorKind(text)) {

@@ -161,6 +161,29 @@ TEST(ValueType, MalformedThunderDeviceReprIsAnError) {
             "unknown device 'tpu'");
 }
 
+// A DTensor's type gives its global shape; bytes are the rank's shard
+// (dtensor_layout.h), Thunder's count the global tensor (get_alloc_memory
+// sizes a DTensorProxy by its numel, the global one).
+TEST(ValueType, DTensorBytesAreTheRanksShard) {
+  const std::string text =
+      "DTensor cpu f32[10, 16] mesh=DeviceMesh((4,), 'cpu', stride=(1,)), placements=(Shard(dim=0),)";
+  TypeStringError error;
+  auto rank0 = ParseTypeString(text, &error, 0);
+  auto rank3 = ParseTypeString(text, &error, 3);
+  ASSERT_TRUE(rank0 && rank3) << error.message;
+  EXPECT_EQ(rank0->shape, (Dims{3, 16}));
+  EXPECT_EQ(rank0->bytes, 192u);  // 3 * 16 * 4
+  EXPECT_EQ(rank3->shape, (Dims{1, 16}));
+  EXPECT_EQ(rank3->bytes, 64u);
+  EXPECT_EQ(rank3->thunder_bytes, 640u);  // 10 * 16 * 4
+  EXPECT_EQ(rank3->text, text);
+  EXPECT_FALSE(rank3->dtensor_layout.empty());
+  auto outside = ParseTypeString(text, &error, 4);
+  EXPECT_FALSE(outside);
+  EXPECT_TRUE(error.names_value);
+  EXPECT_EQ(error.message, "its shard is unknown: rank 4 is not in its mesh of 4 ranks");
+}
+
 TEST(ValueType, ZeroDimensionalTensorHasOneElement) {
   const ValueType type = MustParse("cpu f32[]");
   EXPECT_EQ(type.kind, ValueKind::kTensor);

@@ -248,9 +248,32 @@ ObjectId RuntimeModel::CallResult(const Statement& s, const OpInfo* op, ValueId 
   return NewAllocatedTensor(out, AllocatedStrides(s, op, v), Role::kIntermediate);
 }
 
+// A DTensor op whose operands are placed differently redistributes one of
+// them inside the op (a clone, or an all-gather and a copy) before the
+// local computation: buffers the trace does not show and peakmem does not
+// model. Said once per statement.
+void RuntimeModel::DiagnoseMixedPlacements(const Statement& s) {
+  FlatArgs(s, &flat_args_);
+  const ValueType* first = nullptr;
+  for (ValueId v : flat_args_) {
+    const ValueType* t = ValueOf(v).type;
+    if (t->dtensor_layout.empty()) continue;
+    if (first == nullptr) {
+      first = t;
+    } else if (t->dtensor_layout != first->dtensor_layout) {
+      Diagnose("line " + std::to_string(s.source_line) + ": the DTensor operands of '" +
+               std::string(trace_.SymbolOf(s)) + "' are placed differently (" + first->dtensor_layout.substr(1) +
+               " and " + t->dtensor_layout.substr(1) +
+               "): DTensor redistributes one inside the op, memory peakmem does not model");
+      return;
+    }
+  }
+}
+
 void RuntimeModel::ExecuteCall(const Statement& s) {
   const OpInfo* op = ops_.Find(s);
   unknown_.Note(trace_, s, op);
+  if (op != nullptr && op->name.substr(0, 8) == "dtensor_") DiagnoseMixedPlacements(s);
   std::vector<ValueId>& outputs = flat_outs_;
   FlatOutputs(s, &outputs);
 

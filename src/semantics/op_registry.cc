@@ -82,6 +82,31 @@ OpInfo Collective(std::string_view name, LayoutRule layout) {
   return op;
 }
 
+// Thunder's DTensor prims (thunder/torch/experimental/dtensor_torch_and_prims.py),
+// run by the torch executor on each rank's local shard: the pointwise ones
+// and linear allocate a fresh local output, reshape/transpose/
+// broadcast_in_dim and the to_local/from_local conversions are views of the
+// input's shard (torch.reshape, torch.permute, broadcast_to, the local
+// tensor itself). Where operands are placed differently DTensor
+// redistributes one inside the op (RuntimeModel diagnoses it).
+// dtensor_redistribute is not listed: its collectives' buffers depend on
+// the placements on both sides.
+const std::vector<OpInfo> kDTensorOps = {
+    {"dtensor_mul_prim", E::kAllocates, L::kElementwise},
+    {"dtensor_add_prim", E::kAllocates, L::kElementwise},
+    {"dtensor_exp_prim", E::kAllocates, L::kElementwise},
+    {"dtensor_neg_prim", E::kAllocates, L::kElementwise},
+    {"dtensor_reciprocal_prim", E::kAllocates, L::kElementwise},
+    {"dtensor_convert_element_type_prim", E::kAllocates, L::kElementwise},
+    {"dtensor_linear_prim", E::kAllocates, L::kContiguous},
+    {"dtensor_reshape_prim", E::kMaybeView, L::kReshape},
+    {"dtensor_transpose_prim", E::kViewOfInput, L::kPermute},
+    {"dtensor_broadcast_in_dim_prim", E::kViewOfInput, L::kBroadcastInDim},
+    {"dtensor_to_local", E::kViewOfInput, L::kSameStrides},
+    {"dtensor_from_local", E::kViewOfInput, L::kSameStrides},
+    {"check_dtensor_cotangent_metadata", E::kNoOutput, L::kContiguous},
+};
+
 std::vector<OpInfo> Collectives() {
   OpInfo all_reduce = Collective("torch_all_reduce_prim_impl", L::kPreserve);
   all_reduce.returns_input_if_true = 4;
@@ -158,7 +183,7 @@ OpInfo& Find(std::vector<OpInfo>& ops, std::string_view name) {
 
 std::vector<OpInfo> BuildTable() {
   std::vector<OpInfo> ops;
-  for (const auto* group : {&kViews, &kMaybeViews, &kReturnsInput}) {
+  for (const auto* group : {&kViews, &kMaybeViews, &kReturnsInput, &kDTensorOps}) {
     ops.insert(ops.end(), group->begin(), group->end());
   }
   for (const OpInfo& op : Collectives()) ops.push_back(op);

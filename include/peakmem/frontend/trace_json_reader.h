@@ -21,6 +21,7 @@ namespace peakmem {
 // True when the text looks like JSON (its first non-blank character is '{').
 bool LooksLikeJson(std::string_view text);
 
-ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source);
+// `rank`: the rank DTensor types are read for (ir/dtensor_layout.h).
+ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source, int rank = 0);
 
 }  // namespace peakmem

@@ -60,6 +60,9 @@ class TraceBuilder {
   ValueId LookupLive(std::string_view name);
   // Unbinds a live name (for `del`). Fails for unknown or already deleted names.
   ValueId Delete(std::string_view name, SourceLocation at, int del_line);
+  // The rank DTensor types are read for (ParseTypeString); 0 by default.
+  void SetRank(int rank) { rank_ = rank; }
+  int rank() const { return rank_; }
   // Parses `type_text` as a Thunder type string and gives it to `id`
   // (each distinct string is parsed once).
   void SetType(ValueId id, std::string_view type_text, SourceLocation type_at);
@@ -133,6 +136,7 @@ class TraceBuilder {
                           HugePageAllocator<std::pair<const std::string_view, V>>>;
 
   std::shared_ptr<const SourceFile> source_;
+  int rank_ = 0;
   Trace trace_;
   // Every name the trace has bound, to its latest value and, once that value
   // is deleted, the line of its `del` (kLive while live). Names are never

@@ -75,19 +75,28 @@ struct ValueType {
   bool thunder_half_byte = false;
   // The printed type string, verbatim (for numbers: "int 4").
   std::string text;
+  // A DTensor's mesh and placements as printed (" mesh=DeviceMesh(...),
+  // placements=(...)", ir/dtensor_layout.h); empty for other values.
+  std::string dtensor_layout;
 };
 
 // Why a type string could not be read, and where in it (0-based offset).
 struct TypeStringError {
   std::size_t offset = 0;
   std::string message;
+  // The message is about the value itself (a DTensor whose shard is
+  // unknown): readers name the value in it.
+  bool names_value = false;
 };
 
 // The type of a value nothing says anything about (kind kUnknown).
 const ValueType& UnknownValueType();
 
 // Parses a printed type string. On failure returns nullopt and fills `error`.
-std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error);
+// `rank`: the process a DTensor type is read for (dtensor_layout.h): its
+// shape, numel and bytes are that rank's shard; thunder_bytes stay the
+// global tensor's, as Thunder's get_alloc_memory counts a DTensor proxy.
+std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error, int rank = 0);
 
 // Builds a tensor type from parts (used by the JSON reader and tests); the
 // same checks as ParseTypeString apply.

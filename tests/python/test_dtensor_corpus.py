@@ -1,0 +1,70 @@
+"""DTensor programs per rank (tests/data/dtensor, made by
+scripts/make_dtensor_corpus.py under the fake process group): Thunder prints
+a DTensor's global shape, mesh and placements; peakmem reads the shard the
+given rank holds, and predicts what that rank measured, to the byte.
+
+One case is a known gap, asserted as such: operands placed differently
+(Shard(0) times Replicate) make DTensor copy the replicated operand's local
+chunk inside the op before multiplying (torch/distributed/tensor/
+placement_types.py, Replicate -> Shard), a buffer the trace does not show.
+peakmem says so in the diagnostics, and its peak is short by exactly that
+chunk: a [16, 16] f32 row-chunk per rank, 1024 / W bytes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import peakmem
+from conftest import REPO
+
+DTENSOR = REPO / "tests" / "data" / "dtensor"
+MEASURED = json.loads((DTENSOR / "measured.json").read_text())["entries"]
+ENTRIES = sorted(MEASURED)
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_each_rank_is_predicted_to_the_byte(entry):
+    want = MEASURED[entry]
+    report = peakmem.analyze(DTENSOR / f"{entry}.trace", rank=want["rank"])
+    mixed = [str(d) for d in report.diagnostics if "placed differently" in str(d)]
+    if entry.startswith("mixed-placements"):
+        chunk = 16 * 16 * 4 // want["world_size"]
+        assert want["peak_bytes"] - report.peak_bytes == chunk
+        assert report.final_bytes == want["final_bytes"]
+        assert len(mixed) == 1 and "Replicate()" in mixed[0] and "Shard(dim=0)" in mixed[0]
+    else:
+        assert (report.peak_bytes, report.final_bytes) == (want["peak_bytes"], want["final_bytes"])
+        assert not mixed
+        assert not [d for d in report.diagnostics if "not in peakmem's op registry" in str(d)]
+
+
+def test_uneven_shards_differ_by_rank():
+    # exp(a * b) on [10, 16] f32 split in rows over 4 ranks: torch.chunk
+    # gives 3, 3, 3, 1 rows. Rank 0: a, b, t = a * b and exp(t), 3 * 16 * 4
+    # = 192 bytes each, all four alive when exp returns (peak 768); `del t`
+    # leaves a, b and the result (final 576). Rank 3: 64 bytes each.
+    trace = DTENSOR / "exp-mul-uneven-ws4-rank0.trace"
+    assert trace.read_text() == (DTENSOR / "exp-mul-uneven-ws4-rank3.trace").read_text()
+    r0 = peakmem.analyze(trace, rank=0)
+    r3 = peakmem.analyze(trace, rank=3)
+    assert (r0.peak_bytes, r0.final_bytes) == (768, 576)
+    assert (r3.peak_bytes, r3.final_bytes) == (256, 192)
+
+
+def test_a_rank_outside_the_mesh_is_named_with_the_value_and_line():
+    with pytest.raises(peakmem.TraceError) as e:
+        peakmem.analyze(DTENSOR / "mul-shard0-ws2-rank0.trace", rank=2)
+    message = str(e.value)
+    assert "rank 2 is not in its mesh of 2 ranks" in message
+    assert "'a'" in message or "'b'" in message
+
+
+def test_an_older_dtensor_type_without_mesh_is_an_error_naming_the_value():
+    text = (DTENSOR / "mul-shard0-ws2-rank0.trace").read_text()
+    old = text.replace(" mesh=DeviceMesh((2,), 'cpu', stride=(1,)), placements=(Shard(dim=0),)", "")
+    assert old != text
+    with pytest.raises(peakmem.TraceError, match="names no mesh and placements"):
+        peakmem.analyze(old)
