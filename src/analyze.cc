@@ -5,6 +5,7 @@
 #include "peakmem/models/runtime_model.h"
 #include "peakmem/models/thunder_model.h"
 #include "peakmem/frontend/frontend.h"
+#include "peakmem/semantics/distribution.h"
 
 namespace peakmem {
 
@@ -53,19 +54,32 @@ Report RunPriced(const ParsedTrace& trace, const std::string& model,
   return report;
 }
 
+// The distribution (before the model: a world size the trace contradicts
+// fails at once), then the priced run.
+Report AnalyzeWith(const ParsedTrace& trace, const std::string& model,
+                              const RuntimeOptions& runtime_options,
+                              const ReportOptions& report_options,
+                              const AllocatorOptions& allocator, RuntimeWorkspace* workspace) {
+  Distribution distribution = DistributionOf(trace.trace, *trace.source, trace.rank, trace.world_size);
+  Report report = RunPriced(trace, model, runtime_options, report_options, allocator, workspace);
+  for (const std::string& d : distribution.disagreements) report.diagnostics.push_back(d);
+  report.distribution = std::move(distribution);
+  return report;
+}
+
 }  // namespace
 
 Report Analyze(const ParsedTrace& trace, const std::string& model,
                const RuntimeOptions& runtime_options, const ReportOptions& report_options,
                const AllocatorOptions& allocator) {
-  return RunPriced(trace, model, runtime_options, report_options, allocator, nullptr);
+  return AnalyzeWith(trace, model, runtime_options, report_options, allocator, nullptr);
 }
 
 Report Simulator::Analyze(const ParsedTrace& trace, const std::string& model,
                           const RuntimeOptions& runtime_options,
                           const ReportOptions& report_options,
                           const AllocatorOptions& allocator) {
-  return RunPriced(trace, model, runtime_options, report_options, allocator, &runtime_);
+  return AnalyzeWith(trace, model, runtime_options, report_options, allocator, &runtime_);
 }
 
 }  // namespace peakmem

@@ -40,6 +40,7 @@ struct AnalyzeArgs {
   std::string output;
   int threads = 0;
   int rank = 0;
+  int world_size = 0;
   std::string allocator = "requested";
   std::string alloc_conf;  // empty: PYTORCH_CUDA_ALLOC_CONF's
   std::string device_memory;
@@ -147,6 +148,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
     text_options.threads = args.threads;
     text_options.fusion_subsymbols_only = true;  // the models read no others
     text_options.rank = args.rank;
+    text_options.world_size = args.world_size;
     kept_trace = new peakmem::ParsedTrace(peakmem::LoadTrace(args.trace, text_options));
     // --format took only registered names.
     const peakmem::ReportWriter& writer = *peakmem::FindWriter(args.format);
@@ -287,6 +289,13 @@ CLI::App* AddAnalyze(CLI::App& app, AnalyzeArgs& args) {
       ->add_option("--rank", args.rank,
                    "The rank of a distributed program the report is for: DTensor values count "
                    "the shard it holds (their types give the mesh and placements)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  analyze
+      ->add_option("--world-size", args.world_size,
+                   "The world size of a distributed program, where the trace does not say it (a "
+                   "collective's shapes or a DTensor mesh do; given and said must agree); 0: as "
+                   "the trace says")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   analyze

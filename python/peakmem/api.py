@@ -36,6 +36,7 @@ def analyze(
     device_memory: str | None = None,
     events: bool = True,
     rank: int = 0,
+    world_size: int = 0,
 ) -> _core.Report:
     """Analyses a trace with one model and returns a Report.
 
@@ -66,7 +67,10 @@ def analyze(
     `rank` (default 0): the process of a distributed program the report is
     for, where the trace alone does not say: a DTensor value's type gives
     its global shape, mesh and placements, and its bytes are the shard this
-    rank holds (uneven shards differ between ranks).
+    rank holds (uneven shards differ between ranks). `world_size` (0: as the
+    trace says) gives the world size where the trace does not say it (a
+    collective's shapes or a DTensor mesh do); a trace that says another
+    raises ``peakmem.TraceError``. ``report.distributed`` tells both.
 
     `trace` may be:
       - a Thunder ``TraceCtx`` (read directly: bound symbols, proxies,
@@ -81,17 +85,17 @@ def analyze(
     """
     options = (model, convention, scratch, allocator, alloc_conf, device_memory)
     if _is_trace_ctx(trace):
-        return _core.analyze_live(trace, *options, events=events, rank=rank)
+        return _core.analyze_live(trace, *options, events=events, rank=rank, world_size=world_size)
     if isinstance(trace, os.PathLike):
         trace = os.fspath(trace)
     if isinstance(trace, bytes):
         raise TypeError("pass trace text as str, not bytes")
     if isinstance(trace, str):
         if "\n" in trace:
-            return _core.analyze_text(trace, "<string>", *options, events=events, rank=rank)
+            return _core.analyze_text(trace, "<string>", *options, events=events, rank=rank, world_size=world_size)
         if not os.path.exists(trace):
             raise FileNotFoundError(f"no such trace file: {trace!r}")
-        return _core.analyze_file(trace, *options, events=events, rank=rank)
+        return _core.analyze_file(trace, *options, events=events, rank=rank, world_size=world_size)
     raise TypeError(
         "peakmem.analyze expects a Thunder TraceCtx, trace text or a path, "
         f"got {type(trace).__name__}"

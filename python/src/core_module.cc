@@ -224,6 +224,19 @@ void BindReport(nb::module_& m) {
           "Runtime model: the peak without op scratch memory (None for the thunder model)")
       .def_ro("convention", &PyReport::convention)
       .def_prop_ro(
+          "distributed",
+          [](const PyReport& r) -> nb::object {
+            const peakmem::Distribution& d = r.distribution;
+            if (!d.distributed) return nb::none();
+            nb::dict out;
+            out["rank"] = d.rank;
+            out["world_size"] = d.world_size > 0 ? nb::object(nb::int_(d.world_size)) : nb::none();
+            out["world_size_from"] = d.world_size_from;
+            return out;
+          },
+          "For a trace with a collective or a DTensor value: {'rank', 'world_size' (None when "
+          "the trace does not say), 'world_size_from'}; None otherwise")
+      .def_prop_ro(
           "live_at_peak",
           [](PyReport& r) {
             return Cached<nb::typed<nb::list, peakmem::LiveTensor>>(
@@ -286,10 +299,12 @@ peakmem::ReportOptions WithEvents(bool events) {
 }
 
 // Reading for rank `rank` (DTensor types' shards, ir/dtensor_layout.h).
-peakmem::TextReadOptions RankRead(int rank) {
+peakmem::TextReadOptions RankRead(int rank, int world_size) {
   if (rank < 0) throw std::invalid_argument("rank must be >= 0, got " + std::to_string(rank));
+  if (world_size < 0) throw std::invalid_argument("world_size must be >= 0, got " + std::to_string(world_size));
   peakmem::TextReadOptions options;
   options.rank = rank;
+  options.world_size = world_size;
   return options;
 }
 
@@ -300,17 +315,18 @@ void BindAnalyze(nb::module_& m) {
       [](const std::string& text, const std::string& name, const std::string& model,
          const std::string& convention, bool scratch, const std::string& allocator,
          const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool events, int rank) {
+         const std::optional<std::string>& device_memory, bool events, int rank,
+         int world_size) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(peakmem::ParseTrace(name, text, RankRead(rank)), model, options,
+        return PyReport(peakmem::Analyze(peakmem::ParseTrace(name, text, RankRead(rank, world_size)), model, options,
                                          WithEvents(events), priced));
       },
       nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
       nb::arg("convention") = "auto", nb::arg("scratch") = true,
       nb::arg("allocator") = "requested", nb::arg("alloc_conf") = nb::none(),
-      nb::arg("device_memory") = nb::none(), nb::arg("events") = false, nb::arg("rank") = 0,
+      nb::arg("device_memory") = nb::none(), nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
       "Analyse printed trace text (or peakmem's JSON export).");
 
   m.def(
@@ -319,7 +335,7 @@ void BindAnalyze(nb::module_& m) {
          const std::string& allocator, const std::optional<std::string>& alloc_conf,
          const std::optional<std::string>& device_memory, bool steps,
          const std::vector<ArgumentSpec>& argument_tensors, bool returned_tensors, bool events,
-         int rank) {
+         int rank, int world_size) {
         peakmem::RuntimeOptions options = Options(convention, scratch);
         for (const ArgumentSpec& a : argument_tensors) {
           options.argument_tensors.push_back({std::get<0>(a), std::get<1>(a), std::get<2>(a),
@@ -332,8 +348,10 @@ void BindAnalyze(nb::module_& m) {
         // The thunder model without steps needs only the lean form.
         peakmem_python::LiveReadOptions read_options;
         read_options.lean = model == "thunder" && !steps;
-        read_options.rank = rank;
-        const peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, read_options);
+        read_options.rank = RankRead(rank, world_size).rank;  // checks both
+        peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, read_options);
+        parsed.rank = rank;
+        parsed.world_size = world_size;
         nb::gil_scoped_release release;
         return PyReport(peakmem::Analyze(parsed, model, options, report_options, priced));
       },
@@ -341,7 +359,7 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("steps") = true, nb::arg("argument_tensors") = std::vector<ArgumentSpec>{},
-      nb::arg("returned_tensors") = false, nb::arg("events") = false, nb::arg("rank") = 0,
+      nb::arg("returned_tensors") = false, nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
       "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table; "
       "argument_tensors: (name, external, storage_group, storage_bytes, strides) per argument "
       "tensor whose identity the caller knows (peakmem.step); returned_tensors: fill "
@@ -351,17 +369,18 @@ void BindAnalyze(nb::module_& m) {
       "analyze_file",
       [](const std::string& path, const std::string& model, const std::string& convention,
          bool scratch, const std::string& allocator, const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool events, int rank) {
+         const std::optional<std::string>& device_memory, bool events, int rank,
+         int world_size) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path, RankRead(rank)), model, options,
+        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path, RankRead(rank, world_size)), model, options,
                                          WithEvents(events), priced));
       },
       nb::arg("path"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
-      nb::arg("events") = false, nb::arg("rank") = 0,
+      nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
       "Analyse a trace file (text or JSON). rank: the rank DTensor types are read for.");
 }
 

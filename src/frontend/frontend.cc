@@ -102,7 +102,10 @@ Frontend FrontendFor(std::string_view text) {
 
 ParsedTrace ReadTrace(std::shared_ptr<const SourceFile> source, const ReadOptions& options) {
   const Frontend frontend = FrontendFor(source->text());
-  return frontend.read(std::move(source), options);
+  ParsedTrace parsed = frontend.read(std::move(source), options);
+  parsed.rank = options.text.rank;
+  parsed.world_size = options.text.world_size;
+  return parsed;
 }
 
 }  // namespace peakmem

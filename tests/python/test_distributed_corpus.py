@@ -116,3 +116,28 @@ def test_a_rank_retraced_now_is_predicted_to_the_byte(tmp_path):
         assert (tmp_path / f"{kind}.trace").read_text() == (DISTRIBUTED / entry / f"{kind}.trace").read_text()
         report = peakmem.analyze(tmp_path / f"{kind}.trace")
         assert (report.peak_bytes, report.final_bytes) == (now[kind]["peak_bytes"], now[kind]["final_bytes"])
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.startswith("fsdp")])
+def test_the_report_says_the_rank_and_the_world_size(entry):
+    # FSDP's all-gathers and reduce-scatters say the world size; the rank is
+    # the one asked for (every rank's trace is the same text here).
+    m = measured(entry)
+    report = peakmem.analyze(DISTRIBUTED / entry / "bw.trace", rank=m["rank"])
+    assert report.distributed["world_size"] == m["world_size"]
+    assert report.distributed["rank"] == m["rank"]
+    assert report.distributed["world_size_from"].startswith("the torch_reduce_scatter_prim_impl at line ")
+    j = checked_json(report.write("json"))
+    assert j["distributed"] == report.distributed
+    with pytest.raises(peakmem.TraceError, match=f"--world-size {2 * m['world_size']} was given"):
+        peakmem.analyze(DISTRIBUTED / entry / "bw.trace", world_size=2 * m["world_size"])
+    with pytest.raises(ValueError, match="is not below the world size"):
+        peakmem.analyze(DISTRIBUTED / entry / "bw.trace", rank=m["world_size"])
+
+
+def test_ddp_does_not_say_its_world_size_unless_given():
+    trace = DISTRIBUTED / "ddp-ws4-rank3" / "bw.trace"
+    assert peakmem.analyze(trace).distributed == {"rank": 0, "world_size": None, "world_size_from": ""}
+    given = peakmem.analyze(trace, rank=3, world_size=4).distributed
+    assert given == {"rank": 3, "world_size": 4, "world_size_from": "given"}
+    assert peakmem.analyze(REPO / "tests" / "data" / "corpus" / "mlp" / "fw.trace").distributed is None

@@ -23,8 +23,10 @@ struct TextReadOptions {
   // trace of torch ops has ~1.27 M subsymbol lines (~30 MB, and copied once
   // more when chunks are joined) that no report uses.
   bool fusion_subsymbols_only = false;
-  // The rank DTensor types are read for (ir/dtensor_layout.h).
+  // The rank DTensor types are read for (ir/dtensor_layout.h), and the
+  // world size the user gives (0: as the trace says; semantics/distribution.h).
   int rank = 0;
+  int world_size = 0;
 };
 
 // Options for every front end; each reads the part that applies to it.

@@ -21,6 +21,10 @@ struct ParsedTrace {
   // How many chunks of the text were read on parallel threads and joined
   // (1: read in one pass; see TextReadOptions).
   int chunks_joined = 1;
+  // The rank it was read for (DTensor types' shards) and the world size the
+  // reader was told (0: none); see semantics/distribution.h.
+  int rank = 0;
+  int world_size = 0;
 };
 
 }  // namespace peakmem

@@ -16,6 +16,7 @@
 
 #include "peakmem/ir/string_arena.h"
 #include "peakmem/allocators/allocator_choice.h"
+#include "peakmem/semantics/distribution.h"
 #include "peakmem/sim/alloc_events.h"
 #include "peakmem/ir/string_hash.h"
 
@@ -123,6 +124,8 @@ struct Report {
   // The runtime model, when ReportOptions::returned_tensors: every tensor
   // named in the return statement, in the order written (a name once).
   std::vector<ReturnedTensor> returned_tensors;
+  // Which rank of how many the numbers are for (semantics/distribution.h).
+  Distribution distribution;
 
   // What the steps' text views: the source they quote and an arena for text
   // rendered for them (statements re-printed from JSON, op names).

@@ -113,6 +113,13 @@ nlohmann::ordered_json ReportHead(const Report& report, const Attribution* at) {
   j["peak_step"] = report.peak_step;
   if (report.tensor_peak_bytes >= 0) j["tensor_peak_bytes"] = report.tensor_peak_bytes;
   if (!report.convention.empty()) j["convention"] = report.convention;
+  if (const Distribution& d = report.distribution; d.distributed) {
+    nlohmann::ordered_json dist;
+    dist["rank"] = d.rank;
+    dist["world_size"] = d.world_size > 0 ? nlohmann::ordered_json(d.world_size) : nlohmann::ordered_json();
+    dist["world_size_from"] = d.world_size_from;
+    j["distributed"] = std::move(dist);
+  }
   if (report.allocator != nullptr) j["allocator"] = AllocatorSummaryJson(report);
   j["breakdown"] = nullptr;
   j["steps"] = nullptr;
