@@ -244,10 +244,24 @@ def _with_budget(report: StepReport, budget: int | None) -> StepReport:
 # The estimate
 
 
-def _trace_step(thunder: Any, module: Any, inputs: tuple):
-    """Runs the jitted module once, forward and backward, for its traces."""
+def _jit(thunder: Any, module: Any, transform: Callable | None) -> tuple[Any, Any]:
+    """The jitted module (transformed), and what holds the parameters the
+    step trains: the module, or the transformed module (a distributed
+    transform's shards)."""
     jm = thunder.jit(module)
-    params = list(module.parameters())
+    if transform is None:
+        return jm, module
+    try:
+        jm = transform(jm)
+    except Exception as e:
+        raise RuntimeError(f"the transform failed: {type(e).__name__}: {e}") from e
+    return jm, jm
+
+
+def _trace_step(thunder: Any, module: Any, inputs: tuple, transform: Callable | None):
+    """Runs the jitted module once, forward and backward, for its traces."""
+    jm, holder = _jit(thunder, module, transform)
+    params = list(holder.parameters())
     grads_before = [p.grad for p in params]
     try:
         loss = jm(*inputs)
@@ -265,7 +279,7 @@ def _trace_step(thunder: Any, module: Any, inputs: tuple):
     if bw is None:
         raise RuntimeError("Thunder made no backward trace for the step")
     cotangent_bytes = loss.element_size() * loss.numel()
-    return fw, bw, cotangent_bytes
+    return fw, bw, cotangent_bytes, holder
 
 
 def _return_args(trace: Any) -> tuple:
@@ -328,6 +342,7 @@ def estimate_step(
     steps: int = 1,
     zero_grad: bool = True,
     budget: int | str | None = None,
+    transform: Callable | None = None,
 ) -> StepReport:
     """Predicts the memory of ``steps`` training steps of `model` on `inputs`.
 
@@ -340,6 +355,15 @@ def estimate_step(
     (or a size such as ``"80GiB"``) to check the peak against. See the
     module docstring for the step and how it is modelled.
 
+    `transform` (default None) is applied to the ``thunder.jit`` module
+    before it runs: a distributed transform such as
+    ``lambda jm: thunder.distributed.fsdp(jm, device=...)`` or
+    ``thunder.distributed.ddp``, which makes the estimate one rank's step
+    (its shards of parameters, gradients and optimizer state). The caller
+    initialises the process group; torch's fake process group
+    (``torch.testing._internal.distributed.fake_pg``) is rank r of any world
+    size in one process, so a cluster's rank is estimated on a laptop.
+
     Raises ValueError for an optimizer or a loss peakmem cannot model,
     RuntimeError when Thunder cannot trace the step.
     """
@@ -348,9 +372,9 @@ def estimate_step(
     importing = time.perf_counter() - start
     spec, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
     module = _step_module(model, loss_fn)
-    pieces, tracing = _simulate_traces(thunder, module, tuple(inputs))
-    opt = None if spec is None else _simulate_optimizer(spec, module, pieces.grad_bytes, steps)
-    parameters = _storage_bytes(_held_by_module(module))
+    pieces, tracing, holder = _simulate_traces(thunder, module, tuple(inputs), transform)
+    opt = None if spec is None else _simulate_optimizer(spec, holder, pieces.grad_bytes, steps)
+    parameters = _storage_bytes(_held_by_module(holder))
     input_bytes = _storage_bytes(_input_tensors(tuple(inputs)))
     report = _join_steps(pieces, opt, parameters, input_bytes, steps, zero_grad)
     total = time.perf_counter() - start
@@ -376,12 +400,14 @@ class _Pieces:
     grad_storages: frozenset[int]   # the backward's storages of the gradients it returns
 
 
-def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> tuple[_Pieces, float]:
-    """The two traces simulated, and the seconds Thunder took to make them."""
+def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
+                     transform: Callable | None) -> tuple[_Pieces, float, Any]:
+    """The two traces simulated, the seconds Thunder took to make them, and
+    what holds the parameters (_jit)."""
     from . import _core
 
     start = time.perf_counter()
-    fw, bw, cotangent_bytes = _trace_step(thunder, module, inputs)
+    fw, bw, cotangent_bytes, holder = _trace_step(thunder, module, inputs, transform)
     tracing = time.perf_counter() - start
     # The forward, and the identity of everything it returns.
     simulating = time.perf_counter()
@@ -408,7 +434,7 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple) -> tuple[_Pieces,
         own_saved_bytes=own_saved_bytes, cotangent_bytes=cotangent_bytes,
         grad_bytes=sum(grads.values()), loss_bytes=sum(outputs.values()),
         saved_names=tuple(saved_names), simulate_s=simulated, saved_storages=saved_storages,
-        grad_storages=frozenset(grads)), tracing
+        grad_storages=frozenset(grads)), tracing, holder
 
 
 def _argument_bytes(report: Any) -> int:
@@ -612,6 +638,7 @@ def measure_step(
     steps: int = 1,
     zero_grad: bool = True,
     budget: int | str | None = None,
+    transform: Callable | None = None,
 ) -> StepReport:
     """Runs ``steps`` training steps of `model` for real on the CPU and
     measures them: the truth ``estimate_step`` is checked against.
@@ -638,11 +665,11 @@ def measure_step(
         if x.device.type != "cpu":
             raise ValueError(f"measure_step runs on the CPU; a tensor is on {x.device}")
     module = _step_module(model, loss_fn)
-    jm = thunder.jit(module)
+    jm, holder = _jit(thunder, module, transform)
     maker = _InputMaker(torch.device("cpu"), 0)
 
     def make_optimizer():
-        return None if optimizer is None else optimizer(module.parameters(), **kwargs)
+        return None if optimizer is None else optimizer(holder.parameters(), **kwargs)
 
     try:  # the warm-up: Thunder compiles here
         _run_step(jm, maker.copy_given(given), make_optimizer(), zero_grad=True)
@@ -650,10 +677,10 @@ def measure_step(
         raise
     except Exception as e:
         raise RuntimeError(f"Thunder could not trace the step: {type(e).__name__}: {e}") from e
-    for p in module.parameters():
+    for p in holder.parameters():
         p.grad = None
     opt = make_optimizer()
-    parameters = _storage_bytes(_held_by_module(module))
+    parameters = _storage_bytes(_held_by_module(holder))
 
     gc.collect()
     was_enabled = gc.isenabled()
@@ -670,7 +697,7 @@ def measure_step(
     finally:
         if was_enabled:
             gc.enable()
-    for p in module.parameters():
+    for p in holder.parameters():
         p.grad = None
     peak, final, _inputs, _counted, _ignored = _walk_events(events)
     report = StepReport(
