@@ -13,10 +13,12 @@ their local shards (``DTensor.from_local``): what this rank holds. Thunder
 prints DTensor types with their global shapes; the traces of every rank are
 the same text, and the numbers differ where the shards do (uneven rows).
 
-Writes ``tests/data/dtensor/<case>-ws<W>-rank<r>.trace`` and one
+Writes ``tests/data/dtensor/<case>-ws<W>-rank<r>[-bw].trace`` and one
 ``measured.json`` ({entry: {"peak_bytes", "final_bytes", "input_bytes",
-"world_size", "rank"}}, with the versions). Only forward traces: Thunder
-0.2.6 has no gradient rules for most DTensor prims (dtensor_add_prim,
+"world_size", "rank", "convention"}}, with the versions). Backward traces
+(``-bw``) for the cases in BACKWARD, called as Thunder's autograd calls them,
+their saved tensors and cotangent made as DTensors likewise: Thunder 0.2.6 has
+no gradient rules for the other DTensor prims (dtensor_add_prim,
 dtensor_linear_prim, ...).
 """
 
@@ -33,6 +35,12 @@ import make_corpus  # noqa: E402
 
 CORPUS = make_corpus.REPO / "tests" / "data" / "dtensor"
 WORLD_SIZES = (2, 4)
+
+
+# Cases Thunder 0.2.6 differentiates (its DTensor mul, exp, transpose have
+# gradient rules; add and linear do not).
+BACKWARD = ("mul-shard0", "mul-replicate", "exp-mul-shard1", "exp-mul-uneven", "transpose-shard0",
+            "mixed-placements")
 
 
 def cases():
@@ -52,6 +60,37 @@ def cases():
     }
 
 
+def _dtensor_inputs(trace, mesh):
+    """A callable making the trace's arguments as this rank holds them: a
+    DTensor proxy becomes a DTensor of its global shape and placements built
+    from a fresh local shard (torch's own rule for the shard's shape), any
+    other tensor proxy a plain tensor, in the containers the arguments are."""
+    import torch
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    from thunder.core.dtypes import to_torch_dtype as _torch_dtype
+
+    def make(x):
+        if type(x).__name__ == "CollectionProxy":
+            x = x.collection()
+        if isinstance(x, (list, tuple)):
+            return type(x)(make(i) for i in x) if isinstance(x, tuple) else [make(i) for i in x]
+        if type(x).__name__ == "DTensorProxy":
+            spec = x.spec._o
+            local, _ = compute_local_shape_and_global_offset(tuple(x.shape), spec.mesh, spec.placements)
+            # The spec's own global strides: the backward checks a cotangent's
+            # spec against the traced one (dtensor_utils.check_dtensor_cotangent_metadata).
+            return DTensor.from_local(torch.randn(local, dtype=_torch_dtype(x.dtype)), spec.mesh, spec.placements,
+                                      shape=torch.Size(x.shape), stride=tuple(spec.tensor_meta.stride))
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            return torch.randn(tuple(x.shape), dtype=_torch_dtype(x.dtype))
+        return x
+
+    args = trace.args
+    return lambda: [make(a) for a in args]
+
+
 def rank_entries(world_size: int, rank: int) -> dict:
     import torch
     import torch.distributed as dist
@@ -67,26 +106,33 @@ def rank_entries(world_size: int, rank: int) -> dict:
     out = {}
     for name, (fn, args) in cases().items():
         torch.manual_seed(0)
-        inputs = [distribute_tensor(torch.randn(shape), mesh, [placement]) for shape, placement in args]
+        grad = name in BACKWARD
+        inputs = [distribute_tensor(torch.randn(shape), mesh, [placement]).requires_grad_(grad)
+                  for shape, placement in args]
         jfn = thunder.jit(fn)
-        with torch.no_grad():
-            jfn(*inputs)
-        trace = thunder.last_traces(jfn)[-1]
-        specs = [(tuple(t._local_tensor.shape), t.placements, t.shape, t.stride()) for t in inputs]
+        if grad:
+            result = jfn(*inputs)
+            result.backward(torch.ones_like(result))
+            del result
+        else:
+            with torch.no_grad():
+                jfn(*inputs)
+        traces = {"fw": thunder.last_traces(jfn)[-1]}
+        if grad:
+            traces["bw"] = thunder.last_backward_traces(jfn)[-1]
         del inputs
-
-        def make_inputs():
-            return [DTensor.from_local(torch.randn(local), mesh, placements, shape=shape, stride=stride)
-                    for local, placements, shape, stride in specs]
-
-        first = peakmem.measure(trace, inputs=make_inputs, convention="forward")
-        second = peakmem.measure(trace, inputs=make_inputs, convention="forward")
-        if (first.peak_bytes, first.final_bytes) != (second.peak_bytes, second.final_bytes):
-            raise RuntimeError(f"{name}: two measurements differ")
-        entry = f"{name}-ws{world_size}-rank{rank}"
-        (CORPUS / f"{entry}.trace").write_text(make_corpus.trace_text(trace))
-        out[entry] = {"world_size": world_size, "rank": rank, "peak_bytes": first.peak_bytes,
-                      "final_bytes": first.final_bytes, "input_bytes": first.input_bytes}
+        for kind, trace in traces.items():
+            entry = f"{name}-ws{world_size}-rank{rank}" + ("-bw" if kind == "bw" else "")
+            convention = "forward" if kind == "fw" else "backward"
+            make_inputs = _dtensor_inputs(trace, mesh)
+            first = peakmem.measure(trace, inputs=make_inputs, convention=convention)
+            second = peakmem.measure(trace, inputs=make_inputs, convention=convention)
+            if (first.peak_bytes, first.final_bytes) != (second.peak_bytes, second.final_bytes):
+                raise RuntimeError(f"{entry}: two measurements differ")
+            (CORPUS / f"{entry}.trace").write_text(make_corpus.trace_text(trace))
+            out[entry] = {"world_size": world_size, "rank": rank, "convention": convention,
+                          "peak_bytes": first.peak_bytes, "final_bytes": first.final_bytes,
+                          "input_bytes": first.input_bytes}
     return out
 
 

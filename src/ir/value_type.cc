@@ -247,6 +247,7 @@ std::optional<ValueType> ParseDTensorType(std::string_view text, std::size_t bas
   ValueType local = *global;
   local.text = std::string(text);
   local.dtensor_layout = std::string(text.substr(close + 1));
+  local.global_shape = global->shape;
   if (std::string why = LocalShardShape(global->shape, layout, rank, &local.shape); !why.empty()) {
     auto failed = Fail(error, close + 1, "its shard is unknown: " + why);
     error->names_value = true;

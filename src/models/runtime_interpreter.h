@@ -170,7 +170,7 @@ class RuntimeModel {
                    bool* known);
   Dims AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out);
   std::int64_t MatmulOperandClones(const Statement& s) const;
-  void DiagnoseMixedPlacements(const Statement& s);
+  std::int64_t DTensorRedistribution(const Statement& s);
 
   const Value& ValueOf(ValueId id) const { return trace_.value(id); }
   [[noreturn]] void Fail(SourceLocation at, const std::string& message) const {

@@ -73,6 +73,11 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
+    def reset_parameters(self) -> None:
+        # What Thunder's FSDP calls to make a `meta` module's own tensors.
+        with torch.no_grad():
+            self.weight.fill_(1.0)
+
     def forward(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
@@ -93,10 +98,21 @@ class LlamaBlock(nn.Module):
         self.w1 = nn.Linear(dim, hidden, bias=False)
         self.w2 = nn.Linear(hidden, dim, bias=False)
         self.w3 = nn.Linear(dim, hidden, bias=False)
-        inv = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
-        freqs = torch.outer(torch.arange(seq).float(), inv)
-        self.register_buffer("cos", freqs.cos(), persistent=False)
-        self.register_buffer("sin", freqs.sin(), persistent=False)
+        self.seq = seq
+        cos, sin = self._rotary()
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def _rotary(self, device=None):
+        inv = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2, device=device).float() / self.head_dim))
+        freqs = torch.outer(torch.arange(self.seq, device=device).float(), inv)
+        return freqs.cos(), freqs.sin()
+
+    def reset_parameters(self) -> None:
+        # What Thunder's FSDP calls to make a `meta` module's own tensors
+        # (its buffers; the Linear and RMSNorm children reset their own).
+        cos, sin = self._rotary(self.cos.device)
+        self.cos, self.sin = cos.to(self.cos.dtype), sin.to(self.sin.dtype)
 
     def rope(self, x):
         x1, x2 = x[..., 0::2], x[..., 1::2]

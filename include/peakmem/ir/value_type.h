@@ -78,6 +78,7 @@ struct ValueType {
   // A DTensor's mesh and placements as printed (" mesh=DeviceMesh(...),
   // placements=(...)", ir/dtensor_layout.h); empty for other values.
   std::string dtensor_layout;
+  Dims global_shape;  // a DTensor's global shape (`shape` is the rank's shard)
 };
 
 // Why a type string could not be read, and where in it (0-based offset).

@@ -14,7 +14,9 @@
 //     the gradient until the op returns.
 // Rules are per op and device; an op without a rule has no scratch. One rule
 // needs strides and so lives in the runtime model: CPU mm/matmul clones
-// operands BLAS cannot take (RuntimeModel::MatmulOperandClones).
+// operands BLAS cannot take (RuntimeModel::MatmulOperandClones); another
+// needs DTensor placements: a replicated operand's chunk copied to the
+// result's placement (RuntimeModel::DTensorRedistribution).
 #pragma once
 
 #include <cstdint>
