@@ -2,9 +2,9 @@
 
 #include <stdexcept>
 
+#include "peakmem/frontend/frontend.h"
 #include "peakmem/models/runtime_model.h"
 #include "peakmem/models/thunder_model.h"
-#include "peakmem/frontend/frontend.h"
 #include "peakmem/semantics/distribution.h"
 
 namespace peakmem {
@@ -14,8 +14,10 @@ const std::vector<std::string>& AvailableModels() {
   return models;
 }
 
-ParsedTrace ParseTrace(const std::string& name, std::string text, const TextReadOptions& text_options) {
-  return ReadTrace(std::make_shared<const SourceFile>(name, std::move(text)), ReadOptions{text_options});
+ParsedTrace ParseTrace(const std::string& name, std::string text,
+                       const TextReadOptions& text_options) {
+  return ReadTrace(std::make_shared<const SourceFile>(name, std::move(text)),
+                   ReadOptions{text_options});
 }
 
 ParsedTrace LoadTrace(const std::string& path, const TextReadOptions& text_options) {
@@ -57,10 +59,10 @@ Report RunPriced(const ParsedTrace& trace, const std::string& model,
 // The distribution (before the model: a world size the trace contradicts
 // fails at once), then the priced run.
 Report AnalyzeWith(const ParsedTrace& trace, const std::string& model,
-                              const RuntimeOptions& runtime_options,
-                              const ReportOptions& report_options,
-                              const AllocatorOptions& allocator, RuntimeWorkspace* workspace) {
-  Distribution distribution = DistributionOf(trace.trace, *trace.source, trace.rank, trace.world_size);
+                   const RuntimeOptions& runtime_options, const ReportOptions& report_options,
+                   const AllocatorOptions& allocator, RuntimeWorkspace* workspace) {
+  Distribution distribution =
+      DistributionOf(trace.trace, *trace.source, trace.rank, trace.world_size);
   Report report = RunPriced(trace, model, runtime_options, report_options, allocator, workspace);
   for (const std::string& d : distribution.disagreements) report.diagnostics.push_back(d);
   report.distribution = std::move(distribution);

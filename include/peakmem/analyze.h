@@ -20,7 +20,8 @@ const std::vector<std::string>& AvailableModels();
 // printed traces are read (threads).
 ParsedTrace LoadTrace(const std::string& path, const TextReadOptions& text_options = {});
 // Same for text held in memory; `name` is used in messages.
-ParsedTrace ParseTrace(const std::string& name, std::string text, const TextReadOptions& text_options = {});
+ParsedTrace ParseTrace(const std::string& name, std::string text,
+                       const TextReadOptions& text_options = {});
 
 // Runs `model` ("runtime" or "thunder") on the trace. Throws
 // std::invalid_argument for a model name that does not exist, TraceError for

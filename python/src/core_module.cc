@@ -209,8 +209,7 @@ void BindReport(nb::module_& m) {
   BindRows(m);
   auto report = nb::class_<PyReport>(m, "Report", "The result of analysing a trace with one model.");
   BindRenderings(report);
-  report
-      .def_ro("model", &PyReport::model)
+  report.def_ro("model", &PyReport::model)
       .def_ro("trace_name", &PyReport::trace_name)
       .def_ro("peak_bytes", &PyReport::peak_bytes)
       .def_ro("final_bytes", &PyReport::final_bytes)
@@ -301,7 +300,8 @@ peakmem::ReportOptions WithEvents(bool events) {
 // Reading for rank `rank` (DTensor types' shards, ir/dtensor_layout.h).
 peakmem::TextReadOptions RankRead(int rank, int world_size) {
   if (rank < 0) throw std::invalid_argument("rank must be >= 0, got " + std::to_string(rank));
-  if (world_size < 0) throw std::invalid_argument("world_size must be >= 0, got " + std::to_string(world_size));
+  if (world_size < 0)
+    throw std::invalid_argument("world_size must be >= 0, got " + std::to_string(world_size));
   peakmem::TextReadOptions options;
   options.rank = rank;
   options.world_size = world_size;
@@ -315,18 +315,18 @@ void BindAnalyze(nb::module_& m) {
       [](const std::string& text, const std::string& name, const std::string& model,
          const std::string& convention, bool scratch, const std::string& allocator,
          const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool events, int rank,
-         int world_size) {
+         const std::optional<std::string>& device_memory, bool events, int rank, int world_size) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(peakmem::ParseTrace(name, text, RankRead(rank, world_size)), model, options,
-                                         WithEvents(events), priced));
+        return PyReport(
+            peakmem::Analyze(peakmem::ParseTrace(name, text, RankRead(rank, world_size)), model,
+                             options, WithEvents(events), priced));
       },
       nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
-      nb::arg("convention") = "auto", nb::arg("scratch") = true,
-      nb::arg("allocator") = "requested", nb::arg("alloc_conf") = nb::none(),
-      nb::arg("device_memory") = nb::none(), nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
+      nb::arg("convention") = "auto", nb::arg("scratch") = true, nb::arg("allocator") = "requested",
+      nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
+      nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
       "Analyse printed trace text (or peakmem's JSON export).");
 
   m.def(
@@ -359,7 +359,8 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("steps") = true, nb::arg("argument_tensors") = std::vector<ArgumentSpec>{},
-      nb::arg("returned_tensors") = false, nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
+      nb::arg("returned_tensors") = false, nb::arg("events") = false, nb::arg("rank") = 0,
+      nb::arg("world_size") = 0,
       "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table; "
       "argument_tensors: (name, external, storage_group, storage_bytes, strides) per argument "
       "tensor whose identity the caller knows (peakmem.step); returned_tensors: fill "
@@ -369,13 +370,12 @@ void BindAnalyze(nb::module_& m) {
       "analyze_file",
       [](const std::string& path, const std::string& model, const std::string& convention,
          bool scratch, const std::string& allocator, const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool events, int rank,
-         int world_size) {
+         const std::optional<std::string>& device_memory, bool events, int rank, int world_size) {
         const peakmem::RuntimeOptions options = Options(convention, scratch);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path, RankRead(rank, world_size)), model, options,
-                                         WithEvents(events), priced));
+        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path, RankRead(rank, world_size)),
+                                         model, options, WithEvents(events), priced));
       },
       nb::arg("path"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",

@@ -19,7 +19,8 @@ ProxyKind LiveReader::KindOf(PyObject* obj) {
   if (nb::isinstance(h, names_.tensor)) {
     // thunder/torch/experimental/dtensor_proxy.py's DTensorProxy, a
     // TensorProxy subclass, known by name: importing it imports torch.distributed.
-    kind = std::string_view(type->tp_name) == "DTensorProxy" ? ProxyKind::kDTensor : ProxyKind::kTensor;
+    kind = std::string_view(type->tp_name) == "DTensorProxy" ? ProxyKind::kDTensor
+                                                             : ProxyKind::kTensor;
   } else if (nb::isinstance(h, names_.future_tensor)) {
     kind = ProxyKind::kFutureTensor;
   } else if (nb::isinstance(h, names_.collection)) {

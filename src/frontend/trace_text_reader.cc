@@ -48,7 +48,8 @@ ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source,
   std::vector<ChunkRange> ranges;
   // Chunk readers read DTensor types for rank 0 (the default); another rank
   // reads in one pass.
-  if (threads > 1 && options.rank == 0) ranges = PlanChunks(source->text(), threads, min_chunk_bytes);
+  if (threads > 1 && options.rank == 0)
+    ranges = PlanChunks(source->text(), threads, min_chunk_bytes);
   if (ranges.size() > 1) {
     parsed.trace = ReadInChunks(source, std::move(ranges), &parsed.chunks_joined,
                                 options.fusion_subsymbols_only);

@@ -53,9 +53,10 @@ bool ParseInt(std::string_view text, std::int64_t* out) {
 bool ParseDTensorLayout(std::string_view suffix, DTensorLayout* layout, TypeStringError* error) {
   constexpr std::string_view kMesh = " mesh=DeviceMesh(";
   if (suffix.substr(0, kMesh.size()) != kMesh) {
-    return Fail(error, 0,
-                "the DTensor type names no mesh and placements, so the shard a rank holds is unknown "
-                "(print the trace with a Thunder whose DTensor types show them)");
+    return Fail(
+        error, 0,
+        "the DTensor type names no mesh and placements, so the shard a rank holds is unknown "
+        "(print the trace with a Thunder whose DTensor types show them)");
   }
   const std::size_t mesh_open = kMesh.size() - 1;
   const std::size_t mesh_close = Closing(suffix, mesh_open);
@@ -66,7 +67,8 @@ bool ParseDTensorLayout(std::string_view suffix, DTensorLayout* layout, TypeStri
   const std::size_t shape_close = Closing(suffix, shape_open);
   layout->mesh_shape.clear();
   for (std::string_view item : Items(suffix.substr(shape_open + 1, shape_close - shape_open - 1))) {
-    if (const std::size_t eq = item.find('='); eq != std::string_view::npos) item = item.substr(eq + 1);
+    if (const std::size_t eq = item.find('='); eq != std::string_view::npos)
+      item = item.substr(eq + 1);
     std::int64_t n = 0;
     if (!ParseInt(item, &n) || n <= 0) {
       return Fail(error, shape_open, "bad mesh dimension '" + EscapeForMessage(item) + "'");
@@ -99,22 +101,27 @@ bool ParseDTensorLayout(std::string_view suffix, DTensorLayout* layout, TypeStri
       placement.kind = DTensorPlacement::Kind::kShard;
       placement.dim = static_cast<int>(dim);
     } else {
-      return Fail(error, open, "placement '" + EscapeForMessage(p) + "' is not modelled (Shard, Replicate and Partial are)");
+      return Fail(error, open,
+                  "placement '" + EscapeForMessage(p) +
+                      "' is not modelled (Shard, Replicate and Partial are)");
     }
     layout->placements.push_back(placement);
   }
   if (layout->placements.size() != layout->mesh_shape.size()) {
-    return Fail(error, open, std::to_string(layout->placements.size()) + " placements for a " +
-                                 std::to_string(layout->mesh_shape.size()) + "-d mesh");
+    return Fail(error, open,
+                std::to_string(layout->placements.size()) + " placements for a " +
+                    std::to_string(layout->mesh_shape.size()) + "-d mesh");
   }
   return true;
 }
 
-std::string LocalShardShape(const Dims& global, const DTensorLayout& layout, int rank, Dims* local) {
+std::string LocalShardShape(const Dims& global, const DTensorLayout& layout, int rank,
+                            Dims* local) {
   std::int64_t ranks = 1;
   for (std::int64_t n : layout.mesh_shape) ranks *= n;
   if (rank < 0 || rank >= ranks) {
-    return "rank " + std::to_string(rank) + " is not in its mesh of " + std::to_string(ranks) + " ranks";
+    return "rank " + std::to_string(rank) + " is not in its mesh of " + std::to_string(ranks) +
+           " ranks";
   }
   // Row-major coordinates of the rank over the mesh shape.
   Dims coords(layout.mesh_shape.size(), 0);
@@ -128,7 +135,8 @@ std::string LocalShardShape(const Dims& global, const DTensorLayout& layout, int
     const DTensorPlacement& p = layout.placements[i];
     if (p.kind != DTensorPlacement::Kind::kShard) continue;
     if (static_cast<std::size_t>(p.dim) >= local->size()) {
-      return "Shard(dim=" + std::to_string(p.dim) + ") of a " + std::to_string(local->size()) + "-d tensor";
+      return "Shard(dim=" + std::to_string(p.dim) + ") of a " + std::to_string(local->size()) +
+             "-d tensor";
     }
     std::int64_t& n = (*local)[p.dim];
     const std::int64_t pieces = layout.mesh_shape[i];

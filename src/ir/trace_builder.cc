@@ -212,7 +212,8 @@ void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocatio
   std::optional<ValueType> type = ParseTypeString(type_text, &error, rank_);
   if (!type) {
     Fail({type_at.line, type_at.column + static_cast<int>(error.offset)},
-         error.names_value ? "'" + std::string(trace_.value(id).name) + "': " + error.message : error.message);
+         error.names_value ? "'" + std::string(trace_.value(id).name) + "': " + error.message
+                           : error.message);
   }
   trace_.value(id).type = trace_.InternType(std::move(*type));
 }

@@ -1,11 +1,11 @@
 #include "peakmem/ir/value_type.h"
 
-#include "peakmem/ir/dtensor_layout.h"
-#include "peakmem/ir/source.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+
+#include "peakmem/ir/dtensor_layout.h"
+#include "peakmem/ir/source.h"
 
 namespace peakmem {
 namespace {
@@ -206,7 +206,8 @@ std::optional<std::string> ThunderDeviceRepr(std::string_view text, std::size_t 
   const std::size_t name_at = pos + kThunderDevicePrefix.size();
   const std::size_t quote = text.find('\'', name_at);
   if (quote == std::string_view::npos) {
-    return Fail<std::string>(error, pos, "unterminated device type in '" + EscapeForMessage(text.substr(pos)) + "'");
+    return Fail<std::string>(
+        error, pos, "unterminated device type in '" + EscapeForMessage(text.substr(pos)) + "'");
   }
   std::string device(text.substr(name_at, quote - name_at));
   std::string_view rest = text.substr(quote + 1);
@@ -231,13 +232,16 @@ std::optional<std::string> ThunderDeviceRepr(std::string_view text, std::size_t 
 std::optional<ValueType> ParseDTensorType(std::string_view text, std::size_t base_at, int rank,
                                           TypeStringError* error) {
   const std::size_t close = text.find(']', base_at);
-  if (close == std::string_view::npos) return Fail(error, text.size(), "expected ']' after the DTensor's shape");
-  std::optional<ValueType> global = ParseTypeString(text.substr(base_at, close + 1 - base_at), error);
+  if (close == std::string_view::npos)
+    return Fail(error, text.size(), "expected ']' after the DTensor's shape");
+  std::optional<ValueType> global =
+      ParseTypeString(text.substr(base_at, close + 1 - base_at), error);
   if (!global) {
     if (error != nullptr) error->offset += base_at;
     return std::nullopt;
   }
-  if (global->kind != ValueKind::kTensor) return Fail(error, base_at, "expected '<device> <dtype>[shape]' after 'DTensor'");
+  if (global->kind != ValueKind::kTensor)
+    return Fail(error, base_at, "expected '<device> <dtype>[shape]' after 'DTensor'");
   DTensorLayout layout;
   if (!ParseDTensorLayout(text.substr(close + 1), &layout, error)) {
     error->offset += close + 1;

@@ -166,7 +166,8 @@ TEST(ValueType, MalformedThunderDeviceReprIsAnError) {
 // sizes a DTensorProxy by its numel, the global one).
 TEST(ValueType, DTensorBytesAreTheRanksShard) {
   const std::string text =
-      "DTensor cpu f32[10, 16] mesh=DeviceMesh((4,), 'cpu', stride=(1,)), placements=(Shard(dim=0),)";
+      "DTensor cpu f32[10, 16] mesh=DeviceMesh((4,), 'cpu', stride=(1,)), "
+      "placements=(Shard(dim=0),)";
   TypeStringError error;
   auto rank0 = ParseTypeString(text, &error, 0);
   auto rank3 = ParseTypeString(text, &error, 3);

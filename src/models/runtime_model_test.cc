@@ -212,7 +212,8 @@ TEST(RuntimeModelEvents, CollectivesAllocateTheirResultAndWaitReturnsIt) {
   ft4 = torch_all_reduce_prim_impl(a, _SUM, _pg, True, True)  # ft4: "FUTURE thunder.devices.Device(type='cpu') f32[4]"
   return (ft2, ft3, ft4)
 )";
-  const std::vector<Event> expected = {{-1, "a", 16}, {0, "ft0", 32}, {3, "ft2", 16}, {4, "ft3", 16}, {6, "ft0", -32}};
+  const std::vector<Event> expected = {
+      {-1, "a", 16}, {0, "ft0", 32}, {3, "ft2", 16}, {4, "ft3", 16}, {6, "ft0", -32}};
   EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
 }
 

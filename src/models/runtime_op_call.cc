@@ -183,8 +183,8 @@ ObjectId RuntimeModel::ConversionResult(const Statement& s, ObjectId in, ValueId
       break;
     }
   }
-  if (!KeywordIsTrue(s, "copy") && in_value->type->dtype == v.type->dtype && in_value->type->device == v.type->device &&
-      input.type->shape == v.type->shape) {
+  if (!KeywordIsTrue(s, "copy") && in_value->type->dtype == v.type->dtype &&
+      in_value->type->device == v.type->device && input.type->shape == v.type->shape) {
     return in;
   }
   return NewAllocatedTensor(out, PreserveFormatStrides(v.type->shape, StridesOf(input)),
@@ -289,8 +289,8 @@ std::int64_t RuntimeModel::DTensorRedistribution(const Statement& s) {
       continue;
     }
     Diagnose("line " + std::to_string(s.source_line) + ": the DTensor operands of '" +
-             std::string(trace_.SymbolOf(s)) + "' are placed differently (" + t->dtensor_layout.substr(1) +
-             ", the result " + out->dtensor_layout.substr(1) +
+             std::string(trace_.SymbolOf(s)) + "' are placed differently (" +
+             t->dtensor_layout.substr(1) + ", the result " + out->dtensor_layout.substr(1) +
              "): DTensor redistributes inside the op, memory peakmem does not model");
     return bytes;
   }

@@ -14,7 +14,8 @@ namespace {
 constexpr std::uint8_t kArgumentCategory = 0, kCotangentCategory = 1, kSavedCategory = 2,
                        kOutputCategory = 3, kIntermediateCategory = 4, kCollectiveCategory = 5,
                        kScratchCategory = 6;
-static_assert(kCategories[kCollectiveCategory] == "collective" && kCategories[kScratchCategory] == "scratch");
+static_assert(kCategories[kCollectiveCategory] == "collective" &&
+              kCategories[kScratchCategory] == "scratch");
 
 bool MadeByCollective(const Report& report, const StorageRecord& s) {
   if (s.made_at < 0 || static_cast<std::size_t>(s.made_at) >= report.steps.size()) return false;
@@ -118,7 +119,7 @@ std::vector<std::uint8_t> StorageCategories(const Report& report) {
       case StorageRole::kSaved: out[id] = kSavedCategory; break;
       case StorageRole::kScratch: out[id] = kScratchCategory; break;
       case StorageRole::kIntermediate:
-        out[id] = returned[id]                                    ? kOutputCategory
+        out[id] = returned[id]                                 ? kOutputCategory
                   : MadeByCollective(report, log.storages[id]) ? kCollectiveCategory
                                                                : kIntermediateCategory;
         break;

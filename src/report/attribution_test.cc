@@ -108,10 +108,12 @@ TEST(Attribution, WhatACollectiveAllocatedIsItsOwnCategoryUnlessReturned) {
   // after it, t1 is "collective"; returned, it is an output.
   Report r = writers::testing::HandBuiltReport(true);
   r.steps[2].op = "torch_all_gather_prim_impl";
-  EXPECT_EQ(LiveByCategory(r)[3], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 0, 600, 0}));
+  EXPECT_EQ(LiveByCategory(r)[3],
+            (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 0, 0, 600, 0}));
   r.returned_tensors.push_back(ReturnedTensor{});
   r.returned_tensors.back().storage = 4;
-  EXPECT_EQ(LiveByCategory(r)[3], (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 600, 0, 0, 0}));
+  EXPECT_EQ(LiveByCategory(r)[3],
+            (std::array<std::int64_t, kCategoryCount>{16, 0, 1000, 600, 0, 0, 0}));
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ std::int64_t CollectiveWorldSize(const Trace& trace, const Statement& s) {
   // all_gather(a, group, do_async, dim) and reduce_scatter(a, op, group, do_async, dim).
   const std::size_t dim_at = gather ? 3 : 4;
   std::size_t dim = 0;
-  if (s.args.size() > dim_at && s.args[dim_at].kind == Expr::Kind::kConstant && s.args[dim_at].has_int) {
+  if (s.args.size() > dim_at && s.args[dim_at].kind == Expr::Kind::kConstant &&
+      s.args[dim_at].has_int) {
     dim = static_cast<std::size_t>(s.args[dim_at].int_value);
   }
   if (dim >= in.shape.size()) return 0;
@@ -47,7 +48,8 @@ std::int64_t MeshSize(const ValueType& type) {
 
 }  // namespace
 
-Distribution DistributionOf(const Trace& trace, const SourceFile& source, int rank, int world_size) {
+Distribution DistributionOf(const Trace& trace, const SourceFile& source, int rank,
+                            int world_size) {
   Distribution d;
   d.rank = rank;
   std::int64_t said = 0;
@@ -60,15 +62,17 @@ Distribution DistributionOf(const Trace& trace, const SourceFile& source, int ra
       said_at = at;
       d.world_size_from = std::move(from);
     } else if (n != said) {
-      d.disagreements.push_back(from + " says a world size of " + std::to_string(n) + " where " +
-                                d.world_size_from + " says " + std::to_string(said) +
-                                " (process groups of different sizes?); the report gives the first");
+      d.disagreements.push_back(
+          from + " says a world size of " + std::to_string(n) + " where " + d.world_size_from +
+          " says " + std::to_string(said) +
+          " (process groups of different sizes?); the report gives the first");
     }
   };
   for (const Value& v : trace.values) {
     if (v.type != nullptr && !v.type->dtensor_layout.empty()) {
       say(MeshSize(*v.type), v.defined_at,
-          "the DTensor mesh of '" + std::string(v.name) + "' (line " + std::to_string(v.defined_at.line) + ")");
+          "the DTensor mesh of '" + std::string(v.name) + "' (line " +
+              std::to_string(v.defined_at.line) + ")");
     }
   }
   bool collectives = false;
@@ -87,8 +91,8 @@ Distribution DistributionOf(const Trace& trace, const SourceFile& source, int ra
   if (world_size > 0) {
     if (said != 0 && said != world_size) {
       ThrowAt(source, said_at,
-              "--world-size " + std::to_string(world_size) + " was given, but " + d.world_size_from +
-                  " says " + std::to_string(said));
+              "--world-size " + std::to_string(world_size) + " was given, but " +
+                  d.world_size_from + " says " + std::to_string(said));
     }
     if (said == 0) d.world_size_from = "given";
     said = world_size;

@@ -37,7 +37,8 @@ TEST(Distribution, AllGatherSaysTheWorldSize) {
     Of(p, 0, 8);
     FAIL() << "a contradicted --world-size accepted";
   } catch (const TraceError& e) {
-    EXPECT_NE(std::string(e.what()).find("--world-size 8 was given, but the torch_all_gather_prim_impl at line 3 says 4"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "--world-size 8 was given, but the torch_all_gather_prim_impl at line 3 says 4"),
               std::string::npos)
         << e.what();
   }
@@ -76,7 +77,8 @@ TEST(Distribution, DTensorMeshSaysTheProductOfItsShape) {
 )T");
   const Distribution d = Of(p);
   EXPECT_EQ(d.world_size, 6);
-  EXPECT_EQ(d.world_size_from, "the DTensor mesh of 'a' (line 1)");  // a parameter: defined on the def line
+  EXPECT_EQ(d.world_size_from,
+            "the DTensor mesh of 'a' (line 1)");  // a parameter: defined on the def line
 }
 
 TEST(Distribution, GroupsOfDifferentSizesAreReportedNotFatal) {
@@ -89,7 +91,8 @@ TEST(Distribution, GroupsOfDifferentSizesAreReportedNotFatal) {
   const Distribution d = Of(p);
   EXPECT_EQ(d.world_size, 4);
   ASSERT_EQ(d.disagreements.size(), 1u);
-  EXPECT_NE(d.disagreements[0].find("at line 4 says a world size of 2"), std::string::npos) << d.disagreements[0];
+  EXPECT_NE(d.disagreements[0].find("at line 4 says a world size of 2"), std::string::npos)
+      << d.disagreements[0];
 }
 
 TEST(Distribution, APlainTraceIsNotDistributed) {

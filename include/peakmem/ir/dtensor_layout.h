@@ -4,7 +4,8 @@
 // Thunder prints a DTensor value's type (thunder/torch/experimental/
 // dtensor_proxy.py, DTensorProxy.type_string) with its *global* shape:
 //   DTensor cpu f32[16, 16] mesh=DeviceMesh((2,), 'cpu', stride=(1,)), placements=(Shard(dim=0),)
-//   DTensor cpu f32[16, 16] mesh=DeviceMesh((dp=2, tp=2), 'cpu', stride=(2, 1)), placements=(Shard(dim=0), Shard(dim=1))
+//   DTensor cpu f32[16, 16] mesh=DeviceMesh((dp=2, tp=2), 'cpu', stride=(2, 1)),
+//   placements=(Shard(dim=0), Shard(dim=1))
 // and older printers without the mesh (`DTensor cuda:0 f32[16, 16]`). What a
 // rank allocates is its local shard: each mesh dimension i placed Shard(d)
 // splits tensor dimension d into mesh.shape[i] pieces as torch.chunk does

@@ -97,7 +97,8 @@ const ValueType& UnknownValueType();
 // `rank`: the process a DTensor type is read for (dtensor_layout.h): its
 // shape, numel and bytes are that rank's shard; thunder_bytes stay the
 // global tensor's, as Thunder's get_alloc_memory counts a DTensor proxy.
-std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error, int rank = 0);
+std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error,
+                                         int rank = 0);
 
 // Builds a tensor type from parts (used by the JSON reader and tests); the
 // same checks as ParseTypeString apply.

@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-#include "peakmem/ir/string_arena.h"
 #include "peakmem/allocators/allocator_choice.h"
+#include "peakmem/ir/string_arena.h"
+#include "peakmem/ir/string_hash.h"
 #include "peakmem/semantics/distribution.h"
 #include "peakmem/sim/alloc_events.h"
-#include "peakmem/ir/string_hash.h"
 
 namespace peakmem {
 

@@ -116,7 +116,8 @@ nlohmann::ordered_json ReportHead(const Report& report, const Attribution* at) {
   if (const Distribution& d = report.distribution; d.distributed) {
     nlohmann::ordered_json dist;
     dist["rank"] = d.rank;
-    dist["world_size"] = d.world_size > 0 ? nlohmann::ordered_json(d.world_size) : nlohmann::ordered_json();
+    dist["world_size"] =
+        d.world_size > 0 ? nlohmann::ordered_json(d.world_size) : nlohmann::ordered_json();
     dist["world_size_from"] = d.world_size_from;
     j["distributed"] = std::move(dist);
   }

@@ -332,11 +332,12 @@ void WriteReportText(const Report& report, const ReportSink& sink, const Attribu
   }
   if (!report.convention.empty()) out += fmt::format("calling convention: {}\n", report.convention);
   if (const Distribution& d = report.distribution; d.distributed) {
-    out += d.world_size > 0 ? fmt::format("distributed: rank {} of {} (world size from {})\n", d.rank, d.world_size,
-                                          d.world_size_from)
-                            : fmt::format("distributed: rank {} (the trace does not say the world size; "
-                                          "--world-size gives it)\n",
-                                          d.rank);
+    out += d.world_size > 0 ? fmt::format("distributed: rank {} of {} (world size from {})\n",
+                                          d.rank, d.world_size, d.world_size_from)
+                            : fmt::format(
+                                  "distributed: rank {} (the trace does not say the world size; "
+                                  "--world-size gives it)\n",
+                                  d.rank);
   }
   if (report.peak_step >= 0 && report.peak_step < static_cast<int>(report.steps.size())) {
     const Step& s = report.steps[report.peak_step];
