@@ -1,23 +1,26 @@
-"""Regenerates peakmem's DTensor corpus: forward traces of DTensor programs, per rank.
+"""Regenerates peakmem's DTensor corpus: traces of DTensor programs, per rank, measured.
 
 Run from anywhere (CPU only, under a minute; one process per rank):
 
     .venv/bin/python scripts/make_dtensor_corpus.py
 
 Each rank runs in its own process under torch's fake process group, with a
-1-d CPU mesh of the world size. For every case below the function is
+1-d CPU mesh of the world size. For every case of
+``tests/data/dtensor/programs.py`` (loaded under that file name, which the
+traces' source comments print) the function is
 ``thunder.jit``-ed on DTensors made by ``distribute_tensor``, and its
-forward trace is measured with ``peakmem.measure`` on DTensor arguments of
-the same global shape and placements, made inside the measured region from
-their local shards (``DTensor.from_local``): what this rank holds. Thunder
+traces are measured with ``peakmem.measure``, which makes each DTensor
+argument inside the measured region from this rank's local shard
+(``DTensor.from_local``): what this rank holds. Thunder
 prints DTensor types with their global shapes; the traces of every rank are
 the same text, and the numbers differ where the shards do (uneven rows).
 
-Writes ``tests/data/dtensor/<case>-ws<W>-rank<r>[-bw].trace`` and one
+Writes ``tests/data/dtensor/<case>-ws<W>-rank<r>[-bw].trace`` (``--child WS
+RANK OUT_DIR``: one rank's traces into OUT_DIR, its numbers on stdout) and one
 ``measured.json`` ({entry: {"peak_bytes", "final_bytes", "input_bytes",
 "world_size", "rank", "convention"}}, with the versions). Backward traces
-(``-bw``) for the cases in BACKWARD, called as Thunder's autograd calls them,
-their saved tensors and cotangent made as DTensors likewise: Thunder 0.2.6 has
+(``-bw``) for the cases in programs.BACKWARD, called as Thunder's autograd calls them,
+their saved tensors and cotangent DTensors likewise: Thunder 0.2.6 has
 no gradient rules for the other DTensor prims (dtensor_add_prim,
 dtensor_linear_prim, ...).
 """
@@ -37,65 +40,15 @@ CORPUS = make_corpus.REPO / "tests" / "data" / "dtensor"
 WORLD_SIZES = (2, 4)
 
 
-# Cases Thunder 0.2.6 differentiates (its DTensor mul, exp, transpose have
-# gradient rules; add and linear do not).
-BACKWARD = ("mul-shard0", "mul-replicate", "exp-mul-shard1", "exp-mul-uneven", "transpose-shard0",
-            "mixed-placements")
+def load_programs():
+    return make_corpus.load_module(CORPUS / "programs.py", "tests/data/dtensor/programs.py", "peakmem_dtensor")
 
 
-def cases():
-    """name -> (function, [(global shape, placement) per argument])."""
-    import torch
-    from torch.distributed.tensor import Replicate, Shard
-
-    return {
-        "mul-shard0": (lambda a, b: a * b, [((16, 16), Shard(0)), ((16, 16), Shard(0))]),
-        "mul-replicate": (lambda a, b: a * b, [((16, 16), Replicate()), ((16, 16), Replicate())]),
-        "exp-mul-shard1": (lambda a, b: torch.exp(a) * b, [((16, 16), Shard(1)), ((16, 16), Shard(1))]),
-        # 10 rows over 4 ranks: torch.chunk gives 3, 3, 3, 1.
-        "exp-mul-uneven": (lambda a, b: torch.exp(a * b), [((10, 16), Shard(0)), ((10, 16), Shard(0))]),
-        "transpose-shard0": (lambda a, b: torch.transpose(a, 0, 1) * b, [((16, 16), Shard(0)), ((16, 16), Shard(1))]),
-        "linear-shard1": (lambda x, w: torch.nn.functional.linear(x, w), [((8, 16), Shard(1)), ((12, 16), Shard(1))]),
-        "mixed-placements": (lambda a, b: a * b, [((16, 16), Shard(0)), ((16, 16), Replicate())]),
-    }
-
-
-def _dtensor_inputs(trace, mesh):
-    """A callable making the trace's arguments as this rank holds them: a
-    DTensor proxy becomes a DTensor of its global shape and placements built
-    from a fresh local shard (torch's own rule for the shard's shape), any
-    other tensor proxy a plain tensor, in the containers the arguments are."""
-    import torch
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-
-    from thunder.core.dtypes import to_torch_dtype as _torch_dtype
-
-    def make(x):
-        if type(x).__name__ == "CollectionProxy":
-            x = x.collection()
-        if isinstance(x, (list, tuple)):
-            return type(x)(make(i) for i in x) if isinstance(x, tuple) else [make(i) for i in x]
-        if type(x).__name__ == "DTensorProxy":
-            spec = x.spec._o
-            local, _ = compute_local_shape_and_global_offset(tuple(x.shape), spec.mesh, spec.placements)
-            # The spec's own global strides: the backward checks a cotangent's
-            # spec against the traced one (dtensor_utils.check_dtensor_cotangent_metadata).
-            return DTensor.from_local(torch.randn(local, dtype=_torch_dtype(x.dtype)), spec.mesh, spec.placements,
-                                      shape=torch.Size(x.shape), stride=tuple(spec.tensor_meta.stride))
-        if hasattr(x, "shape") and hasattr(x, "dtype"):
-            return torch.randn(tuple(x.shape), dtype=_torch_dtype(x.dtype))
-        return x
-
-    args = trace.args
-    return lambda: [make(a) for a in args]
-
-
-def rank_entries(world_size: int, rank: int) -> dict:
+def rank_entries(world_size: int, rank: int, out_dir: Path = CORPUS) -> dict:
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor, distribute_tensor
+    from torch.distributed.tensor import distribute_tensor
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     import peakmem
@@ -104,9 +57,10 @@ def rank_entries(world_size: int, rank: int) -> dict:
     dist.init_process_group("fake", rank=rank, world_size=world_size, store=FakeStore())
     mesh = init_device_mesh("cpu", (world_size,))
     out = {}
-    for name, (fn, args) in cases().items():
+    programs = load_programs()
+    for name, (fn, args) in programs.CASES.items():
         torch.manual_seed(0)
-        grad = name in BACKWARD
+        grad = name in programs.BACKWARD
         inputs = [distribute_tensor(torch.randn(shape), mesh, [placement]).requires_grad_(grad)
                   for shape, placement in args]
         jfn = thunder.jit(fn)
@@ -124,12 +78,13 @@ def rank_entries(world_size: int, rank: int) -> dict:
         for kind, trace in traces.items():
             entry = f"{name}-ws{world_size}-rank{rank}" + ("-bw" if kind == "bw" else "")
             convention = "forward" if kind == "fw" else "backward"
-            make_inputs = _dtensor_inputs(trace, mesh)
-            first = peakmem.measure(trace, inputs=make_inputs, convention=convention)
-            second = peakmem.measure(trace, inputs=make_inputs, convention=convention)
+            # peakmem.measure makes a DTensor proxy's argument from this
+            # rank's shard (its saved tensors and cotangents too).
+            first = peakmem.measure(trace, convention=convention)
+            second = peakmem.measure(trace, convention=convention)
             if (first.peak_bytes, first.final_bytes) != (second.peak_bytes, second.final_bytes):
                 raise RuntimeError(f"{entry}: two measurements differ")
-            (CORPUS / f"{entry}.trace").write_text(make_corpus.trace_text(trace))
+            (out_dir / f"{entry}.trace").write_text(make_corpus.trace_text(trace))
             out[entry] = {"world_size": world_size, "rank": rank, "convention": convention,
                           "peak_bytes": first.peak_bytes, "final_bytes": first.final_bytes,
                           "input_bytes": first.input_bytes}
@@ -137,8 +92,9 @@ def rank_entries(world_size: int, rank: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    if argv and argv[0] == "--child":
-        print(json.dumps(rank_entries(int(argv[1]), int(argv[2]))))
+    if argv and argv[0] == "--child":  # --child WS RANK [OUT_DIR]
+        out_dir = Path(argv[3]) if len(argv) > 3 else CORPUS
+        print(json.dumps(rank_entries(int(argv[1]), int(argv[2]), out_dir)))
         return 0
     measured: dict = {"versions": make_corpus.versions(), "device": "cpu", "entries": {}}
     env = dict(os.environ, PYTHONWARNINGS="ignore")

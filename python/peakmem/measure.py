@@ -36,6 +36,10 @@ What is measured
   deleted. The convention is detected from the signature's parameter names
   and can be forced with ``convention=``.
 * The callable runs under ``torch.no_grad()``.
+* Inputs: a DTensor proxy (a rank of a distributed program under an
+  initialised process group) becomes a DTensor of its global shape and
+  placements over its mesh, built from this rank's local shard, so only
+  that shard is allocated.
 * Inputs: a tensor proxy becomes a contiguous tensor of its shape and dtype
   on ``device``; floating and complex tensors hold random values from a
   generator seeded with ``seed``, integer tensors hold zeros (so index
@@ -197,9 +201,26 @@ class _InputMaker:
         self.to_torch_dtype = getattr(dtypes, "to_torch_dtype", None)
 
     def tensor_from_proxy(self, p: Any) -> Any:
+        if type(p).__name__ == "DTensorProxy":
+            return self.dtensor_from_proxy(p)
+        return self.dense(p, tuple(int(s) for s in p.shape))
+
+    def dtensor_from_proxy(self, p: Any) -> Any:
+        """A DTensor of the proxy's global shape, mesh and placements, made
+        from this rank's local shard (torch's own rule for its shape) and the
+        traced global strides: what this rank holds, and only that."""
+        from torch.distributed.tensor import DTensor
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+        spec = p.spec._o
+        shape = tuple(int(s) for s in p.shape)
+        local, _ = compute_local_shape_and_global_offset(shape, spec.mesh, spec.placements)
+        return DTensor.from_local(self.dense(p, tuple(local)), spec.mesh, spec.placements,
+                                  shape=self.torch.Size(shape), stride=tuple(spec.tensor_meta.stride))
+
+    def dense(self, p: Any, shape: tuple) -> Any:
         torch = self.torch
         dtype = self.to_torch_dtype(p.dtype)
-        shape = tuple(int(s) for s in p.shape)
         pdev = getattr(p, "device", None)
         pdev_type = getattr(pdev, "type", None)
         if pdev_type is not None and getattr(pdev_type, "name", str(pdev_type)).lower() != self.device.type:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from functools import cache
 from pathlib import Path
@@ -27,6 +28,12 @@ def _report_validator():
     schema = json.loads(REPORT_SCHEMA.read_text())
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
+
+
+def venv_free(text: str) -> str:
+    """A trace's text without where the venv that made it lies: source-location
+    comments name files under it (`# <venv>/lib/python3.11/site-packages/torch/...`)."""
+    return re.sub(r"# \S*?/site-packages/", "# <site-packages>/", text)
 
 
 def checked_json(text: str | bytes, kind: str = "report") -> Any:

@@ -24,7 +24,7 @@ import pytest
 
 import peakmem
 import peakmem.thunder
-from conftest import CORPUS, corpus_programs
+from conftest import CORPUS, corpus_programs, venv_free
 
 PROGRAMS = corpus_programs()
 TRACES = [(p, k) for p in PROGRAMS for k in ("fw", "bw") if (CORPUS / p / f"{k}.trace").exists()]
@@ -145,12 +145,6 @@ def test_stored_traces_are_current(program, live_corpus, make_corpus):
     stored = sorted(k for k in ("fw", "bw") if (CORPUS / program / f"{k}.trace").exists())
     assert sorted(traces) == stored
     for kind, trace in traces.items():
-        # Source-location comments name files under the venv that made the
-        # trace (`# <venv>/lib/python3.11/site-packages/torch/...`); the
-        # venv's place is not part of the trace.
-        def venv_free(text: str) -> str:
-            return re.sub(r"# \S*?/site-packages/", "# <site-packages>/", text)
-
         assert venv_free(make_corpus.trace_text(trace)) == venv_free(
             (CORPUS / program / f"{kind}.trace").read_text()
         ), (

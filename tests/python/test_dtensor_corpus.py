@@ -78,3 +78,20 @@ def test_an_older_dtensor_type_without_mesh_is_an_error_naming_the_value():
     assert old != text
     with pytest.raises(peakmem.TraceError, match="names no mesh and placements"):
         peakmem.analyze(old)
+
+
+def test_a_rank_retraced_and_measured_now_matches_the_corpus(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import venv_free
+
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "make_dtensor_corpus.py"), "--child", "4", "3",
+                           str(tmp_path)], check=True, capture_output=True, text=True)
+    now = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(now) == sorted(e for e in ENTRIES if "-ws4-rank3" in e)
+    for entry, numbers in now.items():
+        assert venv_free((tmp_path / f"{entry}.trace").read_text()) == venv_free((DTENSOR / f"{entry}.trace").read_text())
+        assert numbers == MEASURED[entry]
+        report = peakmem.analyze(tmp_path / f"{entry}.trace", rank=3)
+        assert (report.peak_bytes, report.final_bytes) == (numbers["peak_bytes"], numbers["final_bytes"])
