@@ -60,6 +60,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "data" / "corpus"
+ZOO = REPO / "tests" / "data" / "zoo"
+ROOTS = (CORPUS, ZOO)
 
 _TOOK = re.compile(r"^(# Constructed by .*\(took )\d+( milliseconds\))$", re.MULTILINE)
 
@@ -71,7 +73,7 @@ def import_thunder():
 
 
 def program_dirs(names: list[str] | None = None) -> list[Path]:
-    dirs = sorted(p.parent for p in CORPUS.glob("*/program.py"))
+    dirs = sorted((p.parent for root in ROOTS for p in root.glob("*/program.py")), key=lambda d: d.name)
     if names:
         wanted = set(names)
         missing = wanted - {d.name for d in dirs}
@@ -84,7 +86,8 @@ def program_dirs(names: list[str] | None = None) -> list[Path]:
 def load_program(directory: Path) -> types.ModuleType:
     """Imports directory/program.py under a stable, checkout-independent file name."""
     path = Path(directory) / "program.py"
-    return load_module(path, f"tests/data/corpus/{path.parent.name}/program.py", f"peakmem_corpus_{path.parent.name}")
+    filename = path.resolve().relative_to(REPO).as_posix()
+    return load_module(path, filename, f"peakmem_corpus_{path.parent.name}")
 
 
 def load_module(path: Path, filename: str, name: str) -> types.ModuleType:
@@ -224,4 +227,7 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    # The tests measure with oneDNN's AVX2 kernels (see tests/python/conftest.py);
+    # the stored measurements must come from the same kernels.
+    os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
     sys.exit(main(sys.argv[1:]))

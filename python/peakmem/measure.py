@@ -184,13 +184,32 @@ def detect_convention(trace: Any) -> str:
 # Inputs
 
 
+# Ops whose argument at this position is the int64 indices tensor ATen's
+# forward made, though Thunder types it like the pooled input
+# (thunder/executors/torchex.py, _max_pool_with_indices_helper: both outputs
+# `TensorProxy(like=a)`); the op registry's OpInfo::int64_indices_argument.
+_INDICES_ARGUMENT = {f"max_pool{n}d_with_indices_backward": 7 for n in (1, 2, 3)}
+
+
+def _int64_index_arguments(trace: Any) -> set:
+    """Names of the trace's arguments that are max-pool indices (made int64,
+    all zeros: index 0 is in range for every pooling window's plane)."""
+    names = set()
+    for bsym in getattr(trace, "bound_symbols", ()) if trace is not None else ():
+        at = _INDICES_ARGUMENT.get(bsym.sym.name)
+        if at is not None and at < len(bsym.args) and hasattr(bsym.args[at], "name"):
+            names.add(bsym.args[at].name)
+    return names
+
+
 class _InputMaker:
     """Turns argument proxies (or given values) into fresh values on `device`."""
 
-    def __init__(self, device: Any, seed: int) -> None:
+    def __init__(self, device: Any, seed: int, trace: Any = None) -> None:
         import torch
 
         self.torch = torch
+        self.int64_names = _int64_index_arguments(trace)
         self.device = torch.device(device)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
@@ -220,7 +239,7 @@ class _InputMaker:
 
     def dense(self, p: Any, shape: tuple) -> Any:
         torch = self.torch
-        dtype = self.to_torch_dtype(p.dtype)
+        dtype = torch.int64 if p.name in self.int64_names else self.to_torch_dtype(p.dtype)
         pdev = getattr(p, "device", None)
         pdev_type = getattr(pdev, "type", None)
         if pdev_type is not None and getattr(pdev_type, "name", str(pdev_type)).lower() != self.device.type:
@@ -281,7 +300,7 @@ def make_inputs(trace: Any, *, device: str = "cpu", seed: int = 0) -> tuple[tupl
     build a variant for ``inputs=``: ``inputs=lambda: tweak(make_inputs(trc)[0])``."""
     import torch
 
-    maker = _InputMaker(torch.device(device), seed)
+    maker = _InputMaker(torch.device(device), seed, trace)
     return maker.from_proxies(tuple(trace.args)), maker.from_proxies(dict(getattr(trace, "kwargs", None) or {}))
 
 
@@ -496,7 +515,7 @@ def measure(
         raise ValueError(f"can measure on 'cpu' or 'cuda' only, got {device!r}")
 
     fn = trace.python_callable()
-    maker = _InputMaker(dev, seed)
+    maker = _InputMaker(dev, seed, trace)
 
     def build():
         return _make_call_args(trace, maker, convention, inputs, kwinputs)

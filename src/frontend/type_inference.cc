@@ -1,6 +1,8 @@
 #include "peakmem/frontend/type_inference.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -37,6 +39,116 @@ bool AnyUntyped(const Trace& trace, const Pattern& p) {
   }
 }
 
+// Argument `index` (positional) or `keyword` of call `s`, or nullptr.
+const Expr* ArgOf(const Statement& s, std::size_t index, std::string_view keyword) {
+  if (index < s.args.size()) return &s.args[index];
+  for (const KeywordArg& kw : s.kwargs) {
+    if (kw.first == keyword) return &kw.second;
+  }
+  return nullptr;
+}
+
+// An int constant, or each int of a tuple/list of them; nullopt otherwise
+// (a value, None, a float).
+std::optional<std::vector<std::int64_t>> Ints(const Expr* e) {
+  if (e == nullptr) return std::nullopt;
+  if (e->kind == Expr::Kind::kConstant) {
+    if (!e->has_int) return std::nullopt;
+    return std::vector<std::int64_t>{e->int_value};
+  }
+  if (e->kind != Expr::Kind::kTuple && e->kind != Expr::Kind::kList) return std::nullopt;
+  std::vector<std::int64_t> out;
+  for (const Expr& item : e->items) {
+    if (item.kind != Expr::Kind::kConstant || !item.has_int) return std::nullopt;
+    out.push_back(item.int_value);
+  }
+  return out;
+}
+
+// The i-th of a pooling parameter given as one int or one per dimension.
+std::int64_t Ith(const std::vector<std::int64_t>& v, std::size_t i) {
+  return v.size() == 1 ? v[0] : v[i];
+}
+
+// torch.topk(a, k, dim=-1, ...) / torch.sort(a, dim=-1, ...): the shape of
+// both outputs; nullopt when the arguments are not constants peakmem reads.
+std::optional<Dims> SortedShape(const Statement& s, const Dims& in, bool topk) {
+  Dims shape = in;
+  const auto dim = Ints(ArgOf(s, topk ? 2 : 1, "dim"));
+  const std::int64_t rank = static_cast<std::int64_t>(in.size());
+  std::int64_t d = dim ? (*dim)[0] : -1;
+  if (dim && dim->size() != 1) return std::nullopt;
+  if (rank == 0) d = 0;
+  else if (d < 0) d += rank;
+  if (d < 0 || (rank > 0 && d >= rank)) return std::nullopt;
+  if (!topk || rank == 0) return shape;
+  const auto k = Ints(ArgOf(s, 1, "k"));
+  if (!k || k->size() != 1 || (*k)[0] < 0 || (*k)[0] > shape[d]) return std::nullopt;
+  shape[d] = (*k)[0];
+  return shape;
+}
+
+// max_pool{N}d_with_indices(a, kernel_size, stride, padding, dilation,
+// ceil_mode): ATen's pooling_output_shape per spatial dimension.
+std::optional<Dims> PooledShape(const Statement& s, const Dims& in, std::size_t n) {
+  const auto kernel = Ints(ArgOf(s, 1, "kernel_size"));
+  auto stride = Ints(ArgOf(s, 2, "stride"));
+  const auto padding = Ints(ArgOf(s, 3, "padding"));
+  const auto dilation = Ints(ArgOf(s, 4, "dilation"));
+  const Expr* ceil = ArgOf(s, 5, "ceil_mode");
+  if (!kernel || !padding || !dilation || ceil == nullptr || ceil->kind != Expr::Kind::kConstant) {
+    return std::nullopt;
+  }
+  if (!stride || stride->empty()) stride = kernel;  // stride None or (): the kernel size
+  const bool ceil_mode = ceil->text == "True";
+  for (const std::vector<std::int64_t>* v : {&*kernel, &*padding, &*dilation, &*std::as_const(stride)}) {
+    if (v->size() != 1 && v->size() != n) return std::nullopt;
+  }
+  if (in.size() < n) return std::nullopt;
+  Dims shape = in;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t size = in[in.size() - n + i], k = Ith(*kernel, i), st = Ith(*stride, i),
+                       pad = Ith(*padding, i), dil = Ith(*dilation, i);
+    if (k <= 0 || st <= 0 || pad < 0 || dil <= 0) return std::nullopt;
+    const std::int64_t span = size + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? st - 1 : 0);
+    if (span < 0) return std::nullopt;
+    std::int64_t out = span / st + 1;
+    // With ceil_mode the last window must start inside the input or its left padding.
+    if (ceil_mode && (out - 1) * st >= size + pad) --out;
+    shape[in.size() - n + i] = out;
+  }
+  return shape;
+}
+
+// Types the (values, indices) outputs of topk, sort and max pooling.
+void InferValuesAndIndices(Trace* trace, const Statement& s, std::string_view symbol) {
+  const std::vector<ValueId> outputs = FlatOutputs(s);
+  if (outputs.size() != 2 || s.args.empty() || s.args[0].kind != Expr::Kind::kValue) return;
+  const ValueType& in = *trace->value(s.args[0].value).type;
+  if (in.kind != ValueKind::kTensor || in.dtype == nullptr) return;
+  std::optional<Dims> shape;
+  bool pooling = false;
+  if (symbol == "topk" || symbol == "sort") {
+    shape = SortedShape(s, in.shape, symbol == "topk");
+  } else {
+    // max_pool{1,2,3}d_with_indices
+    pooling = true;
+    shape = PooledShape(s, in.shape, static_cast<std::size_t>(symbol[8] - '0'));
+  }
+  if (!shape) return;
+  TypeStringError ignored;
+  auto values = MakeTensorType(in.device, in.dtype->short_name, *shape, false, &ignored);
+  auto indices = MakeTensorType(in.device, pooling ? in.dtype->short_name : "i64", *shape, false,
+                                &ignored);
+  if (!values || !indices) return;
+  const ValueType* types[2] = {trace->InternType(std::move(*values)),
+                               trace->InternType(std::move(*indices))};
+  for (std::size_t i = 0; i < 2; ++i) {
+    Value& out = trace->value(outputs[i]);
+    if (out.type->kind == ValueKind::kUnknown) out.type = types[i];
+  }
+}
+
 }  // namespace
 
 bool InferAliasTypes(Trace* trace, const Statement& s, absl::FunctionRef<bool(ValueId)> pending) {
@@ -54,6 +166,13 @@ bool InferAliasTypes(Trace* trace, const Statement& s, absl::FunctionRef<bool(Va
     return true;
   }
   const OpInfo* op = FindOp(symbol);
+  if (op != nullptr && op->output_types == OutputTypes::kValuesAndIndices) {
+    if (!s.args.empty() && s.args[0].kind == Expr::Kind::kValue && pending(s.args[0].value)) {
+      return false;
+    }
+    InferValuesAndIndices(trace, s, op->name);
+    return true;
+  }
   if (op == nullptr || op->effect != OpEffect::kReturnsInput) return true;
   // Which arguments count depends on which are values (a name a chunk took
   // for a value may turn out to be a constant): a pending one puts it off.

@@ -68,7 +68,7 @@ ObjectId RuntimeModel::NewArgumentTensor(ValueId value, Role role, const Argumen
   const std::int64_t bytes = spec.external ? 0
                              : spec.storage_bytes >= 0
                                  ? spec.storage_bytes
-                                 : static_cast<std::int64_t>(v.type->bytes);
+                                 : DenseBytes(value);
   StorageId storage = kNone;
   if (spec.storage_group >= 0) {
     const auto group = static_cast<std::size_t>(spec.storage_group);
@@ -88,7 +88,7 @@ ObjectId RuntimeModel::NewAllocatedTensor(ValueId value, Dims strides, Role role
   const Value& v = ValueOf(value);
   // A dense tensor occupies numel * itemsize; a strided one (nvFuser's
   // broadcast outputs) only the span its strides reach.
-  std::int64_t bytes = static_cast<std::int64_t>(v.type->bytes);
+  std::int64_t bytes = DenseBytes(value);
   const bool contiguous = IsContiguous(v.type->shape, strides);
   if (!contiguous && !IsNonOverlappingAndDense(v.type->shape, strides)) {
     bytes = static_cast<std::int64_t>(StorageSpan(v.type->shape, strides) * v.type->dtype->bits / 8);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "peakmem/models/runtime_model.h"
 #include "peakmem/models/model_support.h"
 #include "peakmem/semantics/op_registry.h"
@@ -173,6 +174,16 @@ class RuntimeModel {
   std::int64_t DTensorRedistribution(const Statement& s);
 
   const Value& ValueOf(ValueId id) const { return trace_.value(id); }
+  // The bytes a dense tensor value takes at run time: its type's, except
+  // for indices the trace types wrongly (OpInfo::int64_indices_output).
+  std::int64_t DenseBytes(ValueId id) const {
+    if (!int64_indices_.empty()) {
+      if (auto it = int64_indices_.find(id); it != int64_indices_.end()) return it->second;
+    }
+    return static_cast<std::int64_t>(ValueOf(id).type->bytes);
+  }
+  // Fills int64_indices_ from the trace's calls.
+  void FindInt64Indices();
   [[noreturn]] void Fail(SourceLocation at, const std::string& message) const {
     ModelErrors(parsed_).Fail(at, message);
   }
@@ -243,6 +254,9 @@ class RuntimeModel {
   // RuntimeOptions::argument_tensors by name, and the storage of each
   // storage group made so far (kNone: not yet).
   std::map<std::string_view, const ArgumentTensor*> argument_specs_;
+  // Values that are int64 indices whatever their printed dtype, with their
+  // size at 8 bytes an element (FindInt64Indices; empty for most traces).
+  absl::flat_hash_map<ValueId, std::int64_t> int64_indices_;
   std::vector<StorageId> group_storage_;
 };
 

@@ -254,10 +254,44 @@ void RuntimeModel::Execute(std::size_t index) {
   }
 }
 
+void RuntimeModel::FindInt64Indices() {
+  if (!ops_.AnyOp([](const OpInfo& op) {
+        return op.int64_indices_output >= 0 || op.int64_indices_argument >= 0;
+      })) {
+    return;
+  }
+  auto mark = [&](ValueId v) {
+    const ValueType& t = *ValueOf(v).type;
+    if (!IsTensorKind(t.kind) || t.dtype == nullptr || t.dtype->bits == 64) return;
+    // numel * 8 cannot overflow where numel * bits / 8 did not, for bits >= 8.
+    const std::uint64_t bytes = t.numel * 8;
+    if (t.numel != 0 && bytes / 8 != t.numel) FailOverflow();
+    int64_indices_[v] = static_cast<std::int64_t>(bytes);
+  };
+  std::vector<ValueId> outputs;
+  for (const Statement& s : trace_.statements) {
+    if (s.kind != StatementKind::kCall) continue;
+    const OpInfo* op = ops_.Find(s);
+    if (op == nullptr) continue;
+    if (op->int64_indices_argument >= 0 &&
+        static_cast<std::size_t>(op->int64_indices_argument) < s.args.size() &&
+        s.args[op->int64_indices_argument].kind == Expr::Kind::kValue) {
+      mark(s.args[op->int64_indices_argument].value);
+    }
+    if (op->int64_indices_output >= 0) {
+      FlatOutputs(s, &outputs);
+      if (static_cast<std::size_t>(op->int64_indices_output) < outputs.size()) {
+        mark(outputs[op->int64_indices_output]);
+      }
+    }
+  }
+}
+
 Report RuntimeModel::Run() {
   report_.model = "runtime";
   report_.trace_name = trace_.source_name;
   report_.convention = CallingConventionName(convention_);
+  FindInt64Indices();
   SetUpArguments();
   const std::size_t n = trace_.statements.size();
   const bool rows = report_options_.steps || report_options_.breakdown;

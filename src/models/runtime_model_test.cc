@@ -217,5 +217,36 @@ TEST(RuntimeModelEvents, CollectivesAllocateTheirResultAndWaitReturnsIt) {
   EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
 }
 
+TEST(RuntimeModelEvents, MaxPoolIndicesAreInt64WhateverTheTracePrints) {
+  // Thunder types max_pool2d_with_indices' indices like the input (f32);
+  // ATen makes them int64 (op_registry.h, int64_indices_output). Pooling
+  // f32[1, 1, 4, 4] (64 bytes) by 2x2 windows, stride 2: values f32[1, 1, 2, 2]
+  // (16 bytes), indices 4 elements at 8 bytes (32, not the printed 16). Both
+  // are allocated at step 0; the text prints no types for them
+  // (type_inference.cc infers them from the pooling arguments).
+  const std::string text = R"(def f(a):
+  # a: "cpu f32[1, 1, 4, 4]"
+  (t0, t1) = max_pool2d_with_indices(a, 2, 2, 0, 1, False)
+  return t0, t1
+)";
+  const std::vector<Event> expected = {{-1, "a", 64}, {0, "t0", 16}, {0, "t1", 32}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
+TEST(RuntimeModelEvents, MaxPoolBackwardTakesInt64Indices) {
+  // The backward trace's argument t1 (printed f32[1, 1, 2, 2], 16 bytes) is
+  // the indices max_pool2d_with_indices_backward reads as its eighth
+  // argument: 32 bytes at run time. The gradient is like `a` (64 bytes).
+  const std::string text = R"(def f(g, a, t1):
+  # g: "cpu f32[1, 1, 2, 2]"
+  # a: "cpu f32[1, 1, 4, 4]"
+  # t1: "cpu f32[1, 1, 2, 2]"
+  t2 = max_pool2d_with_indices_backward(g, a, 2, 2, 0, 1, False, t1)  # t2: "cpu f32[1, 1, 4, 4]"
+  return t2
+)";
+  const std::vector<Event> expected = {{-1, "g", 16}, {-1, "a", 64}, {-1, "t1", 32}, {0, "t2", 64}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
 }  // namespace
 }  // namespace peakmem

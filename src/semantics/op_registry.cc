@@ -116,6 +116,33 @@ std::vector<OpInfo> Collectives() {
           Collective("torch_broadcast_prim_impl", L::kPreserve), all_reduce};
 }
 
+// Pooling as Thunder's torch executor calls ATen (thunder/executors/torchex.py):
+// max_pool{1,2,3}d_with_indices returns (values, int64 indices), both fresh
+// (the CPU kernels allocate nothing else: measured by the model zoo's
+// ResNet, tests/data/zoo/resnet), and its backward takes the indices as its
+// eighth argument and allocates the input's gradient. The backward of
+// adaptive average pooling allocates its output only. (adaptive_avg_pool2d
+// to size 1 is a mean that allocates 12 bytes more, not modelled: it is not
+// listed.)
+std::vector<OpInfo> Pooling() {
+  std::vector<OpInfo> ops;
+  for (std::string_view n : {"max_pool1d_with_indices", "max_pool2d_with_indices",
+                             "max_pool3d_with_indices"}) {
+    OpInfo op{n, E::kAllocates, L::kContiguous};
+    op.output_types = OutputTypes::kValuesAndIndices;
+    op.int64_indices_output = 1;
+    ops.push_back(op);
+  }
+  for (std::string_view n : {"max_pool1d_with_indices_backward", "max_pool2d_with_indices_backward",
+                             "max_pool3d_with_indices_backward"}) {
+    OpInfo op{n, E::kAllocates, L::kContiguous};
+    op.int64_indices_argument = 7;
+    ops.push_back(op);
+  }
+  ops.push_back({"_adaptive_avg_pool2d_backward", E::kAllocates, L::kContiguous});
+  return ops;
+}
+
 // Pointwise ops: TensorIterator lays their outputs out.
 const char* const kElementwiseNames[] = {
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
@@ -152,7 +179,8 @@ const char* const kContiguousNames[] = {
     "scaled_dot_product_flash_attention_backward", "scatter", "scatter_add", "sort", "stack",
     "sum", "tensor_from_sequence", "topk", "tril", "triu", "uniform", "var", "var_mean", "zeros",
     "copy_with_setitem_impl", "index_copy", "masked_select", "nonzero", "bernoulli",
-    "torch_pad_prim_impl",
+    "torch_pad_prim_impl", "_log_softmax_backward_data", "torch_nll_loss_backward_impl",
+    "take_along_dim",
 };
 
 // In place: mutate and return their first argument.
@@ -223,6 +251,8 @@ std::vector<OpInfo> BuildTable() {
                         "nan_to_num", "logit", "threshold_backward", "round", "polygamma"}) {
     Find(ops, n).scratch = ScratchRule::kNone;
   }
+  for (const char* n : {"topk", "sort"}) Find(ops, n).output_types = OutputTypes::kValuesAndIndices;
+  for (OpInfo& op : Pooling()) ops.push_back(op);
   Find(ops, "pow").scratch = ScratchRule::kWrappedBase;
   Find(ops, "where").scratch = ScratchRule::kWhereScalar;
   Find(ops, "mm").scratch = ScratchRule::kBlasOperandClones;
@@ -271,6 +301,13 @@ const OpInfo* FindOp(std::string_view symbol_name) {
   const auto& index = Index();
   auto it = index.find(symbol_name);
   if (it != index.end()) return it->second;
+  // Thunder's fallback to an ATen operator names it in full
+  // (`torch.ops.aten.embedding_backward`): the operator's own entry.
+  constexpr std::string_view kAten = "torch.ops.aten.";
+  if (symbol_name.size() > kAten.size() && symbol_name.substr(0, kAten.size()) == kAten) {
+    it = index.find(symbol_name.substr(kAten.size()));
+    if (it != index.end()) return it->second;
+  }
   if (IsFusionName(symbol_name)) return &kFusion;
   if (symbol_name.size() > 4 && symbol_name.substr(symbol_name.size() - 4) == "_vjp") return &kVjp;
   return nullptr;

@@ -29,6 +29,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "corpus"
+ZOO = REPO / "tests" / "data" / "zoo"
 REPORT_SCHEMA = REPO / "docs" / "report.schema.json"
 
 
@@ -105,8 +106,14 @@ def jit_traces(thunder):
 
 
 def corpus_programs() -> list[str]:
-    """Names of the corpus programs (tests/data/corpus/<name>/program.py)."""
-    return sorted(p.parent.name for p in CORPUS.glob("*/program.py"))
+    """Names of the corpus programs and the model zoo's
+    (tests/data/{corpus,zoo}/<name>/program.py; the names are distinct)."""
+    return sorted(p.parent.name for root in (CORPUS, ZOO) for p in root.glob("*/program.py"))
+
+
+def program_dir(name: str) -> Path:
+    """The directory of corpus or zoo program `name`."""
+    return CORPUS / name if (CORPUS / name / "program.py").exists() else ZOO / name
 
 
 @pytest.fixture(scope="session")
@@ -117,7 +124,7 @@ def live_corpus(make_corpus):
 
     def get(name: str) -> dict:
         if name not in cache:
-            cache[name] = make_corpus.jit_traces(make_corpus.load_program(CORPUS / name))
+            cache[name] = make_corpus.jit_traces(make_corpus.load_program(program_dir(name)))
         return cache[name]
 
     return get

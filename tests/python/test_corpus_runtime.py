@@ -1,13 +1,14 @@
-"""The `runtime` model against measurement, on every trace of the corpus.
+"""The `runtime` model against measurement, on every trace of the corpus and
+of the model zoo.
 
-For each stored trace (tests/data/corpus/<program>/{fw,bw}.{trace,json}) the
+For each stored trace (tests/data/{corpus,zoo}/<program>/{fw,bw}.{trace,json}) the
 runtime model's peak and final bytes must equal the CPU numbers measured by
 `peakmem.measure` (stored in measured.json, see tests/data/corpus/README.md),
 from the printed text and from the JSON export alike; and the live trace,
 re-traced now, must predict what `peakmem.measure` measures now.
 
 Every exception is listed in EXCEPTIONS with the measured difference and its
-reason; the table is empty because the model matches every trace exactly.
+reason, and its test fails when the difference changes.
 """
 
 from __future__ import annotations
@@ -17,24 +18,33 @@ import json
 import pytest
 
 import peakmem
-from conftest import CORPUS, corpus_programs
+from conftest import corpus_programs, program_dir
 
 PROGRAMS = corpus_programs()
-TRACES = [(p, k) for p in PROGRAMS for k in ("fw", "bw") if (CORPUS / p / f"{k}.trace").exists()]
+TRACES = [(p, k) for p in PROGRAMS for k in ("fw", "bw") if (program_dir(p) / f"{k}.trace").exists()]
 
 # (program, kind, form) -> (measured - predicted peak, measured - predicted final, reason)
-EXCEPTIONS: dict[tuple[str, str, str], tuple[int, int, str]] = {}
+_ONEDNN_CONV = (
+    "CPU convolutions run through oneDNN (ATen's mkldnn_convolution), which copies a non-contiguous "
+    "input or weight, reorders both into blocked layouts (channels padded to the block), computes "
+    "into a blocked output and converts it back: buffers the runtime model does not count yet. "
+    "The ResNet's backward convolutions (Thunder's decomposition, on permuted, padded and dilated "
+    "operands) hold 2,033,664 bytes more at the peak than predicted."
+)
+EXCEPTIONS: dict[tuple[str, str, str], tuple[int, int, str]] = {
+    ("resnet", "bw", form): (2_033_664, 0, _ONEDNN_CONV) for form in ("trace", "json")
+}
 
 
 def measured(program: str, key: str) -> tuple[int, int]:
-    m = json.loads((CORPUS / program / "measured.json").read_text())[key]
+    m = json.loads((program_dir(program) / "measured.json").read_text())[key]
     return m["peak_bytes"], m["final_bytes"]
 
 
 @pytest.mark.parametrize("form", ["trace", "json"])
 @pytest.mark.parametrize("program,kind", TRACES, ids=[f"{p}-{k}" for p, k in TRACES])
 def test_stored_trace_matches_measurement(program, kind, form):
-    report = peakmem.analyze(CORPUS / program / f"{kind}.{form}", model="runtime")
+    report = peakmem.analyze(program_dir(program) / f"{kind}.{form}", model="runtime")
     want = measured(program, kind)
     got = (report.peak_bytes, report.final_bytes)
     exception = EXCEPTIONS.get((program, kind, form))
@@ -56,6 +66,11 @@ def test_live_trace_matches_fresh_measurement(program, live_corpus):
             continue
         m = peakmem.measure(trace)
         report = peakmem.analyze(trace, model="runtime")
+        exception = EXCEPTIONS.get((program, kind, "trace"))
+        if exception is not None:
+            got = (m.peak_bytes - report.peak_bytes, m.final_bytes - report.final_bytes)
+            assert got == exception[:2], exception[2]
+            continue
         assert (report.peak_bytes, report.final_bytes) == (m.peak_bytes, m.final_bytes), (
             f"{program} {kind}: predicted {(report.peak_bytes, report.final_bytes)}, "
             f"measured {(m.peak_bytes, m.final_bytes)}"

@@ -24,10 +24,10 @@ import pytest
 
 import peakmem
 import peakmem.thunder
-from conftest import CORPUS, corpus_programs, venv_free
+from conftest import corpus_programs, program_dir, venv_free
 
 PROGRAMS = corpus_programs()
-TRACES = [(p, k) for p in PROGRAMS for k in ("fw", "bw") if (CORPUS / p / f"{k}.trace").exists()]
+TRACES = [(p, k) for p in PROGRAMS for k in ("fw", "bw") if (program_dir(p) / f"{k}.trace").exists()]
 
 
 def first_difference(got: dict, want: dict) -> str:
@@ -49,7 +49,7 @@ def assert_same(got: tuple[int, dict], want: tuple[int, dict], where: str) -> No
 
 
 def stored_estimate(program: str, kind: str) -> tuple[int, dict]:
-    data = json.loads((CORPUS / program / "thunder.json").read_text())[kind]
+    data = json.loads((program_dir(program) / "thunder.json").read_text())[kind]
     return data["peak"], {k: v for k, v in data["breakdown"]}
 
 
@@ -98,7 +98,7 @@ def test_live_reader_reads_every_attribute_layout(program, make_corpus, thunder)
     from thunder.core.proxies import TensorProxy
     from thunder.examine.memory_calculation import get_alloc_memory
 
-    traces = make_corpus.jit_traces(make_corpus.load_program(CORPUS / program))
+    traces = make_corpus.jit_traces(make_corpus.load_program(program_dir(program)))
     for kind, trace in traces.items():
         for i, bsym in enumerate(trace.bound_symbols):
             outs = [bsym.output] if isinstance(bsym.output, TensorProxy) else []
@@ -116,13 +116,13 @@ def test_live_reader_reads_every_attribute_layout(program, make_corpus, thunder)
 
 @pytest.mark.parametrize("program, kind", TRACES)
 def test_stored_json_matches_thunder(program, kind):
-    path = CORPUS / program / f"{kind}.json"
+    path = program_dir(program) / f"{kind}.json"
     assert_same(peakmem.thunder.get_alloc_memory(str(path)), stored_estimate(program, kind), str(path))
 
 
 @pytest.mark.parametrize("program, kind", TRACES)
 def test_stored_text_matches_thunder(program, kind):
-    path = CORPUS / program / f"{kind}.trace"
+    path = program_dir(program) / f"{kind}.trace"
     try:
         got = peakmem.thunder.get_alloc_memory(str(path))
     except peakmem.TraceError as err:
@@ -142,14 +142,14 @@ def test_stored_text_matches_thunder(program, kind):
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_stored_traces_are_current(program, live_corpus, make_corpus):
     traces = live_corpus(program)
-    stored = sorted(k for k in ("fw", "bw") if (CORPUS / program / f"{k}.trace").exists())
+    stored = sorted(k for k in ("fw", "bw") if (program_dir(program) / f"{k}.trace").exists())
     assert sorted(traces) == stored
     for kind, trace in traces.items():
         assert venv_free(make_corpus.trace_text(trace)) == venv_free(
-            (CORPUS / program / f"{kind}.trace").read_text()
+            (program_dir(program) / f"{kind}.trace").read_text()
         ), (
             f"{program}/{kind}.trace is stale: rerun scripts/make_corpus.py"
         )
-        assert peakmem.to_json_export(trace) == (CORPUS / program / f"{kind}.json").read_text(), (
+        assert peakmem.to_json_export(trace) == (program_dir(program) / f"{kind}.json").read_text(), (
             f"{program}/{kind}.json is stale: rerun scripts/make_corpus.py"
         )

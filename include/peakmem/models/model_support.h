@@ -70,6 +70,14 @@ class OpLookup {
   const OpInfo* Find(const Statement& s) const {
     return s.call_symbol < ops_.size() ? ops_[s.call_symbol] : FindOp(std::string_view());
   }
+  // Whether any call of the trace is to an op `pred` holds for.
+  template <typename Pred>
+  bool AnyOp(Pred pred) const {
+    for (const OpInfo* op : ops_) {
+      if (op != nullptr && pred(*op)) return true;
+    }
+    return false;
+  }
 
  private:
   std::vector<const OpInfo*> ops_;

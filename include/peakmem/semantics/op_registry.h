@@ -56,6 +56,12 @@ enum class OutputTypes : unsigned char {
   kPrinted,          // a type comment or a subsymbol gives them
   kReturnedInputs,   // kReturnsInput ops: the returned input's type
   kForwardInputs,    // `*_vjp(((inputs...), {kwargs}), cotangents...)`: one per tensor input
+  // (values, indices) of topk, sort and max_pool*_with_indices, which Thunder
+  // prints untyped: their shapes from the input's and the op's arguments
+  // (frontend/type_inference.cc); values have the input's dtype, indices
+  // int64, except max pooling's, typed like the input as Thunder's meta
+  // types them (see OpInfo::int64_indices_output).
+  kValuesAndIndices,
 };
 
 struct OpInfo {
@@ -80,6 +86,14 @@ struct OpInfo {
   // -1: never.
   int returns_input_if_true = -1;
   std::string_view returns_input_keyword = {};
+  // The output, or positional argument, that is the int64 indices tensor
+  // ATen makes where Thunder's meta types it like the pooled input
+  // (thunder/executors/torchex.py, _max_pool_with_indices_helper returns
+  // `TensorProxy(like=a)` twice): the runtime model sizes it at 8 bytes an
+  // element whatever the trace prints; the Thunder model counts what it
+  // prints, as get_alloc_memory does. -1: none.
+  int int64_indices_output = -1;
+  int int64_indices_argument = -1;
 };
 
 // The op's entry, or nullptr when peakmem does not know the op. Fusion
