@@ -171,6 +171,10 @@ class RuntimeModel {
                    bool* known);
   Dims AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out);
   std::int64_t MatmulOperandClones(const Statement& s) const;
+  // OpInfo::contiguous_copy_argument: the copy's bytes, 0 when contiguous.
+  std::int64_t ContiguousArgumentCopy(const Statement& s, const OpInfo* op) const;
+  // Whether a tensor is among the call's arguments after its first.
+  bool HasTensorAfterFirst(const Statement& s);
   std::int64_t DTensorRedistribution(const Statement& s);
 
   const Value& ValueOf(ValueId id) const { return trace_.value(id); }

@@ -84,29 +84,169 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
 // first, after the output is allocated, and freed when the op returns.
 // Found by the differential tester: `v = x.unsqueeze(0).expand(2, 3);
 // v @ v.t()` measures two 24-byte clones on top of the output.
+namespace {
+
+// Whether BLAS takes a 2-D operand as it is: row- or column-major, with a
+// leading stride at least the inner size.
+bool BlasTakes(std::int64_t rows, std::int64_t cols, std::int64_t s0, std::int64_t s1) {
+  const bool row_major = (s1 == 1 || cols == 1) && s0 >= std::max<std::int64_t>(1, cols);
+  const bool col_major = (s0 == 1 || rows == 1) && s1 >= std::max<std::int64_t>(1, rows);
+  return row_major || col_major;
+}
+
+// Bytes of a contiguous copy of `numel` elements of `dtype`.
+std::int64_t CopyBytes(std::int64_t numel, const DType* dtype) {
+  return numel * dtype->bits / 8;
+}
+
+}  // namespace
+
+// ATen's matmul on the CPU (LinearAlgebra.cpp, _matmul_impl):
+//   - 2-D @ 2-D is mm, which clones an operand BLAS cannot take (neither
+//     row- nor column-major) before the product;
+//   - N-D (N >= 3) @ 1-D or 2-D (or the reverse, on b transposed) folds
+//     the larger operand's leading dimensions into one when they view as
+//     one (should_fold), then mm; 2-D @ N-D then copies the transposed
+//     product into a contiguous output (the mm result is scratch);
+//   - otherwise both operands are broadcast over the batch dimensions
+//     (`expand`, a view) and reshaped to 3-D [batch, n, k] / [batch, k, m]:
+//     a contiguous copy of the expanded operand when no view exists; bmm
+//     takes the reshaped operands as they are.
+// The copies live until the product returns, alongside the output.
+// Measured by the model zoo (tests/data/zoo/bert: q @ k^T of permuted
+// [2, 4, 128, 64] heads copies both operands) and the op audit.
 std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
   const OpInfo* op = ops_.Find(s);
   if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
-  std::int64_t bytes = 0;
-  int operands = 0;
+  const Object* operands[2] = {nullptr, nullptr};
+  int n = 0;
   for (const Expr& a : s.args) {
     if (a.kind != Expr::Kind::kValue || !bound_[a.value]) continue;
     const Object& o = objects_[object_of_[a.value]];
     if (o.kind != Object::Kind::kTensor) continue;
-    ++operands;
-    const Dims& shape = o.type->shape;
-    if (shape.size() != 2) return 0;  // only plain 2-D products are modelled
-    const std::int64_t rows = shape[0], cols = shape[1];
-    const Dims& strides = StridesOf(o);
-    const std::int64_t s0 = strides[0], s1 = strides[1];
-    const bool row_major = (s1 == 1 || cols == 1) && s0 >= std::max<std::int64_t>(1, cols);
-    const bool col_major = (s0 == 1 || rows == 1) && s1 >= std::max<std::int64_t>(1, rows);
-    if (!row_major && !col_major) {
-      const Value& v = ValueOf(a.value);
-      bytes += static_cast<std::int64_t>(v.type->numel * v.type->dtype->bits / 8);
+    if (n == 2) return 0;
+    operands[n++] = &o;
+  }
+  if (n != 2 || operands[0]->type->dtype == nullptr || operands[1]->type->dtype == nullptr) return 0;
+  const Object& a = *operands[0];
+  const Object& b = *operands[1];
+  const Dims& sa = a.type->shape;
+  const Dims& sb = b.type->shape;
+  const std::size_t da = sa.size(), db = sb.size();
+  if (da == 2 && db == 2) {
+    std::int64_t bytes = 0;
+    for (const Object* o : operands) {
+      const Dims& shape = o->type->shape;
+      const Dims& strides = StridesOf(*o);
+      if (!BlasTakes(shape[0], shape[1], strides[0], strides[1])) {
+        bytes += static_cast<std::int64_t>(o->type->bytes);
+      }
+    }
+    return bytes;
+  }
+  if (op->name != "matmul" || da == 0 || db == 0 || (da < 3 && db < 3)) return 0;
+  if ((da >= 3 && db <= 2) || (db >= 3 && da <= 2)) {
+    // should_fold: the larger operand (b transposed when it is the larger)
+    // is folded to 2-D when its leading dimensions view as one; then mm.
+    const bool transpose = db > da;
+    const Object& big = transpose ? b : a;
+    Dims shape = big.type->shape;
+    Dims strides = StridesOf(big);
+    if (transpose) {
+      std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+      std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
+    }
+    bool folds = true;
+    for (std::size_t i = 0; i + 2 < shape.size(); ++i) {
+      folds = folds && strides[i] == strides[i + 1] * shape[i + 1];
+    }
+    if (folds || big.type->numel == 0) {
+      const std::int64_t k = shape.back();
+      const std::int64_t rows = k == 0 ? 0 : static_cast<std::int64_t>(big.type->numel) / k;
+      std::int64_t bytes = 0;
+      if (auto folded = ComputeViewStrides(shape, strides, Dims{rows, k});
+          folded && !BlasTakes(rows, k, (*folded)[0], (*folded)[1])) {
+        bytes += static_cast<std::int64_t>(big.type->bytes);
+      }
+      const Object& small = transpose ? a : b;
+      const Dims& ss = small.type->shape;
+      if (ss.size() == 2) {
+        const Dims& st = StridesOf(small);
+        // 2-D @ N-D multiplies by a.t(): its strides swap.
+        const bool takes = transpose ? BlasTakes(ss[1], ss[0], st[1], st[0])
+                                     : BlasTakes(ss[0], ss[1], st[0], st[1]);
+        if (!takes) bytes += static_cast<std::int64_t>(small.type->bytes);
+        // The product of b^T a^T is transposed back by a contiguous copy:
+        // the mm result is scratch beside the output.
+        if (transpose && s.outputs.kind == Pattern::Kind::kValue) {
+          const ValueType& out = *ValueOf(s.outputs.value).type;
+          const Dims& os = out.shape;
+          if (os.size() >= 2 && os[os.size() - 1] != 1 && os[os.size() - 2] != 1) {
+            bytes += static_cast<std::int64_t>(out.bytes);
+          }
+        }
+      }
+      return bytes;
     }
   }
-  return operands == 2 ? bytes : 0;
+  // Batched: broadcast batch dimensions, then reshape each to 3-D.
+  const Dims ba(sa.begin(), sa.end() - (da >= 2 ? 2 : 1));
+  const Dims bb(sb.begin(), sb.end() - (db >= 2 ? 2 : 1));
+  Dims batch(std::max(ba.size(), bb.size()), 1);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const std::int64_t x = i + ba.size() >= batch.size() ? ba[i + ba.size() - batch.size()] : 1;
+    const std::int64_t y = i + bb.size() >= batch.size() ? bb[i + bb.size() - batch.size()] : 1;
+    if (x != y && x != 1 && y != 1) return 0;  // not broadcastable: PyTorch raises
+    batch[i] = x == 1 ? y : x;
+  }
+  std::int64_t batch_numel = 1;
+  for (std::int64_t d : batch) batch_numel *= d;
+  std::int64_t bytes = 0;
+  for (int which = 0; which < 2; ++which) {
+    const Object& o = *operands[which];
+    const Dims& shape = o.type->shape;
+    const Dims& strides = StridesOf(o);
+    // The matrix dims: a 1-D a is a row [1, k]; a 1-D b a column [k, 1].
+    Dims matrix;
+    Dims matrix_strides;
+    if (shape.size() == 1) {
+      matrix = which == 0 ? Dims{1, shape[0]} : Dims{shape[0], 1};
+      matrix_strides = which == 0 ? Dims{0, strides[0]} : Dims{strides[0], 0};
+    } else {
+      matrix = {shape[shape.size() - 2], shape[shape.size() - 1]};
+      matrix_strides = {strides[strides.size() - 2], strides[strides.size() - 1]};
+    }
+    // The expanded operand: batch dims (stride 0 where broadcast) then the matrix.
+    const std::size_t own_batch = shape.size() >= 2 ? shape.size() - 2 : 0;
+    Dims expanded = batch;
+    Dims expanded_strides(batch.size(), 0);
+    for (std::size_t i = 0; i < own_batch; ++i) {
+      const std::size_t at = batch.size() - own_batch + i;
+      if (shape[i] == batch[at]) expanded_strides[at] = strides[i];
+    }
+    expanded.insert(expanded.end(), matrix.begin(), matrix.end());
+    expanded_strides.insert(expanded_strides.end(), matrix_strides.begin(), matrix_strides.end());
+    if (!ComputeViewStrides(expanded, expanded_strides, Dims{batch_numel, matrix[0], matrix[1]})) {
+      bytes += CopyBytes(batch_numel * matrix[0] * matrix[1], o.type->dtype);
+    }
+  }
+  return bytes;
+}
+
+bool RuntimeModel::HasTensorAfterFirst(const Statement& s) {
+  FlatArgs(s, &flat_args_);
+  int tensors = 0;
+  for (ValueId v : flat_args_) tensors += IsTensorKind(ValueOf(v).type->kind) ? 1 : 0;
+  return tensors > 1;
+}
+
+std::int64_t RuntimeModel::ContiguousArgumentCopy(const Statement& s, const OpInfo* op) const {
+  if (op == nullptr || op->contiguous_copy_argument < 0) return 0;
+  const auto at = static_cast<std::size_t>(op->contiguous_copy_argument);
+  if (at >= s.args.size() || s.args[at].kind != Expr::Kind::kValue || !bound_[s.args[at].value]) return 0;
+  const Object& o = objects_[object_of_[s.args[at].value]];
+  if (o.kind != Object::Kind::kTensor || o.contiguous) return 0;
+  return static_cast<std::int64_t>(o.type->bytes);
 }
 
 Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out) {
@@ -229,6 +369,7 @@ ObjectId RuntimeModel::CallResult(const Statement& s, const OpInfo* op, ValueId 
     case OpEffect::kViewOfInput: {
       const ObjectId in = FirstTensorArg(s);
       if (in == kNone) break;
+      if (op->allocates_with_tensor_argument && HasTensorAfterFirst(s)) break;
       bool known = true;
       const Object& input = objects_[in];
       Dims strides = ViewStrides(s, *op, input, v, &known);
@@ -307,7 +448,9 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
   // inputs (and, per the rule, its outputs).
   ScratchEstimate scratch =
       options_.model_scratch ? EstimateScratch(trace_, s, op) : ScratchEstimate{};
-  if (options_.model_scratch) scratch.with_outputs += MatmulOperandClones(s);
+  if (options_.model_scratch) {
+    scratch.with_outputs += MatmulOperandClones(s) + ContiguousArgumentCopy(s, op);
+  }
   if (op != nullptr && op->name.substr(0, 8) == "dtensor_") {
     const std::int64_t redistributed = DTensorRedistribution(s);  // diagnoses what it cannot size
     if (options_.model_scratch) scratch.with_outputs += redistributed;

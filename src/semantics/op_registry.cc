@@ -247,13 +247,29 @@ std::vector<OpInfo> BuildTable() {
   // (clamp(x, 0.0, 1.0), leaky_relu(x, 0.1), pow(x, 2.0)...): the binding
   // wraps nothing. Measured on f32[16]: each allocates its 64-byte output
   // only, where mul(x, 2.0) allocates 8, 4, then 64.
+  // The activations' other arguments are flags (F.silu(x, inplace=False)),
+  // not operands: measured, F.silu(x, False) allocates its output only.
   for (const char* n : {"clamp", "lerp", "leaky_relu", "elu", "softplus", "hardtanh", "masked_fill",
-                        "nan_to_num", "logit", "threshold_backward", "round", "polygamma"}) {
+                        "nan_to_num", "logit", "threshold_backward", "round", "polygamma", "silu",
+                        "relu6", "hardswish", "mish", "selu"}) {
     Find(ops, n).scratch = ScratchRule::kNone;
   }
   for (const char* n : {"topk", "sort"}) Find(ops, n).output_types = OutputTypes::kValuesAndIndices;
+  // embedding_dense_backward_cpu: `grad.contiguous().view({n, dim})` first
+  // (measured: the T5 block's relative-bias gradient, permuted
+  // f32[128, 128, 4], copies its 262,144 bytes; tests/data/zoo/t5).
+  Find(ops, "embedding_backward").contiguous_copy_argument = 0;
   for (OpInfo& op : Pooling()) ops.push_back(op);
+  // Tensor.__getitem__: basic indexing is a view (measured by the zoo's
+  // BERT, attention_mask[:, None, None, :], and the op audit).
+  OpInfo getitem{"__getitem__", E::kViewOfInput, L::kBasicIndex};
+  getitem.allocates_with_tensor_argument = true;
+  ops.push_back(getitem);
   Find(ops, "pow").scratch = ScratchRule::kWrappedBase;
+  for (const char* n : {"sum", "prod"}) Find(ops, n).scratch = ScratchRule::kReductionCast;
+  Find(ops, "take_along_dim").scratch = ScratchRule::kGatherIndexCopy;
+  Find(ops, "torch_pad_prim_impl").scratch = ScratchRule::kInteriorPadding;
+  Find(ops, "torch_nll_loss_backward_impl").scratch = ScratchRule::kNllTotalWeight;
   Find(ops, "where").scratch = ScratchRule::kWhereScalar;
   Find(ops, "mm").scratch = ScratchRule::kBlasOperandClones;
   Find(ops, "matmul").scratch = ScratchRule::kBlasOperandClones;

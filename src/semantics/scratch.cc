@@ -1,8 +1,10 @@
 #include "peakmem/semantics/scratch.h"
 
 #include "peakmem/semantics/op_registry.h"
+#include "peakmem/semantics/type_promotion.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace peakmem {
 namespace {
@@ -35,6 +37,18 @@ bool SameDType(NumberKind kind, std::string_view dtype) {
   return true;
 }
 
+// div without a rounding mode and true_divide promote integer inputs to the
+// default float dtype (TensorIterator's promote_integer_inputs_to_float).
+bool PromotesIntegersToFloat(const Trace& trace, const Statement& s, const OpInfo& op) {
+  if (op.name == "true_divide") return true;
+  if (op.name != "div") return false;  // prims.div (torch_div_prim_impl) truncates integers
+  (void)trace;
+  for (const KeywordArg& kw : s.kwargs) {
+    if (kw.first == "rounding_mode") return kw.second.kind == Expr::Kind::kConstant && kw.second.text == "None";
+  }
+  return s.args.size() < 3;
+}
+
 }  // namespace
 
 // Thunder's fallback gradient `{op}_vjp(((inputs...), {kwargs}), cotangents...)`
@@ -57,10 +71,95 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s) {
   return EstimateScratch(trace, s, FindOp(trace.SymbolOf(s)));
 }
 
+namespace {
+
+const ValueType* TensorArg(const Trace& trace, const Statement& s, std::size_t i) {
+  if (i >= s.args.size() || s.args[i].kind != Expr::Kind::kValue) return nullptr;
+  const ValueType* t = trace.value(s.args[i].value).type;
+  return IsTensorKind(t->kind) && t->dtype != nullptr ? t : nullptr;
+}
+
+const ValueType* FirstOutput(const Trace& trace, const Statement& s) {
+  if (s.outputs.kind != Pattern::Kind::kValue || s.outputs.value == kNoValue) return nullptr;
+  const ValueType* t = trace.value(s.outputs.value).type;
+  return IsTensorKind(t->kind) && t->dtype != nullptr ? t : nullptr;
+}
+
+std::int64_t Bytes(std::uint64_t numel, const DType* dtype) {
+  return static_cast<std::int64_t>(numel) * dtype->bits / 8;
+}
+
+// The measured rules of ops whose scratch follows from types alone (the op
+// audit, docs/op-audit.md, checks each against the profiler):
+//   - sum/prod to another dtype (sum of a bool mask is int64; sum(x,
+//     dtype=torch.float32) of bf16): the reduction casts its input to the
+//     output dtype first (ReduceOps.cpp make_reduction on the CPU);
+//   - take_along_dim: the indices, broadcast to the output's shape, as a
+//     contiguous int64 tensor (measured: 8 bytes per output element);
+//   - Thunder's pad with interior padding (torchex.py _pad_prim_impl): a
+//     `torch.full` of the dilated shape, copied into, then padded into the
+//     output;
+//   - Thunder's nll_loss backward (torchex.py _nll_loss_backward_impl):
+//     `total_weight.to(a.dtype)` when its dtype differs, else a f64 0-d
+//     tensor when it is None.
+ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule rule) {
+  ScratchEstimate out;
+  const ValueType* result = FirstOutput(trace, s);
+  const ValueType* input = TensorArg(trace, s, 0);
+  if (result == nullptr || input == nullptr) return out;
+  switch (rule) {
+    case ScratchRule::kReductionCast:
+      if (input->dtype != result->dtype) out.with_outputs = Bytes(input->numel, result->dtype);
+      break;
+    case ScratchRule::kGatherIndexCopy:
+      out.with_outputs = Bytes(result->numel, FindDType("i64"));
+      break;
+    case ScratchRule::kInteriorPadding: {
+      if (s.args.size() < 3) break;
+      const Expr& config = s.args[2];
+      if ((config.kind != Expr::Kind::kTuple && config.kind != Expr::Kind::kList) ||
+          config.items.size() != input->shape.size()) {
+        break;
+      }
+      std::uint64_t numel = 1;
+      bool interior = false;
+      for (std::size_t d = 0; d < config.items.size(); ++d) {
+        const Expr& dim = config.items[d];
+        if (dim.items.size() != 3 || !dim.items[2].has_int) return out;
+        const std::int64_t dilation = dim.items[2].int_value;
+        const std::int64_t length = input->shape[d];
+        interior = interior || dilation > 0;
+        numel *= static_cast<std::uint64_t>(length + std::max<std::int64_t>(0, length - 1) * dilation);
+      }
+      if (interior) out.with_outputs = Bytes(numel, input->dtype);
+      break;
+    }
+    case ScratchRule::kNllTotalWeight: {
+      const ValueType* a = TensorArg(trace, s, 1);
+      if (a == nullptr) break;
+      if (s.args.size() > 6 && s.args[6].kind == Expr::Kind::kConstant && s.args[6].text == "None") {
+        out.with_outputs = 8;
+      } else if (const ValueType* w = TensorArg(trace, s, 6); w != nullptr && w->dtype != a->dtype) {
+        out.with_outputs = Bytes(w->numel, a->dtype);
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return out;
+}
+
+}  // namespace
+
 ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const OpInfo* op) {
   ScratchEstimate out;
   if (s.kind != StatementKind::kCall || op == nullptr) return out;
   if (op->scratch == ScratchRule::kRecomputedForward) return VjpScratch(trace, s);
+  if (op->scratch == ScratchRule::kReductionCast || op->scratch == ScratchRule::kGatherIndexCopy ||
+      op->scratch == ScratchRule::kInteriorPadding || op->scratch == ScratchRule::kNllTotalWeight) {
+    return TypedScratch(trace, s, op->scratch);
+  }
   if (op->scratch != ScratchRule::kWrappedScalars && op->scratch != ScratchRule::kWrappedBase &&
       op->scratch != ScratchRule::kWhereScalar) {
     return out;
@@ -88,14 +187,30 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
   }
   // pow's exponent is a Scalar: only its base (argument 0) can be wrapped.
   const std::size_t wrapped_args = op->scratch == ScratchRule::kWrappedBase ? 1 : s.args.size();
-  for (std::size_t i = 0; i < std::min(wrapped_args, s.args.size()); ++i) {
+  std::vector<const ValueType*> tensors;
+  std::vector<NumberKind> numbers;
+  for (std::size_t i = 0; i < s.args.size(); ++i) {
     const Expr& a = s.args[i];
-    const NumberKind kind = ClassifyConstant(a);
-    if (kind == NumberKind::kNone) continue;
-    out.with_outputs += WrappedBytes(kind);
-    if (!SameDType(kind, tensor->type->dtype->short_name)) {
-      out.with_outputs += tensor->type->dtype->bits / 8;
+    if (a.kind == Expr::Kind::kValue && IsTensorKind(trace.value(a.value).type->kind)) {
+      tensors.push_back(trace.value(a.value).type);
+    } else if (i < wrapped_args && ClassifyConstant(a) != NumberKind::kNone) {
+      numbers.push_back(ClassifyConstant(a));
     }
+  }
+  const DType* common = ResultType({tensors, numbers});
+  if (common == nullptr) return out;  // no promotion PyTorch accepts: nothing to say
+  if (PromotesIntegersToFloat(trace, s, *op) && common->bits > 0 &&
+      (common->short_name[0] == 'i' || common->short_name[0] == 'u' || common->short_name == "b8")) {
+    common = FindDType("f32");  // true division of integers computes in the default dtype
+  }
+  // Each tensor operand of another dtype is copied to the computation dtype.
+  for (const ValueType* t : tensors) {
+    if (t->dtype != common) out.with_outputs += static_cast<std::int64_t>(t->numel) * common->bits / 8;
+  }
+  // Each number is wrapped (and cast when its wrapped dtype is not the computation's).
+  for (NumberKind kind : numbers) {
+    out.with_outputs += WrappedBytes(kind);
+    if (!SameDType(kind, common->short_name)) out.with_outputs += common->bits / 8;
   }
   return out;
 }

@@ -161,6 +161,60 @@ std::optional<Dims> BroadcastStrides(LayoutRule rule, const Statement& s, const 
   return strides;
 }
 
+// x[key] with basic indexing (Tensor.__getitem__): each item of the key
+// takes input dimensions in order: an int drops one, a slice keeps one with
+// its stride times the step, None inserts a size-1 dimension (stride as
+// unsqueeze gives it), `...` keeps the dimensions no other item takes. A
+// slice the key does not spell (`<slice>`, as a live trace shows it) is
+// followed only where it keeps the whole dimension (its size unchanged).
+std::optional<Dims> BasicIndexStrides(const Statement& s, const Dims& in_shape, const Dims& in_strides,
+                                      const Dims& out_shape) {
+  if (s.args.size() < 2) return std::nullopt;
+  const Expr& key = s.args[1];
+  std::vector<const Expr*> items;
+  if (key.kind == Expr::Kind::kTuple) {
+    for (const Expr& item : key.items) items.push_back(&item);
+  } else {
+    items.push_back(&key);
+  }
+  auto is = [](const Expr* e, std::string_view text) {
+    return e->kind == Expr::Kind::kConstant && e->text == text;
+  };
+  std::size_t consuming = 0;
+  for (const Expr* e : items) {
+    if (!is(e, "None") && !is(e, "...") && !is(e, "Ellipsis")) ++consuming;
+  }
+  if (consuming > in_shape.size()) return std::nullopt;
+  Dims strides;
+  std::size_t d = 0;
+  for (const Expr* e : items) {
+    if (is(e, "None")) {
+      strides.push_back(d < in_shape.size() ? in_shape[d] * in_strides[d] : 1);
+    } else if (is(e, "...") || is(e, "Ellipsis")) {
+      for (std::size_t k = 0; k < in_shape.size() - consuming; ++k, ++d) strides.push_back(in_strides[d]);
+      consuming = in_shape.size();  // a second `...` takes nothing
+    } else if (IntConstant(*e)) {
+      ++d;
+    } else if (e->kind == Expr::Kind::kCall && e->text == "slice" && e->items.size() == 3) {
+      std::int64_t step = 1;
+      if (auto st = IntConstant(e->items[2])) step = *st;
+      else if (!is(&e->items[2], "None")) return std::nullopt;
+      strides.push_back(in_strides[d] * step);
+      ++d;
+    } else if (is(e, "<slice>")) {
+      const std::size_t at = strides.size();
+      if (at >= out_shape.size() || out_shape[at] != in_shape[d]) return std::nullopt;
+      strides.push_back(in_strides[d]);
+      ++d;
+    } else {
+      return std::nullopt;  // a tensor index (advanced indexing) or a form not followed
+    }
+  }
+  for (; d < in_shape.size(); ++d) strides.push_back(in_strides[d]);
+  if (strides.size() != out_shape.size()) return std::nullopt;
+  return strides;
+}
+
 }  // namespace
 
 std::optional<Dims> ViewOutputStrides(LayoutRule rule, const Statement& s, const Dims& in_shape,
@@ -183,6 +237,8 @@ std::optional<Dims> ViewOutputStrides(LayoutRule rule, const Statement& s, const
       return BroadcastStrides(rule, s, in_shape, in_strides, out_shape, error);
     case LayoutRule::kReshape:
       return ComputeViewStrides(in_shape, in_strides, out_shape);
+    case LayoutRule::kBasicIndex:
+      return BasicIndexStrides(s, in_shape, in_strides, out_shape);
     default:
       return std::nullopt;
   }

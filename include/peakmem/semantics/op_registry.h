@@ -37,6 +37,7 @@ enum class LayoutRule : unsigned char {
   kExpand,       // expand(x, sizes): stride 0 on broadcast dims, sizes aligned at the right
   kBroadcastInDim,  // prims.broadcast_in_dim(x, shape, dims): input dim i lands on dims[i]
   kReshape,      // view/reshape/flatten/unflatten: ATen's computeStride
+  kBasicIndex,   // x[key] with ints, slices, None and ...: view_strides.cc BasicIndexStrides
   kUnknown,      // a view peakmem does not follow; later layout decisions get a diagnostic
 };
 
@@ -49,6 +50,10 @@ enum class ScratchRule : unsigned char {
   kWhereScalar,       // where(cond, x, 2.0): a 0-d scalar_tensor of the result's dtype
   kRecomputedForward, // Thunder's `*_vjp` fallback gradients re-run the forward under autograd
   kBlasOperandClones, // CPU mm/matmul clone operands BLAS cannot take (needs strides: the runtime model)
+  kReductionCast,     // sum/prod into another dtype: the input is cast first
+  kGatherIndexCopy,   // take_along_dim: int64 indices of the output's shape
+  kInteriorPadding,   // Thunder's pad with interior padding: a dilated intermediate
+  kNllTotalWeight,    // Thunder's nll_loss backward: total_weight cast (or made, f64)
 };
 
 // Where an op's outputs get their types when the printed trace omits them.
@@ -94,6 +99,14 @@ struct OpInfo {
   // prints, as get_alloc_memory does. -1: none.
   int int64_indices_output = -1;
   int int64_indices_argument = -1;
+  // A positional argument the CPU kernel makes contiguous before it works
+  // (`grad.contiguous()`): a non-contiguous one is copied, and the copy
+  // lives beside the outputs until the op returns (the runtime model, which
+  // knows strides). -1: none.
+  int contiguous_copy_argument = -1;
+  // A view only when no tensor is among its other arguments: x[key] with a
+  // tensor in the key is advanced indexing, a fresh contiguous result.
+  bool allocates_with_tensor_argument = false;
 };
 
 // The op's entry, or nullptr when peakmem does not know the op. Fusion
