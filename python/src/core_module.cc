@@ -15,6 +15,7 @@
 #include "peakmem/report/allocator_summary.h"
 #include "peakmem/report/attribution.h"
 #include "peakmem/report/writer.h"
+#include "peakmem/semantics/op_registry.h"
 #include "thunder_drop_in.h"
 
 namespace nb = nanobind;
@@ -401,6 +402,17 @@ NB_MODULE(_core, m) {
   BindAnalyze(m);
 
   m.def("available_models", &peakmem::AvailableModels);
+
+  m.def(
+      "op_rule",
+      [](const std::string& symbol) -> std::optional<std::string> {
+        const peakmem::OpInfo* op = peakmem::FindOp(symbol);
+        if (op == nullptr) return std::nullopt;
+        return peakmem::DescribeOp(*op);
+      },
+      nb::arg("symbol"),
+      "The op registry's rule for a Thunder symbol name in words, or None when peakmem does not "
+      "know the op.");
 
   m.def(
       "parse_byte_size",

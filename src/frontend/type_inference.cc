@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "peakmem/semantics/op_registry.h"
+#include "peakmem/semantics/view_strides.h"
 
 namespace peakmem {
 namespace {
@@ -39,34 +40,15 @@ bool AnyUntyped(const Trace& trace, const Pattern& p) {
   }
 }
 
-// Argument `index` (positional) or `keyword` of call `s`, or nullptr.
-const Expr* ArgOf(const Statement& s, std::size_t index, std::string_view keyword) {
-  if (index < s.args.size()) return &s.args[index];
-  for (const KeywordArg& kw : s.kwargs) {
-    if (kw.first == keyword) return &kw.second;
-  }
-  return nullptr;
-}
-
-// An int constant, or each int of a tuple/list of them; nullopt otherwise
-// (a value, None, a float).
-std::optional<std::vector<std::int64_t>> Ints(const Expr* e) {
+// A constant int or tuple/list of ints (IntList), read where the call has
+// the argument.
+std::optional<Dims> Ints(const Expr* e) {
   if (e == nullptr) return std::nullopt;
-  if (e->kind == Expr::Kind::kConstant) {
-    if (!e->has_int) return std::nullopt;
-    return std::vector<std::int64_t>{e->int_value};
-  }
-  if (e->kind != Expr::Kind::kTuple && e->kind != Expr::Kind::kList) return std::nullopt;
-  std::vector<std::int64_t> out;
-  for (const Expr& item : e->items) {
-    if (item.kind != Expr::Kind::kConstant || !item.has_int) return std::nullopt;
-    out.push_back(item.int_value);
-  }
-  return out;
+  return IntList(*e);
 }
 
 // The i-th of a pooling parameter given as one int or one per dimension.
-std::int64_t Ith(const std::vector<std::int64_t>& v, std::size_t i) {
+std::int64_t Ith(const Dims& v, std::size_t i) {
   return v.size() == 1 ? v[0] : v[i];
 }
 
@@ -74,7 +56,7 @@ std::int64_t Ith(const std::vector<std::int64_t>& v, std::size_t i) {
 // both outputs; nullopt when the arguments are not constants peakmem reads.
 std::optional<Dims> SortedShape(const Statement& s, const Dims& in, bool topk) {
   Dims shape = in;
-  const auto dim = Ints(ArgOf(s, topk ? 2 : 1, "dim"));
+  const auto dim = Ints(ArgOrKeyword(s, topk ? 2 : 1, "dim"));
   const std::int64_t rank = static_cast<std::int64_t>(in.size());
   std::int64_t d = dim ? (*dim)[0] : -1;
   if (dim && dim->size() != 1) return std::nullopt;
@@ -82,7 +64,7 @@ std::optional<Dims> SortedShape(const Statement& s, const Dims& in, bool topk) {
   else if (d < 0) d += rank;
   if (d < 0 || (rank > 0 && d >= rank)) return std::nullopt;
   if (!topk || rank == 0) return shape;
-  const auto k = Ints(ArgOf(s, 1, "k"));
+  const auto k = Ints(ArgOrKeyword(s, 1, "k"));
   if (!k || k->size() != 1 || (*k)[0] < 0 || (*k)[0] > shape[d]) return std::nullopt;
   shape[d] = (*k)[0];
   return shape;
@@ -91,17 +73,17 @@ std::optional<Dims> SortedShape(const Statement& s, const Dims& in, bool topk) {
 // max_pool{N}d_with_indices(a, kernel_size, stride, padding, dilation,
 // ceil_mode): ATen's pooling_output_shape per spatial dimension.
 std::optional<Dims> PooledShape(const Statement& s, const Dims& in, std::size_t n) {
-  const auto kernel = Ints(ArgOf(s, 1, "kernel_size"));
-  auto stride = Ints(ArgOf(s, 2, "stride"));
-  const auto padding = Ints(ArgOf(s, 3, "padding"));
-  const auto dilation = Ints(ArgOf(s, 4, "dilation"));
-  const Expr* ceil = ArgOf(s, 5, "ceil_mode");
+  const auto kernel = Ints(ArgOrKeyword(s, 1, "kernel_size"));
+  auto stride = Ints(ArgOrKeyword(s, 2, "stride"));
+  const auto padding = Ints(ArgOrKeyword(s, 3, "padding"));
+  const auto dilation = Ints(ArgOrKeyword(s, 4, "dilation"));
+  const Expr* ceil = ArgOrKeyword(s, 5, "ceil_mode");
   if (!kernel || !padding || !dilation || ceil == nullptr || ceil->kind != Expr::Kind::kConstant) {
     return std::nullopt;
   }
   if (!stride || stride->empty()) stride = kernel;  // stride None or (): the kernel size
   const bool ceil_mode = ceil->text == "True";
-  for (const std::vector<std::int64_t>* v : {&*kernel, &*padding, &*dilation, &*std::as_const(stride)}) {
+  for (const Dims* v : {&*kernel, &*padding, &*dilation, &*std::as_const(stride)}) {
     if (v->size() != 1 && v->size() != n) return std::nullopt;
   }
   if (in.size() < n) return std::nullopt;

@@ -171,7 +171,7 @@ class RuntimeModel {
                    bool* known);
   Dims AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out);
   std::int64_t MatmulOperandClones(const Statement& s) const;
-  // OpInfo::contiguous_copy_argument: the copy's bytes, 0 when contiguous.
+  // OpInfo::contiguous_copy_arguments: the copies' bytes.
   std::int64_t ContiguousArgumentCopy(const Statement& s, const OpInfo* op) const;
   // Whether a tensor is among the call's arguments after its first.
   bool HasTensorAfterFirst(const Statement& s);

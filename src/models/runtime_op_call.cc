@@ -241,12 +241,15 @@ bool RuntimeModel::HasTensorAfterFirst(const Statement& s) {
 }
 
 std::int64_t RuntimeModel::ContiguousArgumentCopy(const Statement& s, const OpInfo* op) const {
-  if (op == nullptr || op->contiguous_copy_argument < 0) return 0;
-  const auto at = static_cast<std::size_t>(op->contiguous_copy_argument);
-  if (at >= s.args.size() || s.args[at].kind != Expr::Kind::kValue || !bound_[s.args[at].value]) return 0;
-  const Object& o = objects_[object_of_[s.args[at].value]];
-  if (o.kind != Object::Kind::kTensor || o.contiguous) return 0;
-  return static_cast<std::int64_t>(o.type->bytes);
+  if (op == nullptr || op->contiguous_copy_arguments == 0) return 0;
+  std::int64_t bytes = 0;
+  for (std::size_t at = 0; at < s.args.size() && at < 32; ++at) {
+    if ((op->contiguous_copy_arguments >> at & 1u) == 0) continue;
+    if (s.args[at].kind != Expr::Kind::kValue || !bound_[s.args[at].value]) continue;
+    const Object& o = objects_[object_of_[s.args[at].value]];
+    if (o.kind == Object::Kind::kTensor && !o.contiguous) bytes += static_cast<std::int64_t>(o.type->bytes);
+  }
+  return bytes;
 }
 
 Dims RuntimeModel::AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out) {

@@ -4,6 +4,8 @@
 #include "peakmem/ir/string_hash.h"
 
 #include <algorithm>
+#include <iterator>
+#include <string>
 #include <unordered_map>
 
 namespace peakmem {
@@ -131,6 +133,7 @@ std::vector<OpInfo> Pooling() {
     OpInfo op{n, E::kAllocates, L::kContiguous};
     op.output_types = OutputTypes::kValuesAndIndices;
     op.int64_indices_output = 1;
+    op.contiguous_copy_arguments = 1u;
     ops.push_back(op);
   }
   for (std::string_view n : {"max_pool1d_with_indices_backward", "max_pool2d_with_indices_backward",
@@ -258,7 +261,20 @@ std::vector<OpInfo> BuildTable() {
   // embedding_dense_backward_cpu: `grad.contiguous().view({n, dim})` first
   // (measured: the T5 block's relative-bias gradient, permuted
   // f32[128, 128, 4], copies its 262,144 bytes; tests/data/zoo/t5).
-  Find(ops, "embedding_backward").contiguous_copy_argument = 0;
+  Find(ops, "embedding_backward").contiguous_copy_arguments = 1u;
+  // softmax/log_softmax (SoftMax.cpp, softmax_cpu_out): `input.contiguous()`
+  // into a contiguous output; their backwards make grad and output
+  // contiguous. max pooling: `input.contiguous(memory_format)` (a
+  // channels-last input is taken as it is; peakmem counts a copy for it).
+  // Measured by the op audit on transposed operands.
+  for (const char* n : {"softmax", "log_softmax"}) {
+    Find(ops, n).layout = L::kContiguous;
+    Find(ops, n).contiguous_copy_arguments = 1u;
+  }
+  for (const char* n : {"softmax_backward_data", "log_softmax_backward", "_log_softmax_backward_data"}) {
+    Find(ops, n).layout = L::kContiguous;
+    Find(ops, n).contiguous_copy_arguments = 3u;
+  }
   for (OpInfo& op : Pooling()) ops.push_back(op);
   // Tensor.__getitem__: basic indexing is a view (measured by the zoo's
   // BERT, attention_mask[:, None, None, :], and the op audit).
@@ -268,6 +284,7 @@ std::vector<OpInfo> BuildTable() {
   Find(ops, "pow").scratch = ScratchRule::kWrappedBase;
   for (const char* n : {"sum", "prod"}) Find(ops, n).scratch = ScratchRule::kReductionCast;
   Find(ops, "take_along_dim").scratch = ScratchRule::kGatherIndexCopy;
+  Find(ops, "sort").scratch = ScratchRule::kSortDimBuffer;
   Find(ops, "torch_pad_prim_impl").scratch = ScratchRule::kInteriorPadding;
   Find(ops, "torch_nll_loss_backward_impl").scratch = ScratchRule::kNllTotalWeight;
   Find(ops, "where").scratch = ScratchRule::kWhereScalar;
@@ -338,6 +355,37 @@ const OpInfo* FindCallOp(std::string_view callee, std::string_view symbol_name) 
 }
 
 const std::vector<OpInfo>& AllOps() { return Table(); }
+
+std::string DescribeOp(const OpInfo& op) {
+  static constexpr std::string_view kEffects[] = {"allocates", "view of its input", "view or copy by layout",
+                                                  "returns an input", "in place", "no output", "fusion region"};
+  static constexpr std::string_view kLayouts[] = {
+      "contiguous", "elementwise layout", "preserves the input's layout", "stride order",
+      "same strides", "permute", "transpose", "unsqueeze", "drops dims", "expand",
+      "broadcast_in_dim", "reshape", "basic indexing", "layout not followed"};
+  static constexpr std::string_view kScratch[] = {
+      "", "wrapped scalars and dtype casts", "wrapped base", "where's scalar tensor",
+      "recomputed forward", "BLAS and matmul operand copies", "reduction cast", "int64 indices copy",
+      "interior padding", "nll total_weight", "sorted dimension's int64 buffer"};
+  static_assert(std::size(kEffects) == static_cast<std::size_t>(OpEffect::kFusion) + 1);
+  static_assert(std::size(kLayouts) == static_cast<std::size_t>(LayoutRule::kUnknown) + 1);
+  static_assert(std::size(kScratch) == static_cast<std::size_t>(ScratchRule::kSortDimBuffer) + 1);
+  std::string out(kEffects[static_cast<int>(op.effect)]);
+  if (op.effect == OpEffect::kAllocates || op.effect == OpEffect::kViewOfInput ||
+      op.effect == OpEffect::kMaybeView) {
+    out += ", ";
+    out += kLayouts[static_cast<int>(op.layout)];
+  }
+  if (op.scratch != ScratchRule::kNone) {
+    out += ", scratch: ";
+    out += kScratch[static_cast<int>(op.scratch)];
+  }
+  if (op.contiguous_copy_arguments != 0) out += ", copies non-contiguous operands";
+  if (op.int64_indices_output >= 0 || op.int64_indices_argument >= 0) out += ", int64 indices";
+  if (op.allocates_with_tensor_argument) out += ", allocates with a tensor index";
+  if (op.collective) out += ", collective";
+  return out;
+}
 
 std::vector<std::string_view> ThunderAliasOps() {
   return {std::begin(kThunderAliasNames), std::end(kThunderAliasNames)};

@@ -2,6 +2,7 @@
 
 #include "peakmem/semantics/op_registry.h"
 #include "peakmem/semantics/type_promotion.h"
+#include "peakmem/semantics/view_strides.h"
 
 #include <algorithm>
 #include <vector>
@@ -80,8 +81,9 @@ const ValueType* TensorArg(const Trace& trace, const Statement& s, std::size_t i
 }
 
 const ValueType* FirstOutput(const Trace& trace, const Statement& s) {
-  if (s.outputs.kind != Pattern::Kind::kValue || s.outputs.value == kNoValue) return nullptr;
-  const ValueType* t = trace.value(s.outputs.value).type;
+  const std::vector<ValueId> outputs = FlatOutputs(s);
+  if (outputs.empty()) return nullptr;
+  const ValueType* t = trace.value(outputs[0]).type;
   return IsTensorKind(t->kind) && t->dtype != nullptr ? t : nullptr;
 }
 
@@ -99,6 +101,9 @@ std::int64_t Bytes(std::uint64_t numel, const DType* dtype) {
 //   - Thunder's pad with interior padding (torchex.py _pad_prim_impl): a
 //     `torch.full` of the dilated shape, copied into, then padded into the
 //     output;
+//   - sort: an int64 buffer as long as the sorted dimension (measured on
+//     f32 [8, 6], [8, 12], [16, 6] and [4, 100], either dimension, 1 and 2
+//     threads: 8 bytes per element of that dimension);
 //   - Thunder's nll_loss backward (torchex.py _nll_loss_backward_impl):
 //     `total_weight.to(a.dtype)` when its dtype differs, else a f64 0-d
 //     tensor when it is None.
@@ -144,6 +149,18 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
       }
       break;
     }
+    case ScratchRule::kSortDimBuffer: {
+      const Expr* dim_arg = ArgOrKeyword(s, 1, "dim");
+      std::int64_t dim = -1;
+      if (dim_arg != nullptr) {
+        auto d = IntConstant(*dim_arg);
+        if (!d) break;
+        dim = *d;
+      }
+      const std::int64_t d = input->shape.empty() ? -1 : NormalizeDim(dim, input->shape.size());
+      if (d >= 0) out.with_outputs = input->shape[d] * 8;
+      break;
+    }
     default:
       break;
   }
@@ -157,7 +174,8 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
   if (s.kind != StatementKind::kCall || op == nullptr) return out;
   if (op->scratch == ScratchRule::kRecomputedForward) return VjpScratch(trace, s);
   if (op->scratch == ScratchRule::kReductionCast || op->scratch == ScratchRule::kGatherIndexCopy ||
-      op->scratch == ScratchRule::kInteriorPadding || op->scratch == ScratchRule::kNllTotalWeight) {
+      op->scratch == ScratchRule::kInteriorPadding || op->scratch == ScratchRule::kNllTotalWeight ||
+      op->scratch == ScratchRule::kSortDimBuffer) {
     return TypedScratch(trace, s, op->scratch);
   }
   if (op->scratch != ScratchRule::kWrappedScalars && op->scratch != ScratchRule::kWrappedBase &&

@@ -23,6 +23,14 @@ std::optional<Dims> IntList(const Expr& e) {
   return out;
 }
 
+const Expr* ArgOrKeyword(const Statement& s, std::size_t index, std::string_view keyword) {
+  if (index < s.args.size()) return &s.args[index];
+  for (const KeywordArg& kw : s.kwargs) {
+    if (kw.first == keyword) return &kw.second;
+  }
+  return nullptr;
+}
+
 std::int64_t NormalizeDim(std::int64_t dim, std::size_t rank) {
   const auto r = static_cast<std::int64_t>(rank);
   if (dim < -r || dim >= r) return -1;

@@ -8,6 +8,7 @@
 // in the diagnostics of every model and treated as allocating its outputs.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -54,6 +55,7 @@ enum class ScratchRule : unsigned char {
   kGatherIndexCopy,   // take_along_dim: int64 indices of the output's shape
   kInteriorPadding,   // Thunder's pad with interior padding: a dilated intermediate
   kNllTotalWeight,    // Thunder's nll_loss backward: total_weight cast (or made, f64)
+  kSortDimBuffer,     // sort: int64 of the sorted dimension's length
 };
 
 // Where an op's outputs get their types when the printed trace omits them.
@@ -99,11 +101,11 @@ struct OpInfo {
   // prints, as get_alloc_memory does. -1: none.
   int int64_indices_output = -1;
   int int64_indices_argument = -1;
-  // A positional argument the CPU kernel makes contiguous before it works
-  // (`grad.contiguous()`): a non-contiguous one is copied, and the copy
-  // lives beside the outputs until the op returns (the runtime model, which
-  // knows strides). -1: none.
-  int contiguous_copy_argument = -1;
+  // Positional arguments the CPU kernel makes contiguous before it works
+  // (`grad.contiguous()`), bit i for argument i: a non-contiguous one is
+  // copied, and the copy lives beside the outputs until the op returns (the
+  // runtime model, which knows strides). 0: none.
+  unsigned contiguous_copy_arguments = 0;
   // A view only when no tensor is among its other arguments: x[key] with a
   // tensor in the key is advanced indexing, a fresh contiguous result.
   bool allocates_with_tensor_argument = false;
@@ -123,6 +125,11 @@ const std::vector<OpInfo>& AllOps();
 // The ops Thunder's get_alloc_memory treats as aliases, in its order (each
 // has OpInfo::thunder_alias).
 std::vector<std::string_view> ThunderAliasOps();
+
+// The entry in words, for tables people read (the op audit,
+// docs/op-audit.md): its effect, output layout and scratch rule, then any
+// flag ("allocates, elementwise layout, scratch: wrapped scalars").
+std::string DescribeOp(const OpInfo& op);
 
 // Whether a symbol names a fusion region (nvFusion3, TorchCompile0).
 bool IsFusionName(std::string_view symbol_name);

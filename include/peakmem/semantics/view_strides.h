@@ -24,6 +24,9 @@ std::optional<Dims> ViewOutputStrides(LayoutRule rule, const Statement& s, const
 std::optional<std::int64_t> IntConstant(const Expr& e);
 // A constant int or tuple/list of ints.
 std::optional<Dims> IntList(const Expr& e);
+// Positional argument `index` of a call, else its keyword argument
+// `keyword`; nullptr when it has neither.
+const Expr* ArgOrKeyword(const Statement& s, std::size_t index, std::string_view keyword);
 // A dimension argument as an index in [0, rank), or -1 when out of range.
 std::int64_t NormalizeDim(std::int64_t dim, std::size_t rank);
 
