@@ -2,10 +2,14 @@
 
 `programs()` draws one program: one to three float32 inputs of random shapes,
 then a chain (with some fan-out) of statements from this vocabulary:
-elementwise binary ops (same shape or broadcast over the last dimension),
-scalar ops, unary ops, reductions, matmuls, views (unsqueeze + expand,
-permute, transpose, slicing, split/chunk, reshape/flatten), contiguous,
-in-place ops, dtype conversions (float32, float64, bfloat16) and cat. Every
+elementwise binary ops (same shape or broadcast over the last dimension, or
+of two dtypes), scalar ops, unary ops, reductions, matmuls, views (unsqueeze
++ expand, permute, transpose, slicing, split/chunk, reshape/flatten),
+contiguous, in-place ops, dtype conversions (float32, float64, bfloat16),
+cat, and the ops the model zoo uses: activations, where/masked_fill/clamp,
+softmax and norms, cumsum, tril/triu/roll, repeat/stack, linear, bmm and
+scaled_dot_product_attention, topk/sort/gather/take_along_dim,
+index_select, embedding, cross_entropy and scatter_add. Every
 op tracks the shape and dtype of what it makes and is only drawn where it
 applies, so every program is valid PyTorch that Thunder can trace.
 
@@ -43,7 +47,8 @@ class Program:
     def source(self) -> str:
         params = ", ".join(v.name for v in self.inputs)
         body = "\n".join(f"    {line}" for line in self.lines) or "    pass"
-        return f"import torch\n\ndef prog({params}):\n{body}\n    return {', '.join(self.returned)}\n"
+        return (f"import torch\nimport torch.nn.functional as F\n\ndef prog({params}):\n{body}\n"
+                f"    return {', '.join(self.returned)}\n")
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -186,6 +191,119 @@ class _Builder:
         b = self.pick(lambda v: v.shape == a.shape and v.dtype == a.dtype)
         self.emit(f"torch.cat([{a.name}, {b.name}], 0)", (2 * a.shape[0],) + a.shape[1:], a.dtype)
 
+    # ---- the wider vocabulary: the ops the model zoo uses (tests/data/zoo)
+    def op_unary_more(self, a: Var) -> None:
+        f = self.choose(["torch.sin", "torch.cos", "torch.abs", "torch.square", "torch.erf", "F.gelu",
+                         "F.silu", "F.softplus", "F.leaky_relu", "F.elu", "torch.atan", "torch.sinh"])
+        self.emit(f"{f}({a.name})", a.shape, a.dtype)
+
+    def op_positive_unary(self, a: Var) -> None:
+        f = self.choose(["torch.sqrt", "torch.rsqrt", "torch.log", "torch.reciprocal"])
+        self.emit(f"{f}({a.name}.abs() + 1)", a.shape, a.dtype)
+
+    def op_binary_more(self, a: Var) -> None:
+        b = self.pick(lambda v: v.dtype == a.dtype and (v.shape == a.shape or (a.shape and v.shape == a.shape[-1:])))
+        # (minimum has no gradient in Thunder 0.2.6; maximum has one)
+        f = self.choose(["torch.maximum", "torch.atan2"])
+        self.emit(f"{f}({a.name}, {b.name})", a.shape, a.dtype)
+
+    def op_binary_mixed(self, a: Var) -> None:
+        # Operands of two dtypes: Thunder promotes (the result has the wider).
+        b = self.pick(lambda v: v.shape == a.shape and v.dtype != a.dtype)
+        wider = "torch.float64" if "torch.float64" in (a.dtype, b.dtype) else "torch.float32"
+        self.emit(f"{a.name} * {b.name}", a.shape, wider)
+
+    def op_select_values(self, a: Var) -> None:
+        form = self.choose(["where", "where scalar", "masked_fill", "clamp", "pow"])
+        if form == "where":
+            b = self.pick(lambda v: v.dtype == a.dtype and v.shape == a.shape)
+            self.emit(f"torch.where({a.name} > 0, {a.name}, {b.name})", a.shape, a.dtype)
+        elif form == "where scalar":
+            self.emit(f"torch.where({a.name} < 0, {a.name}, 0.0)", a.shape, a.dtype)
+        elif form == "masked_fill":
+            self.emit(f"{a.name}.masked_fill({a.name} < 0, 0.5)", a.shape, a.dtype)
+        elif form == "clamp":
+            self.emit(f"{a.name}.clamp(-0.5, 0.5)", a.shape, a.dtype)
+        else:
+            self.emit(f"{a.name}.pow(2)", a.shape, a.dtype)
+
+    def op_reduce_more(self, a: Var) -> None:
+        dim = self.draw(st.integers(-1, len(a.shape) - 1)) if len(a.shape) > 1 else -1
+        f = self.choose(["amax", "amin", "var", "logsumexp"])
+        shape = list(a.shape)
+        del shape[dim]
+        self.emit(f"{a.name}.{f}({dim})", tuple(shape), a.dtype)
+
+    def op_scan(self, a: Var) -> None:
+        f = self.choose(["cumsum", "softmax", "log_softmax"])
+        dim = self.draw(st.integers(0, len(a.shape) - 1))
+        call = f"{a.name}.cumsum({dim})" if f == "cumsum" else f"F.{f}({a.name}, dim={dim})"
+        self.emit(call, a.shape, a.dtype)
+
+    def op_norm(self, a: Var) -> None:
+        if self.draw(st.booleans()):
+            self.emit(f"F.layer_norm({a.name}, ({a.shape[-1]},))", a.shape, a.dtype)
+        else:  # RMSNorm as the Llama block writes it
+            self.emit(f"{a.name} * torch.rsqrt({a.name}.pow(2).mean(-1, keepdim=True) + 1e-6)", a.shape, a.dtype)
+
+    def op_matrix_shape(self, a: Var) -> None:
+        # (flip has no gradient in Thunder 0.2.6)
+        f = self.choose(["tril", "triu", "roll"])
+        call = {"tril": f"torch.tril({a.name})", "triu": f"torch.triu({a.name}, 1)",
+                "roll": f"{a.name}.roll(1, -1)"}[f]
+        self.emit(call, a.shape, a.dtype)
+
+    def op_repeat_stack(self, a: Var) -> None:
+        form = self.choose(["repeat", "stack", "repeat_interleave", "squeeze"])
+        if form == "repeat":
+            reps = ", ".join(["2"] + ["1"] * (len(a.shape) - 1))
+            self.emit(f"{a.name}.repeat({reps})", (2 * a.shape[0],) + a.shape[1:], a.dtype)
+        elif form == "stack":
+            b = self.pick(lambda v: v.shape == a.shape and v.dtype == a.dtype)
+            self.emit(f"torch.stack([{a.name}, {b.name}])", (2,) + a.shape, a.dtype)
+        elif form == "repeat_interleave":
+            self.emit(f"{a.name}.repeat_interleave(2, dim=0)", (2 * a.shape[0],) + a.shape[1:], a.dtype)
+        else:
+            self.emit(f"{a.name}.unsqueeze(1).squeeze(1)", a.shape, a.dtype)
+
+    def op_linear(self, a: Var) -> None:
+        w = self.pick(lambda v: len(v.shape) == 2 and v.shape[-1] == a.shape[-1] and v.dtype == a.dtype)
+        self.emit(f"F.linear({a.name}, {w.name})", a.shape[:-1] + (w.shape[0],), a.dtype)
+
+    def op_batched_product(self, a: Var) -> None:  # a: [b, m, n]
+        form = self.choose(["bmm", "matmul", "sdpa"])
+        b, m, n = a.shape
+        if form == "bmm":
+            self.emit(f"torch.bmm({a.name}, {a.name}.transpose(1, 2))", (b, m, m), a.dtype)
+        elif form == "matmul":
+            self.emit(f"{a.name}.transpose(1, 2) @ {a.name}", (b, n, n), a.dtype)
+        else:
+            causal = self.draw(st.booleans())
+            self.emit(f"F.scaled_dot_product_attention({a.name}, {a.name}, {a.name}, is_causal={causal})", a.shape, a.dtype)
+
+    def op_sorted(self, a: Var) -> None:
+        form = self.choose(["topk", "sort", "take_along_dim", "gather"])
+        if form == "topk":
+            self.emit(f"torch.topk({a.name}, 1, -1)[0]", a.shape[:-1] + (1,), a.dtype)
+        elif form == "sort":
+            self.emit(f"torch.sort({a.name}, -1)[0]", a.shape, a.dtype)
+        elif form == "take_along_dim":
+            self.emit(f"torch.take_along_dim({a.name}, {a.name}.argsort(-1), -1)", a.shape, a.dtype)
+        else:
+            self.emit(f"torch.gather({a.name}, -1, {a.name}.argmax(-1, keepdim=True))", a.shape[:-1] + (1,), a.dtype)
+
+    def op_indexed(self, a: Var) -> None:  # a: [m, n]
+        m, n = a.shape
+        form = self.choose(["index_select", "embedding", "cross_entropy", "scatter_add"])
+        if form == "index_select":
+            self.emit(f"{a.name}.index_select(0, {a.name}.sum(-1).argsort())", a.shape, a.dtype)
+        elif form == "embedding":
+            self.emit(f"F.embedding({a.name}.argmax(0), {a.name})", (n, n), a.dtype)
+        elif form == "cross_entropy":
+            self.emit(f"F.cross_entropy({a.name}, {a.name}.argmax(-1))", (), a.dtype)
+        else:
+            self.emit(f"torch.zeros_like({a.name}).scatter_add(1, {a.name}.argsort(-1), {a.name})", a.shape, a.dtype)
+
     def ops(self):
         """(weight, predicate, op); weights as a share of the draws, simplest first."""
         return [
@@ -203,6 +321,21 @@ class _Builder:
             (1, lambda v: len(v.shape) >= 1, self.op_cat),
             (1, lambda v: True, self.op_to),
             (1, lambda v: not v.name.startswith("x"), self.op_in_place),
+            (2, lambda v: True, self.op_unary_more),
+            (1, lambda v: True, self.op_positive_unary),
+            (1, lambda v: True, self.op_binary_more),
+            (1, lambda v: True, self.op_select_values),
+            (1, lambda v: any(u.shape == v.shape and u.dtype != v.dtype for u in self.pool), self.op_binary_mixed),
+            (1, lambda v: len(v.shape) >= 2, self.op_reduce_more),
+            (1, lambda v: len(v.shape) >= 1, self.op_scan),
+            (1, lambda v: len(v.shape) >= 1, self.op_norm),
+            (1, lambda v: len(v.shape) >= 2, self.op_matrix_shape),
+            (1, lambda v: 1 <= len(v.shape) <= 2, self.op_repeat_stack),
+            (1, lambda v: len(v.shape) >= 1 and any(len(u.shape) == 2 and u.shape[-1] == v.shape[-1]
+                                                   and u.dtype == v.dtype for u in self.pool), self.op_linear),
+            (1, lambda v: len(v.shape) == 3 and v.dtype != "torch.bfloat16", self.op_batched_product),
+            (1, lambda v: len(v.shape) >= 1 and v.shape[-1] >= 1, self.op_sorted),
+            (1, lambda v: len(v.shape) == 2, self.op_indexed),
         ]
 
     def statement(self, draw) -> None:
