@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Prints the README's accuracy table: every corpus trace, measured vs predicted.
+"""Prints the README's accuracy tables: every corpus and model-zoo trace, measured vs predicted.
 
     .venv/bin/python scripts/accuracy_table.py            # print the table
     .venv/bin/python scripts/accuracy_table.py --check    # exit 1 if README.md differs
 
-Measured numbers are the stored CPU measurements (tests/data/corpus/*/measured.json,
+Measured numbers are the stored CPU measurements (tests/data/{corpus,zoo}/*/measured.json,
 made by peakmem.measure); predictions are made now from the stored JSON traces.
-Error = predicted - measured, in bytes.
+Error = predicted - measured, in bytes. The zoo's table adds each model's
+parameter count (its program.py's make_function(), built now).
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ import peakmem
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "data" / "corpus"
+ZOO = REPO / "tests" / "data" / "zoo"
 BEGIN = "<!-- accuracy-table:begin (scripts/accuracy_table.py) -->"
 END = "<!-- accuracy-table:end -->"
 
 
-def rows():
-    for program in sorted(p.parent.name for p in CORPUS.glob("*/program.py")):
-        measured = json.loads((CORPUS / program / "measured.json").read_text())
+def rows(root: Path):
+    for program in sorted(p.parent.name for p in root.glob("*/program.py")):
+        measured = json.loads((root / program / "measured.json").read_text())
         for kind in ("fw", "bw"):
-            path = CORPUS / program / f"{kind}.json"
+            path = root / program / f"{kind}.json"
             if not path.exists():
                 continue
             m = measured[kind]
@@ -36,30 +38,42 @@ def rows():
             yield program, kind, m, r, t
 
 
-def table() -> str:
+def parameters(program: str) -> int:
+    sys.path.insert(0, str(REPO / "scripts"))
+    import make_corpus
+
+    model = make_corpus.load_program(ZOO / program).make_function()
+    return sum(p.numel() for p in model.parameters())
+
+
+def table(root: Path = CORPUS) -> str:
+    zoo = root == ZOO
     out = [
-        "| trace | measured peak / final | runtime peak / final | runtime error | thunder peak / final | thunder error |",
-        "|---|---|---|---|---|---|",
+        ("| trace | parameters " if zoo else "| trace ")
+        + "| measured peak / final | runtime peak / final | runtime error | thunder peak / final | thunder error |",
+        "|---|---|---|---|---|---|" + ("---|" if zoo else ""),
     ]
     exact = total = 0
-    for program, kind, m, r, t in rows():
+    for program, kind, m, r, t in rows(root):
         total += 1
         mp, mf = m["peak_bytes"], m["final_bytes"]
         re_ = (r.peak_bytes - mp, r.final_bytes - mf)
         te = (t.peak_bytes - mp, t.final_bytes - mf)
         exact += re_ == (0, 0)
         fmt = lambda e: "exact" if e == (0, 0) else f"{e[0]:+} / {e[1]:+}"
+        params = f" {parameters(program):,} |" if zoo else ""
         out.append(
-            f"| `{program}` {kind} | {mp} / {mf} | {r.peak_bytes} / {r.final_bytes} | {fmt(re_)} "
+            f"| `{program}` {kind} |{params} {mp} / {mf} | {r.peak_bytes} / {r.final_bytes} | {fmt(re_)} "
             f"| {t.peak_bytes} / {t.final_bytes} | {fmt(te)} |"
         )
     out.append("")
-    out.append(f"runtime model: {exact} of {total} traces exact (peak and final, to the byte).")
+    what = "model-zoo" if zoo else "corpus"
+    out.append(f"runtime model: {exact} of {total} {what} traces exact (peak and final, to the byte).")
     return "\n".join(out)
 
 
 def main() -> int:
-    text = table()
+    text = table(CORPUS) + "\n\n" + table(ZOO)
     if "--check" in sys.argv:
         readme = (REPO / "README.md").read_text()
         start, end = readme.find(BEGIN), readme.find(END)

@@ -1,4 +1,4 @@
-"""Regenerates peakmem's corpus of real Thunder execution traces.
+"""Regenerates peakmem's corpus of real Thunder execution traces, and the model zoo's.
 
 Run from anywhere (CPU only, about a minute):
 
@@ -11,15 +11,16 @@ export and the measurement harness. This script pins nothing itself; it
 records the versions it ran with in every ``measured.json``.
 
 Layout (see tests/data/corpus/README.md): each program lives in
-``tests/data/corpus/<program>/program.py``, written by hand; it is the source
-of truth and defines
+``tests/data/corpus/<program>/program.py`` or, for the model zoo's
+architectures, ``tests/data/zoo/<program>/program.py`` (names are distinct
+across both), written by hand; it is the source of truth and defines
 
     BACKWARD          whether to make (and keep) a backward trace
     make_function()   the function or nn.Module to ``thunder.jit``
     make_inputs()     the example inputs (tensors; requires_grad as needed)
 
 For each program this script imports ``program.py`` (under the stable file
-name ``tests/data/corpus/<program>/program.py``, which is what the traces'
+name ``tests/data/{corpus,zoo}/<program>/program.py``, which is what the traces'
 source comments print), runs ``thunder.jit`` with Thunder's default executors
 on CPU, calls it, calls ``backward`` with all-ones cotangents on every output
 that requires grad, and writes next to it:

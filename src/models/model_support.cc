@@ -80,12 +80,20 @@ void UnknownOps::Note(const Trace& trace, const Statement& statement, const OpIn
   ++it->second.calls;
 }
 
-void UnknownOps::AppendDiagnostics(std::vector<std::string>* out,
-                                   const std::string& consequence) const {
+void UnknownOps::AppendDiagnostics(std::vector<std::string>* out, const std::string& consequence,
+                                   int peak_line) const {
   for (const auto& [name, seen] : ops_) {
+    std::string affects;
+    if (peak_line >= 0) {
+      affects = seen.first_line <= peak_line
+                    ? "; the peak (at line " + std::to_string(peak_line) +
+                          ") may be off by what it allocates inside or if its output is a view"
+                    : "; the peak (at line " + std::to_string(peak_line) +
+                          ") comes before it: only the live bytes after it and the final bytes may be off";
+    }
     out->push_back("op '" + name + "' (first at line " + std::to_string(seen.first_line) + ", " +
                    std::to_string(seen.calls) + (seen.calls == 1 ? " call" : " calls") +
-                   ") is not in peakmem's op registry; " + consequence);
+                   ") is not in peakmem's op registry; " + consequence + affects);
   }
 }
 

@@ -248,5 +248,30 @@ TEST(RuntimeModelEvents, MaxPoolBackwardTakesInt64Indices) {
   EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
 }
 
+TEST(RuntimeModelDiagnostics, AnUnknownOpSaysWhetherItCouldMoveThePeak) {
+  // frobnicate (unknown) runs at line 4, before the peak's statement (t1 at
+  // line 5: a, t0 and t1 alive, 48 bytes); later_op runs at line 7, after
+  // `del t0, t1` left only a: it cannot change the peak.
+  const std::string text = R"(def f(a):
+  # a: "cpu f32[4]"
+  t0 = frobnicate(a)  # t0: "cpu f32[4]"
+  t1 = torch.mul(t0, t0)  # t1: "cpu f32[4]"
+  del t0, t1
+  t2 = later_op(a)  # t2: "cpu f32[4]"
+  return t2
+)";
+  const Report report = testing_util::Run(text, "runtime");
+  EXPECT_EQ(report.peak_bytes, 48);
+  ASSERT_EQ(report.diagnostics.size(), 2u);
+  EXPECT_EQ(report.diagnostics[0],
+            "op 'frobnicate' (first at line 3, 1 call) is not in peakmem's op registry; counted as "
+            "allocating its outputs; the peak (at line 4) may be off by what it allocates inside or if "
+            "its output is a view");
+  EXPECT_EQ(report.diagnostics[1],
+            "op 'later_op' (first at line 6, 1 call) is not in peakmem's op registry; counted as "
+            "allocating its outputs; the peak (at line 4) comes before it: only the live bytes after it "
+            "and the final bytes may be off");
+}
+
 }  // namespace
 }  // namespace peakmem

@@ -77,13 +77,6 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
   return ContiguousStrides(out_shape);
 }
 
-// CPU matrix products hand BLAS only operands laid out as a row- or
-// column-major matrix (ATen's addmm_impl_cpu_: unit stride in one dimension
-// and a leading dimension at least the other's size); any other operand
-// (an expanded view with stride 0, a strided slice) is cloned contiguous
-// first, after the output is allocated, and freed when the op returns.
-// Found by the differential tester: `v = x.unsqueeze(0).expand(2, 3);
-// v @ v.t()` measures two 24-byte clones on top of the output.
 namespace {
 
 // Whether BLAS takes a 2-D operand as it is: row- or column-major, with a
@@ -101,9 +94,15 @@ std::int64_t CopyBytes(std::int64_t numel, const DType* dtype) {
 
 }  // namespace
 
-// ATen's matmul on the CPU (LinearAlgebra.cpp, _matmul_impl):
-//   - 2-D @ 2-D is mm, which clones an operand BLAS cannot take (neither
-//     row- nor column-major) before the product;
+// CPU matrix products hand BLAS only operands laid out as a row- or
+// column-major matrix (ATen's addmm_impl_cpu_: unit stride in one dimension
+// and a leading dimension at least the other's size); any other operand (an
+// expanded view with stride 0, a strided slice) is cloned contiguous first,
+// after the output is allocated, and freed when the op returns (found by
+// the differential tester: `v = x.unsqueeze(0).expand(2, 3); v @ v.t()`
+// measures two 24-byte clones on top of the output). ATen's matmul on the
+// CPU (LinearAlgebra.cpp, _matmul_impl):
+//   - 2-D @ 2-D is mm, with those clones;
 //   - N-D (N >= 3) @ 1-D or 2-D (or the reverse, on b transposed) folds
 //     the larger operand's leading dimensions into one when they view as
 //     one (should_fold), then mm; 2-D @ N-D then copies the transposed

@@ -89,7 +89,12 @@ class UnknownOps {
   // `op` is the statement's registry entry (nullptr: unknown).
   void Note(const Trace& trace, const Statement& statement, const OpInfo* op);
   // One line per unknown op: "op 'foo' (line 12, 3 calls) is not in ...; <consequence>".
-  void AppendDiagnostics(std::vector<std::string>* out, const std::string& consequence) const;
+  // With `peak_line` (the line of the statement at the peak, >= 0), each
+  // line also says which numbers the op could make wrong: the peak when its
+  // first call is not after the peak's statement, else only what follows
+  // the peak (later live bytes, the final bytes).
+  void AppendDiagnostics(std::vector<std::string>* out, const std::string& consequence,
+                         int peak_line = -1) const;
 
  private:
   struct Seen {
