@@ -87,6 +87,8 @@ void TextReader::ParseCallArguments(Expr* call, int depth, const Expr* first) {
 }
 
 Expr TextReader::ParsePrimary(int depth) {
+  SkipSpaces();
+  const std::size_t start = pos_;
   Expr e = ParseAtom(depth);
   // Postfix: calls and subscripts.
   for (;;) {
@@ -99,6 +101,17 @@ Expr TextReader::ParsePrimary(int depth) {
       call.text = named ? e.text : "<call>";
       ParseCallArguments(&call, depth, named ? nullptr : &e);
       e = call;
+      // `float('inf')`, `-float('inf')` (Thunder prints infinities so): the
+      // number itself, as a live trace gives it.
+      if (named && (call.text == "float" || call.text == "-float" || call.text == "+float") &&
+          call.items.size() == 1 && call.keywords().empty() &&
+          call.items[0].kind == Expr::Kind::kConstant && !call.items[0].text.empty() &&
+          (call.items[0].text[0] == '\'' || call.items[0].text[0] == '"')) {
+        const SourceLocation at = e.at;
+        e = Expr();
+        e.SetConstant(text().substr(start, pos_ - start));
+        e.at = at;
+      }
     } else if (Peek() == '[') {
       ++pos_;
       e = ParseSubscript(std::move(e), depth);

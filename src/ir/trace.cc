@@ -48,8 +48,12 @@ std::string_view Trace::SymbolName(const Statement& s) const {
 NumberKind ClassifyNumber(std::string_view t) {
   if (t.empty()) return NumberKind::kNone;
   if (t == "True" || t == "False") return NumberKind::kBool;
-  if (t == "inf" || t == "-inf" || t == "nan" || t == "float('inf')" || t == "float('-inf')" ||
-      t == "float('nan')") {
+  if (t == "inf" || t == "-inf" || t == "nan") return NumberKind::kFloat;
+  // float('inf'), -float('inf'), float("nan"): Python's float of a string.
+  std::string_view unsigned_t = t;
+  if (!unsigned_t.empty() && (unsigned_t[0] == '-' || unsigned_t[0] == '+')) unsigned_t.remove_prefix(1);
+  if (unsigned_t.size() > 8 && unsigned_t.substr(0, 6) == "float(" && unsigned_t.back() == ')' &&
+      (unsigned_t[6] == '\'' || unsigned_t[6] == '"')) {
     return NumberKind::kFloat;
   }
   const char c = t[0];

@@ -273,5 +273,20 @@ TEST(RuntimeModelDiagnostics, AnUnknownOpSaysWhetherItCouldMoveThePeak) {
             "and the final bytes may be off");
 }
 
+TEST(RuntimeModelEvents, WhereWithAPrintedInfinityMakesItsScalarTensor) {
+  // Thunder prints -inf as `-float('inf')`: a Python number, so where takes
+  // its ScalarOther overload and makes a 0-d f32 scalar_tensor (4 bytes)
+  // beside its output (scratch.h), as the live trace's float constant does.
+  const std::string text = R"(def f(c, x):
+  # c: "cpu b8[4]"
+  # x: "cpu f32[4]"
+  t0 = torch.where(c, x, -float('inf'))  # t0: "cpu f32[4]"
+  return t0
+)";
+  const std::vector<Event> expected = {
+      {-1, "c", 4}, {-1, "x", 16}, {0, "t0", 16}, {0, "(scratch)", 4}, {0, "(scratch)", -4}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
 }  // namespace
 }  // namespace peakmem

@@ -262,6 +262,10 @@ std::vector<OpInfo> BuildTable() {
   // (measured: the T5 block's relative-bias gradient, permuted
   // f32[128, 128, 4], copies its 262,144 bytes; tests/data/zoo/t5).
   Find(ops, "embedding_backward").contiguous_copy_arguments = 1u;
+  // embedding: `weight.index_select(0, indices.reshape(-1))`, a copy of
+  // non-contiguous (expanded) indices (measured: int64 [3, 4] expanded from
+  // [4] copies 96 bytes; tests/data/regressions/audit_embedding_backward_permuted).
+  Find(ops, "embedding").contiguous_copy_arguments = 1u;
   // softmax/log_softmax (SoftMax.cpp, softmax_cpu_out): `input.contiguous()`
   // into a contiguous output; their backwards make grad and output
   // contiguous. max pooling: `input.contiguous(memory_format)` (a
