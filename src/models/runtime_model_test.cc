@@ -288,5 +288,38 @@ TEST(RuntimeModelEvents, WhereWithAPrintedInfinityMakesItsScalarTensor) {
   EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
 }
 
+TEST(RuntimeModelEvents, BasicIndexingIsAViewAndATensorIndexAllocates) {
+  // x[:, None, 1:] of f32[2, 4] (32 bytes) is a view: t0 makes no storage.
+  // x[i] with an int64 index tensor is advanced indexing: a fresh f32[3, 4]
+  // (48 bytes).
+  const std::string text = R"(def f(x, i):
+  # x: "cpu f32[2, 4]"
+  # i: "cpu i64[3]"
+  t0 = Tensor.__getitem__(x, (slice(None, None, None), None, slice(1, None, None)))  # t0: "cpu f32[2, 1, 3]"
+  t1 = Tensor.__getitem__(x, i)  # t1: "cpu f32[3, 4]"
+  return t0, t1
+)";
+  const std::vector<Event> expected = {{-1, "x", 32}, {-1, "i", 24}, {1, "t1", 48}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
+TEST(RuntimeModelEvents, MatmulOfPermutedHeadsCopiesBothOperands) {
+  // q [2, 4, 8, 16] viewed from [2, 8, 4, 16] by permute(0, 2, 1, 3): its
+  // batch dims (2, 4) have strides (512, 16), which do not merge (512 !=
+  // 16 * 4), so matmul's reshape to [8, 8, 16] copies q (4,096 bytes), and
+  // likewise q^T; the output f32[2, 4, 8, 8] is 2,048 bytes. The copies
+  // live with the output until the product returns.
+  const std::string text = R"(def f(x):
+  # x: "cpu f32[2, 8, 4, 16]"
+  t0 = torch.permute(x, (0, 2, 1, 3))  # t0: "cpu f32[2, 4, 8, 16]"
+  t1 = torch.transpose(t0, -1, -2)  # t1: "cpu f32[2, 4, 16, 8]"
+  t2 = torch.matmul(t0, t1)  # t2: "cpu f32[2, 4, 8, 8]"
+  return t2
+)";
+  const std::vector<Event> expected = {
+      {-1, "x", 4096}, {2, "t2", 2048}, {2, "(scratch)", 8192}, {2, "(scratch)", -8192}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
 }  // namespace
 }  // namespace peakmem

@@ -85,5 +85,27 @@ TEST(OpRegistry, EveryNameIsRegisteredOnce) {
   for (const OpInfo& op : AllOps()) EXPECT_TRUE(names.insert(op.name).second) << op.name;
 }
 
+TEST(OpRegistry, WhatTheOpAuditFoundIsDeclared) {
+  // Max pooling: int64 indices output 1, read back as argument 7.
+  EXPECT_EQ(FindOp("max_pool2d_with_indices")->int64_indices_output, 1);
+  EXPECT_EQ(FindOp("max_pool2d_with_indices_backward")->int64_indices_argument, 7);
+  EXPECT_EQ(FindOp("max_pool2d_with_indices")->output_types, OutputTypes::kValuesAndIndices);
+  EXPECT_EQ(FindOp("topk")->output_types, OutputTypes::kValuesAndIndices);
+  // Thunder's ATen fallbacks find the operator's entry.
+  EXPECT_EQ(FindOp("torch.ops.aten.embedding_backward"), FindOp("embedding_backward"));
+  EXPECT_EQ(FindOp("torch.ops.aten.no_such_op"), nullptr);
+  // Basic indexing is a view, advanced indexing allocates.
+  EXPECT_EQ(FindOp("__getitem__")->effect, OpEffect::kViewOfInput);
+  EXPECT_TRUE(FindOp("__getitem__")->allocates_with_tensor_argument);
+  // Contiguous copies: softmax's input, embedding_backward's grad,
+  // softmax backward's grad and output.
+  EXPECT_EQ(FindOp("softmax")->contiguous_copy_arguments, 1u);
+  EXPECT_EQ(FindOp("softmax")->layout, LayoutRule::kContiguous);
+  EXPECT_EQ(FindOp("softmax_backward_data")->contiguous_copy_arguments, 3u);
+  EXPECT_EQ(FindOp("sort")->scratch, ScratchRule::kSortDimBuffer);
+  EXPECT_EQ(FindOp("silu")->scratch, ScratchRule::kNone);  // its `inplace` flag is no operand
+  EXPECT_EQ(DescribeOp(*FindOp("matmul")), "allocates, contiguous, scratch: BLAS and matmul operand copies");
+}
+
 }  // namespace
 }  // namespace peakmem
