@@ -367,6 +367,7 @@ GRID: tuple[OpCase, ...] = (
     OpCase("to float64", "a.to(torch.float64)"),
     OpCase("topk", "torch.topk(a, 2, -1)[0]"),
     OpCase("sort", "torch.sort(a, -1)[0]"),
+    OpCase("argsort", "a.argsort(0).float() + a", backward=False),
     OpCase("gather", "torch.gather(a, 1, b)", ("float-any", "index:4")),
     OpCase("take_along_dim", "torch.take_along_dim(a, b, 1)", ("float-any", "index:4")),
     OpCase("scatter_add", "torch.zeros_like(a).scatter_add(1, b, a[:, :1].expand(-1, 1).contiguous())", ("float-any", "index:4")),

@@ -183,7 +183,7 @@ const char* const kContiguousNames[] = {
     "sum", "tensor_from_sequence", "topk", "tril", "triu", "uniform", "var", "var_mean", "zeros",
     "copy_with_setitem_impl", "index_copy", "masked_select", "nonzero", "bernoulli",
     "torch_pad_prim_impl", "_log_softmax_backward_data", "torch_nll_loss_backward_impl",
-    "take_along_dim",
+    "take_along_dim", "argsort",
 };
 
 // In place: mutate and return their first argument.
@@ -288,7 +288,7 @@ std::vector<OpInfo> BuildTable() {
   Find(ops, "pow").scratch = ScratchRule::kWrappedBase;
   for (const char* n : {"sum", "prod"}) Find(ops, n).scratch = ScratchRule::kReductionCast;
   Find(ops, "take_along_dim").scratch = ScratchRule::kGatherIndexCopy;
-  Find(ops, "sort").scratch = ScratchRule::kSortDimBuffer;
+  for (const char* n : {"sort", "argsort"}) Find(ops, n).scratch = ScratchRule::kSortDimBuffer;
   Find(ops, "torch_pad_prim_impl").scratch = ScratchRule::kInteriorPadding;
   Find(ops, "torch_nll_loss_backward_impl").scratch = ScratchRule::kNllTotalWeight;
   Find(ops, "where").scratch = ScratchRule::kWhereScalar;

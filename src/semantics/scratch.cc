@@ -101,9 +101,11 @@ std::int64_t Bytes(std::uint64_t numel, const DType* dtype) {
 //   - Thunder's pad with interior padding (torchex.py _pad_prim_impl): a
 //     `torch.full` of the dilated shape, copied into, then padded into the
 //     output;
-//   - sort: an int64 buffer as long as the sorted dimension (measured on
-//     f32 [8, 6], [8, 12], [16, 6] and [4, 100], either dimension, 1 and 2
-//     threads: 8 bytes per element of that dimension);
+//   - sort and argsort: an int64 buffer as long as the sorted dimension
+//     (measured on f32 [8, 6], [8, 12], [16, 6] and [4, 100], either
+//     dimension, 1 and 2 threads: 8 bytes per element of that dimension;
+//     argsort, which is sort keeping the indices, also makes the sorted
+//     values: argsort of f32[2], found by the differential run, 16 + 8);
 //   - Thunder's nll_loss backward (torchex.py _nll_loss_backward_impl):
 //     `total_weight.to(a.dtype)` when its dtype differs, else a f64 0-d
 //     tensor when it is None.
@@ -159,6 +161,7 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
       }
       const std::int64_t d = input->shape.empty() ? -1 : NormalizeDim(dim, input->shape.size());
       if (d >= 0) out.with_outputs = input->shape[d] * 8;
+      if (FlatOutputs(s).size() == 1) out.with_outputs += static_cast<std::int64_t>(input->bytes);  // argsort
       break;
     }
     default:
