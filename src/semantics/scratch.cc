@@ -40,10 +40,9 @@ bool SameDType(NumberKind kind, std::string_view dtype) {
 
 // div without a rounding mode and true_divide promote integer inputs to the
 // default float dtype (TensorIterator's promote_integer_inputs_to_float).
-bool PromotesIntegersToFloat(const Trace& trace, const Statement& s, const OpInfo& op) {
+bool PromotesIntegersToFloat(const Statement& s, const OpInfo& op) {
   if (op.name == "true_divide") return true;
   if (op.name != "div") return false;  // prims.div (torch_div_prim_impl) truncates integers
-  (void)trace;
   for (const KeywordArg& kw : s.kwargs) {
     if (kw.first == "rounding_mode") return kw.second.kind == Expr::Kind::kConstant && kw.second.text == "None";
   }
@@ -220,7 +219,7 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
   }
   const DType* common = ResultType({tensors, numbers});
   if (common == nullptr) return out;  // no promotion PyTorch accepts: nothing to say
-  if (PromotesIntegersToFloat(trace, s, *op) && common->bits > 0 &&
+  if (PromotesIntegersToFloat(s, *op) && common->bits > 0 &&
       (common->short_name[0] == 'i' || common->short_name[0] == 'u' || common->short_name == "b8")) {
     common = FindDType("f32");  // true division of integers computes in the default dtype
   }

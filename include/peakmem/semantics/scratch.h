@@ -11,11 +11,18 @@
 //     dtype (no wrapped double), alive alongside the output;
 //   - Thunder's fallback gradients `{op}_vjp(...)` recompute the forward
 //     result (shaped like the cotangent) under autograd; it lives alongside
-//     the gradient until the op returns.
-// Rules are per op and device; an op without a rule has no scratch. One rule
-// needs strides and so lives in the runtime model: CPU mm/matmul clones
-// operands BLAS cannot take (RuntimeModel::MatmulOperandClones); another
-// needs DTensor placements: a replicated operand's chunk copied to the
+//     the gradient until the op returns;
+//   - elementwise ops compute in PyTorch's result dtype (type_promotion.h):
+//     every tensor operand of another dtype is copied to it first;
+//   - reductions into another dtype, take_along_dim's indices, sort's and
+//     argsort's buffers, Thunder's interior padding and nll_loss backward's
+//     total_weight (scratch.cc, TypedScratch), measured by the op audit
+//     (docs/op-audit.md).
+// Rules are per op and device; an op without a rule has no scratch. Rules
+// that need strides live in the runtime model: CPU mm/matmul clones
+// operands BLAS cannot take and copies batched operands it cannot view
+// (RuntimeModel::MatmulOperandClones), kernels copy non-contiguous operands
+// (OpInfo::contiguous_copy_arguments); another needs DTensor placements: a replicated operand's chunk copied to the
 // result's placement (RuntimeModel::DTensorRedistribution).
 #pragma once
 
