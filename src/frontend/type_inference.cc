@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <optional>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "peakmem/semantics/op_registry.h"
@@ -48,9 +48,7 @@ std::optional<Dims> Ints(const Expr* e) {
 }
 
 // The i-th of a pooling parameter given as one int or one per dimension.
-std::int64_t Ith(const Dims& v, std::size_t i) {
-  return v.size() == 1 ? v[0] : v[i];
-}
+std::int64_t Ith(const Dims& v, std::size_t i) { return v.size() == 1 ? v[0] : v[i]; }
 
 // torch.topk(a, k, dim=-1, ...) / torch.sort(a, dim=-1, ...): the shape of
 // both outputs; nullopt when the arguments are not constants peakmem reads.
@@ -60,8 +58,10 @@ std::optional<Dims> SortedShape(const Statement& s, const Dims& in, bool topk) {
   const std::int64_t rank = static_cast<std::int64_t>(in.size());
   std::int64_t d = dim ? (*dim)[0] : -1;
   if (dim && dim->size() != 1) return std::nullopt;
-  if (rank == 0) d = 0;
-  else if (d < 0) d += rank;
+  if (rank == 0)
+    d = 0;
+  else if (d < 0)
+    d += rank;
   if (d < 0 || (rank > 0 && d >= rank)) return std::nullopt;
   if (!topk || rank == 0) return shape;
   const auto k = Ints(ArgOrKeyword(s, 1, "k"));
@@ -120,8 +120,8 @@ void InferValuesAndIndices(Trace* trace, const Statement& s, std::string_view sy
   if (!shape) return;
   TypeStringError ignored;
   auto values = MakeTensorType(in.device, in.dtype->short_name, *shape, false, &ignored);
-  auto indices = MakeTensorType(in.device, pooling ? in.dtype->short_name : "i64", *shape, false,
-                                &ignored);
+  auto indices =
+      MakeTensorType(in.device, pooling ? in.dtype->short_name : "i64", *shape, false, &ignored);
   if (!values || !indices) return;
   const ValueType* types[2] = {trace->InternType(std::move(*values)),
                                trace->InternType(std::move(*indices))};

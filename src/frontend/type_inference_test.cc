@@ -172,9 +172,10 @@ TEST_F(TypeInferenceTest, TopkAndSortTypeValuesAndInt64Indices) {
   // (dimension 1 becomes k), values f32, indices i64.
   const ValueId a = Value("a", "cpu f32[5, 8]");
   const ValueId v = Value("v"), i = Value("i");
-  EXPECT_TRUE(InferAliasTypes(&trace(), Call("topk", {Ref(a), Constant("3"), Constant("1"),
-                                                      Constant("True"), Constant("True")},
-                                             Targets({v, i}))));
+  EXPECT_TRUE(InferAliasTypes(
+      &trace(),
+      Call("topk", {Ref(a), Constant("3"), Constant("1"), Constant("True"), Constant("True")},
+           Targets({v, i}))));
   EXPECT_EQ(TextOf(v), "cpu f32[5, 3]");
   EXPECT_EQ(TextOf(i), "cpu i64[5, 3]");
   // torch.sort(a, 0): the input's shape.
@@ -184,7 +185,8 @@ TEST_F(TypeInferenceTest, TopkAndSortTypeValuesAndInt64Indices) {
   EXPECT_EQ(TextOf(si), "cpu i64[5, 8]");
   // k larger than the dimension: no type (the model reports the value).
   const ValueId bv = Value("bv"), bi = Value("bi");
-  InferAliasTypes(&trace(), Call("topk", {Ref(a), Constant("9"), Constant("-1")}, Targets({bv, bi})));
+  InferAliasTypes(&trace(),
+                  Call("topk", {Ref(a), Constant("9"), Constant("-1")}, Targets({bv, bi})));
   EXPECT_EQ(KindOf(bv), ValueKind::kUnknown);
 }
 
@@ -196,8 +198,8 @@ TEST_F(TypeInferenceTest, MaxPoolOutputShapesFollowATensPoolingFormula) {
   const ValueId a = Value("a", "cpu f32[4, 64, 64, 64]");
   const ValueId v = Value("v"), i = Value("i");
   InferAliasTypes(&trace(), Call("max_pool2d_with_indices",
-                                 {Ref(a), Constant("3"), Constant("2"), Constant("1"), Constant("1"),
-                                  Constant("False")},
+                                 {Ref(a), Constant("3"), Constant("2"), Constant("1"),
+                                  Constant("1"), Constant("False")},
                                  Targets({v, i})));
   EXPECT_EQ(TextOf(v), "cpu f32[4, 64, 32, 32]");
   EXPECT_EQ(TextOf(i), "cpu f32[4, 64, 32, 32]");
@@ -206,19 +208,19 @@ TEST_F(TypeInferenceTest, MaxPoolOutputShapesFollowATensPoolingFormula) {
   // stride () means the kernel size; per-dimension tuples are read.
   const ValueId b = Value("b", "cpu f32[1, 1, 5, 5]");
   const ValueId bv = Value("bv"), bi = Value("bi");
-  InferAliasTypes(&trace(), Call("max_pool2d_with_indices",
-                                 {Ref(b), Tuple({Constant("2"), Constant("2")}), Tuple({}),
-                                  Tuple({Constant("0"), Constant("0")}), Constant("1"),
-                                  Constant("True")},
-                                 Targets({bv, bi})));
+  InferAliasTypes(&trace(),
+                  Call("max_pool2d_with_indices",
+                       {Ref(b), Tuple({Constant("2"), Constant("2")}), Tuple({}),
+                        Tuple({Constant("0"), Constant("0")}), Constant("1"), Constant("True")},
+                       Targets({bv, bi})));
   EXPECT_EQ(TextOf(bv), "cpu f32[1, 1, 3, 3]");
   // Padding 1 with ceil_mode on size 4, kernel 2, stride 2:
   // (4 + 2 - 1 - 1 + 1) / 2 + 1 = 3, and (3 - 1) * 2 = 4 < 4 + 1: kept.
   const ValueId c = Value("c", "cpu f32[1, 4, 4]");
   const ValueId cv = Value("cv"), ci = Value("ci");
   InferAliasTypes(&trace(), Call("max_pool1d_with_indices",
-                                 {Ref(c), Constant("2"), Constant("2"), Constant("1"), Constant("1"),
-                                  Constant("True")},
+                                 {Ref(c), Constant("2"), Constant("2"), Constant("1"),
+                                  Constant("1"), Constant("True")},
                                  Targets({cv, ci})));
   EXPECT_EQ(TextOf(cv), "cpu f32[1, 4, 3]");
 }

@@ -51,7 +51,8 @@ NumberKind ClassifyNumber(std::string_view t) {
   if (t == "inf" || t == "-inf" || t == "nan") return NumberKind::kFloat;
   // float('inf'), -float('inf'), float("nan"): Python's float of a string.
   std::string_view unsigned_t = t;
-  if (!unsigned_t.empty() && (unsigned_t[0] == '-' || unsigned_t[0] == '+')) unsigned_t.remove_prefix(1);
+  if (!unsigned_t.empty() && (unsigned_t[0] == '-' || unsigned_t[0] == '+'))
+    unsigned_t.remove_prefix(1);
   if (unsigned_t.size() > 8 && unsigned_t.substr(0, 6) == "float(" && unsigned_t.back() == ')' &&
       (unsigned_t[6] == '\'' || unsigned_t[6] == '"')) {
     return NumberKind::kFloat;

@@ -89,7 +89,8 @@ void UnknownOps::AppendDiagnostics(std::vector<std::string>* out, const std::str
                     ? "; the peak (at line " + std::to_string(peak_line) +
                           ") may be off by what it allocates inside or if its output is a view"
                     : "; the peak (at line " + std::to_string(peak_line) +
-                          ") comes before it: only the live bytes after it and the final bytes may be off";
+                          ") comes before it: only the live bytes after it and the final bytes may "
+                          "be off";
     }
     out->push_back("op '" + name + "' (first at line " + std::to_string(seen.first_line) + ", " +
                    std::to_string(seen.calls) + (seen.calls == 1 ? " call" : " calls") +

@@ -65,10 +65,9 @@ ObjectId RuntimeModel::NewArgumentTensor(ValueId value, Role role, const Argumen
                            std::to_string(strides.size()) + " strides for a " +
                            std::to_string(v.type->shape.size()) + "-d tensor");
   }
-  const std::int64_t bytes = spec.external ? 0
-                             : spec.storage_bytes >= 0
-                                 ? spec.storage_bytes
-                                 : DenseBytes(value);
+  const std::int64_t bytes = spec.external             ? 0
+                             : spec.storage_bytes >= 0 ? spec.storage_bytes
+                                                       : DenseBytes(value);
   StorageId storage = kNone;
   if (spec.storage_group >= 0) {
     const auto group = static_cast<std::size_t>(spec.storage_group);

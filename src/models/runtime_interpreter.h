@@ -6,18 +6,18 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "peakmem/models/runtime_model.h"
 #include "peakmem/models/model_support.h"
-#include "peakmem/semantics/op_registry.h"
-#include "peakmem/semantics/layout.h"
+#include "peakmem/models/runtime_model.h"
 #include "peakmem/report/step_recorder.h"
+#include "peakmem/semantics/layout.h"
+#include "peakmem/semantics/op_registry.h"
 #include "peakmem/sim/alloc_stream.h"
 
 namespace peakmem {

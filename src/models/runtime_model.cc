@@ -328,7 +328,8 @@ Report RuntimeModel::Run() {
                                       &report_.live_at_peak_total);
   }
   recorder.Finish();
-  const int peak_line = report_.peak_step >= 0 && static_cast<std::size_t>(report_.peak_step) < trace_.statements.size()
+  const int peak_line = report_.peak_step >= 0 && static_cast<std::size_t>(report_.peak_step) <
+                                                      trace_.statements.size()
                             ? trace_.statements[report_.peak_step].source_line
                             : -1;
   unknown_.AppendDiagnostics(&report_.diagnostics, "counted as allocating its outputs", peak_line);

@@ -263,14 +263,16 @@ TEST(RuntimeModelDiagnostics, AnUnknownOpSaysWhetherItCouldMoveThePeak) {
   const Report report = testing_util::Run(text, "runtime");
   EXPECT_EQ(report.peak_bytes, 48);
   ASSERT_EQ(report.diagnostics.size(), 2u);
-  EXPECT_EQ(report.diagnostics[0],
-            "op 'frobnicate' (first at line 3, 1 call) is not in peakmem's op registry; counted as "
-            "allocating its outputs; the peak (at line 4) may be off by what it allocates inside or if "
-            "its output is a view");
-  EXPECT_EQ(report.diagnostics[1],
-            "op 'later_op' (first at line 6, 1 call) is not in peakmem's op registry; counted as "
-            "allocating its outputs; the peak (at line 4) comes before it: only the live bytes after it "
-            "and the final bytes may be off");
+  EXPECT_EQ(
+      report.diagnostics[0],
+      "op 'frobnicate' (first at line 3, 1 call) is not in peakmem's op registry; counted as "
+      "allocating its outputs; the peak (at line 4) may be off by what it allocates inside or if "
+      "its output is a view");
+  EXPECT_EQ(
+      report.diagnostics[1],
+      "op 'later_op' (first at line 6, 1 call) is not in peakmem's op registry; counted as "
+      "allocating its outputs; the peak (at line 4) comes before it: only the live bytes after it "
+      "and the final bytes may be off");
 }
 
 TEST(RuntimeModelEvents, WhereWithAPrintedInfinityMakesItsScalarTensor) {

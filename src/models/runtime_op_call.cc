@@ -88,9 +88,7 @@ bool BlasTakes(std::int64_t rows, std::int64_t cols, std::int64_t s0, std::int64
 }
 
 // Bytes of a contiguous copy of `numel` elements of `dtype`.
-std::int64_t CopyBytes(std::int64_t numel, const DType* dtype) {
-  return numel * dtype->bits / 8;
-}
+std::int64_t CopyBytes(std::int64_t numel, const DType* dtype) { return numel * dtype->bits / 8; }
 
 }  // namespace
 
@@ -126,7 +124,8 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     if (n == 2) return 0;
     operands[n++] = &o;
   }
-  if (n != 2 || operands[0]->type->dtype == nullptr || operands[1]->type->dtype == nullptr) return 0;
+  if (n != 2 || operands[0]->type->dtype == nullptr || operands[1]->type->dtype == nullptr)
+    return 0;
   const Object& a = *operands[0];
   const Object& b = *operands[1];
   const Dims& sa = a.type->shape;
@@ -246,7 +245,8 @@ std::int64_t RuntimeModel::ContiguousArgumentCopy(const Statement& s, const OpIn
     if ((op->contiguous_copy_arguments >> at & 1u) == 0) continue;
     if (s.args[at].kind != Expr::Kind::kValue || !bound_[s.args[at].value]) continue;
     const Object& o = objects_[object_of_[s.args[at].value]];
-    if (o.kind == Object::Kind::kTensor && !o.contiguous) bytes += static_cast<std::int64_t>(o.type->bytes);
+    if (o.kind == Object::Kind::kTensor && !o.contiguous)
+      bytes += static_cast<std::int64_t>(o.type->bytes);
   }
   return bytes;
 }

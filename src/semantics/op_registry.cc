@@ -1,12 +1,12 @@
 #include "peakmem/semantics/op_registry.h"
 
-#include "absl/container/flat_hash_map.h"
-#include "peakmem/ir/string_hash.h"
-
 #include <algorithm>
 #include <iterator>
 #include <string>
 #include <unordered_map>
+
+#include "absl/container/flat_hash_map.h"
+#include "peakmem/ir/string_hash.h"
 
 namespace peakmem {
 namespace {
@@ -128,8 +128,8 @@ std::vector<OpInfo> Collectives() {
 // listed.)
 std::vector<OpInfo> Pooling() {
   std::vector<OpInfo> ops;
-  for (std::string_view n : {"max_pool1d_with_indices", "max_pool2d_with_indices",
-                             "max_pool3d_with_indices"}) {
+  for (std::string_view n :
+       {"max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices"}) {
     OpInfo op{n, E::kAllocates, L::kContiguous};
     op.output_types = OutputTypes::kValuesAndIndices;
     op.int64_indices_output = 1;
@@ -171,19 +171,83 @@ const char* const kPreserveNames[] = {
 
 // Ops that allocate fresh contiguous outputs.
 const char* const kContiguousNames[] = {
-    "addmm", "all", "amax", "amin", "any", "arange", "argmax", "argmin", "baddbmm", "batch_norm",
-    "bmm", "cat", "conv2d", "convolution", "cross_entropy", "cumsum", "einsum", "embedding",
-    "embedding_backward", "empty", "flip", "full", "gather", "group_norm", "index_add",
-    "index_put", "index_select", "layer_norm", "linear", "logsumexp", "matmul", "max", "mean",
-    "mm", "multinomial", "native_layer_norm", "native_layer_norm_backward", "new_empty",
-    "nll_loss", "nll_loss_backward", "ones", "outer", "pad", "prod", "rand", "randn", "repeat",
-    "rms_norm", "roll", "scaled_dot_product_attention", "scaled_dot_product_efficient_attention",
-    "scaled_dot_product_efficient_attention_backward", "scaled_dot_product_flash_attention",
-    "scaled_dot_product_flash_attention_backward", "scatter", "scatter_add", "sort", "stack",
-    "sum", "tensor_from_sequence", "topk", "tril", "triu", "uniform", "var", "var_mean", "zeros",
-    "copy_with_setitem_impl", "index_copy", "masked_select", "nonzero", "bernoulli",
-    "torch_pad_prim_impl", "_log_softmax_backward_data", "torch_nll_loss_backward_impl",
-    "take_along_dim", "argsort",
+    "addmm",
+    "all",
+    "amax",
+    "amin",
+    "any",
+    "arange",
+    "argmax",
+    "argmin",
+    "baddbmm",
+    "batch_norm",
+    "bmm",
+    "cat",
+    "conv2d",
+    "convolution",
+    "cross_entropy",
+    "cumsum",
+    "einsum",
+    "embedding",
+    "embedding_backward",
+    "empty",
+    "flip",
+    "full",
+    "gather",
+    "group_norm",
+    "index_add",
+    "index_put",
+    "index_select",
+    "layer_norm",
+    "linear",
+    "logsumexp",
+    "matmul",
+    "max",
+    "mean",
+    "mm",
+    "multinomial",
+    "native_layer_norm",
+    "native_layer_norm_backward",
+    "new_empty",
+    "nll_loss",
+    "nll_loss_backward",
+    "ones",
+    "outer",
+    "pad",
+    "prod",
+    "rand",
+    "randn",
+    "repeat",
+    "rms_norm",
+    "roll",
+    "scaled_dot_product_attention",
+    "scaled_dot_product_efficient_attention",
+    "scaled_dot_product_efficient_attention_backward",
+    "scaled_dot_product_flash_attention",
+    "scaled_dot_product_flash_attention_backward",
+    "scatter",
+    "scatter_add",
+    "sort",
+    "stack",
+    "sum",
+    "tensor_from_sequence",
+    "topk",
+    "tril",
+    "triu",
+    "uniform",
+    "var",
+    "var_mean",
+    "zeros",
+    "copy_with_setitem_impl",
+    "index_copy",
+    "masked_select",
+    "nonzero",
+    "bernoulli",
+    "torch_pad_prim_impl",
+    "_log_softmax_backward_data",
+    "torch_nll_loss_backward_impl",
+    "take_along_dim",
+    "argsort",
 };
 
 // In place: mutate and return their first argument.
@@ -275,7 +339,8 @@ std::vector<OpInfo> BuildTable() {
     Find(ops, n).layout = L::kContiguous;
     Find(ops, n).contiguous_copy_arguments = 1u;
   }
-  for (const char* n : {"softmax_backward_data", "log_softmax_backward", "_log_softmax_backward_data"}) {
+  for (const char* n :
+       {"softmax_backward_data", "log_softmax_backward", "_log_softmax_backward_data"}) {
     Find(ops, n).layout = L::kContiguous;
     Find(ops, n).contiguous_copy_arguments = 3u;
   }
@@ -361,16 +426,26 @@ const OpInfo* FindCallOp(std::string_view callee, std::string_view symbol_name) 
 const std::vector<OpInfo>& AllOps() { return Table(); }
 
 std::string DescribeOp(const OpInfo& op) {
-  static constexpr std::string_view kEffects[] = {"allocates", "view of its input", "view or copy by layout",
-                                                  "returns an input", "in place", "no output", "fusion region"};
+  static constexpr std::string_view kEffects[] = {
+      "allocates", "view of its input", "view or copy by layout", "returns an input",
+      "in place",  "no output",         "fusion region"};
   static constexpr std::string_view kLayouts[] = {
-      "contiguous", "elementwise layout", "preserves the input's layout", "stride order",
-      "same strides", "permute", "transpose", "unsqueeze", "drops dims", "expand",
-      "broadcast_in_dim", "reshape", "basic indexing", "layout not followed"};
-  static constexpr std::string_view kScratch[] = {
-      "", "wrapped scalars and dtype casts", "wrapped base", "where's scalar tensor",
-      "recomputed forward", "BLAS and matmul operand copies", "reduction cast", "int64 indices copy",
-      "interior padding", "nll total_weight", "sorted dimension's int64 buffer"};
+      "contiguous",     "elementwise layout", "preserves the input's layout",
+      "stride order",   "same strides",       "permute",
+      "transpose",      "unsqueeze",          "drops dims",
+      "expand",         "broadcast_in_dim",   "reshape",
+      "basic indexing", "layout not followed"};
+  static constexpr std::string_view kScratch[] = {"",
+                                                  "wrapped scalars and dtype casts",
+                                                  "wrapped base",
+                                                  "where's scalar tensor",
+                                                  "recomputed forward",
+                                                  "BLAS and matmul operand copies",
+                                                  "reduction cast",
+                                                  "int64 indices copy",
+                                                  "interior padding",
+                                                  "nll total_weight",
+                                                  "sorted dimension's int64 buffer"};
   static_assert(std::size(kEffects) == static_cast<std::size_t>(OpEffect::kFusion) + 1);
   static_assert(std::size(kLayouts) == static_cast<std::size_t>(LayoutRule::kUnknown) + 1);
   static_assert(std::size(kScratch) == static_cast<std::size_t>(ScratchRule::kSortDimBuffer) + 1);

@@ -104,7 +104,8 @@ TEST(OpRegistry, WhatTheOpAuditFoundIsDeclared) {
   EXPECT_EQ(FindOp("softmax_backward_data")->contiguous_copy_arguments, 3u);
   EXPECT_EQ(FindOp("sort")->scratch, ScratchRule::kSortDimBuffer);
   EXPECT_EQ(FindOp("silu")->scratch, ScratchRule::kNone);  // its `inplace` flag is no operand
-  EXPECT_EQ(DescribeOp(*FindOp("matmul")), "allocates, contiguous, scratch: BLAS and matmul operand copies");
+  EXPECT_EQ(DescribeOp(*FindOp("matmul")),
+            "allocates, contiguous, scratch: BLAS and matmul operand copies");
 }
 
 }  // namespace

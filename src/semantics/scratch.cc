@@ -1,11 +1,11 @@
 #include "peakmem/semantics/scratch.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "peakmem/semantics/op_registry.h"
 #include "peakmem/semantics/type_promotion.h"
 #include "peakmem/semantics/view_strides.h"
-
-#include <algorithm>
-#include <vector>
 
 namespace peakmem {
 namespace {
@@ -44,7 +44,8 @@ bool PromotesIntegersToFloat(const Statement& s, const OpInfo& op) {
   if (op.name == "true_divide") return true;
   if (op.name != "div") return false;  // prims.div (torch_div_prim_impl) truncates integers
   for (const KeywordArg& kw : s.kwargs) {
-    if (kw.first == "rounding_mode") return kw.second.kind == Expr::Kind::kConstant && kw.second.text == "None";
+    if (kw.first == "rounding_mode")
+      return kw.second.kind == Expr::Kind::kConstant && kw.second.text == "None";
   }
   return s.args.size() < 3;
 }
@@ -135,7 +136,8 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
         const std::int64_t dilation = dim.items[2].int_value;
         const std::int64_t length = input->shape[d];
         interior = interior || dilation > 0;
-        numel *= static_cast<std::uint64_t>(length + std::max<std::int64_t>(0, length - 1) * dilation);
+        numel *=
+            static_cast<std::uint64_t>(length + std::max<std::int64_t>(0, length - 1) * dilation);
       }
       if (interior) out.with_outputs = Bytes(numel, input->dtype);
       break;
@@ -143,9 +145,11 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
     case ScratchRule::kNllTotalWeight: {
       const ValueType* a = TensorArg(trace, s, 1);
       if (a == nullptr) break;
-      if (s.args.size() > 6 && s.args[6].kind == Expr::Kind::kConstant && s.args[6].text == "None") {
+      if (s.args.size() > 6 && s.args[6].kind == Expr::Kind::kConstant &&
+          s.args[6].text == "None") {
         out.with_outputs = 8;
-      } else if (const ValueType* w = TensorArg(trace, s, 6); w != nullptr && w->dtype != a->dtype) {
+      } else if (const ValueType* w = TensorArg(trace, s, 6);
+                 w != nullptr && w->dtype != a->dtype) {
         out.with_outputs = Bytes(w->numel, a->dtype);
       }
       break;
@@ -160,7 +164,8 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
       }
       const std::int64_t d = input->shape.empty() ? -1 : NormalizeDim(dim, input->shape.size());
       if (d >= 0) out.with_outputs = input->shape[d] * 8;
-      if (FlatOutputs(s).size() == 1) out.with_outputs += static_cast<std::int64_t>(input->bytes);  // argsort
+      if (FlatOutputs(s).size() == 1)
+        out.with_outputs += static_cast<std::int64_t>(input->bytes);  // argsort
       break;
     }
     default:
@@ -220,12 +225,14 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
   const DType* common = ResultType({tensors, numbers});
   if (common == nullptr) return out;  // no promotion PyTorch accepts: nothing to say
   if (PromotesIntegersToFloat(s, *op) && common->bits > 0 &&
-      (common->short_name[0] == 'i' || common->short_name[0] == 'u' || common->short_name == "b8")) {
+      (common->short_name[0] == 'i' || common->short_name[0] == 'u' ||
+       common->short_name == "b8")) {
     common = FindDType("f32");  // true division of integers computes in the default dtype
   }
   // Each tensor operand of another dtype is copied to the computation dtype.
   for (const ValueType* t : tensors) {
-    if (t->dtype != common) out.with_outputs += static_cast<std::int64_t>(t->numel) * common->bits / 8;
+    if (t->dtype != common)
+      out.with_outputs += static_cast<std::int64_t>(t->numel) * common->bits / 8;
   }
   // Each number is wrapped (and cast when its wrapped dtype is not the computation's).
   for (NumberKind kind : numbers) {

@@ -121,14 +121,18 @@ TEST(Scratch, ATensorOperandOfAnotherDtypeIsCastFirst) {
   # b: "cpu f32[4]"
   t0 = torch.mul(a, b)  # t0: "cpu f32[4]"
   return t0
-)").with_outputs, 16);
+)")
+                .with_outputs,
+            16);
   // f32 0-d / i64 0-d (cross_entropy's mean): f32, the i64 count cast (4).
   EXPECT_EQ(ScratchOfFirstCall(R"(def f(a, b):
   # a: "cpu f32[]"
   # b: "cpu i64[]"
   t0 = torch.true_divide(a, b)  # t0: "cpu f32[]"
   return t0
-)").with_outputs, 4);
+)")
+                .with_outputs,
+            4);
   // bf16[4] + f32 0-d: a zero-dim tensor of the same category does not
   // raise bf16; the 0-d f32 is cast to bf16 (2 bytes).
   EXPECT_EQ(ScratchOfFirstCall(R"(def f(a, b):
@@ -136,7 +140,9 @@ TEST(Scratch, ATensorOperandOfAnotherDtypeIsCastFirst) {
   # b: "cpu f32[]"
   t0 = torch.add(a, b)  # t0: "cpu bf16[4]"
   return t0
-)").with_outputs, 2);
+)")
+                .with_outputs,
+            2);
 }
 
 TEST(Scratch, TypedRulesSizeFromTheStatementsTypes) {
@@ -145,33 +151,43 @@ TEST(Scratch, TypedRulesSizeFromTheStatementsTypes) {
   # m: "cpu b8[8, 6]"
   t0 = torch.sum(m, None, False, dtype=None)  # t0: "cpu i64[]"
   return t0
-)").with_outputs, 384);
+)")
+                .with_outputs,
+            384);
   // take_along_dim to f32[8, 3]: int64 indices of that shape (24 * 8 = 192).
   EXPECT_EQ(ScratchOfFirstCall(R"(def f(a, i):
   # a: "cpu f32[8, 6]"
   # i: "cpu i64[8, 3]"
   t0 = torch.take_along_dim(a, i, 1)  # t0: "cpu f32[8, 3]"
   return t0
-)").with_outputs, 192);
+)")
+                .with_outputs,
+            192);
   // sort of f32[8, 6] along dim 0: an int64 buffer of 8 (64 bytes).
   EXPECT_EQ(ScratchOfFirstCall(R"(def f(a):
   # a: "cpu f32[8, 6]"
   (t0, t1) = torch.sort(a, dim=0, descending=False, stable=False)
   return t0, t1
-)").with_outputs, 64);
+)")
+                .with_outputs,
+            64);
   // Interior padding of f32[4, 3] by ((0, 4, 0), (1, 0, 1)): the dilated
   // intermediate is [4, 3 + 2 * 1] = 20 elements, 80 bytes.
   EXPECT_EQ(ScratchOfFirstCall(R"(def f(a):
   # a: "cpu f32[4, 3]"
   t0 = torch_pad_prim_impl(a, 0.0, ((0, 4, 0), (1, 0, 1)))  # t0: "cpu f32[8, 6]"
   return t0
-)").with_outputs, 80);
+)")
+                .with_outputs,
+            80);
   // Without interior padding it is F.pad alone: nothing more.
   EXPECT_EQ(ScratchOfFirstCall(R"(def f(a):
   # a: "cpu f32[4, 3]"
   t0 = torch_pad_prim_impl(a, 0.0, ((0, 4, 0), (1, 0, 0)))  # t0: "cpu f32[8, 4]"
   return t0
-)").with_outputs, 0);
+)")
+                .with_outputs,
+            0);
   // nll_loss backward with an i64 total_weight and f32 log-probabilities:
   // total_weight.to(f32), 4 bytes.
   EXPECT_EQ(ScratchOfFirstCall(R"(def f(g, a, t, w):
@@ -181,7 +197,9 @@ TEST(Scratch, TypedRulesSizeFromTheStatementsTypes) {
   # w: "cpu i64[]"
   t0 = torch_nll_loss_backward_impl(g, a, t, None, 'mean', -100, w)  # t0: "cpu f32[8, 10]"
   return t0
-)").with_outputs, 4);
+)")
+                .with_outputs,
+            4);
 }
 
 }  // namespace

@@ -105,9 +105,9 @@ const DType* ResultType(const PromotionOperands& operands) {
     }
   }
   for (NumberKind k : operands.numbers) {
-    const DType* d = k == NumberKind::kBool    ? Named("b8")
-                     : k == NumberKind::kInt   ? Named("i64")
-                     : k == NumberKind::kFloat ? Named("f32")  // the default dtype
+    const DType* d = k == NumberKind::kBool      ? Named("b8")
+                     : k == NumberKind::kInt     ? Named("i64")
+                     : k == NumberKind::kFloat   ? Named("f32")  // the default dtype
                      : k == NumberKind::kComplex ? Named("c64")
                                                  : nullptr;
     if (d != nullptr) wrapped = Accumulate(wrapped, d, &ok);

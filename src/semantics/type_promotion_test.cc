@@ -31,12 +31,12 @@ std::string Result(const std::vector<ValueType>& tensors, const std::vector<Numb
 TEST(TypePromotion, PromoteTypesFollowsTorchsTable) {
   EXPECT_EQ(Promote("f32", "f32"), "f32");
   EXPECT_EQ(Promote("b8", "i32"), "i32");
-  EXPECT_EQ(Promote("ui8", "i8"), "i16");     // torch.promote_types(uint8, int8)
+  EXPECT_EQ(Promote("ui8", "i8"), "i16");  // torch.promote_types(uint8, int8)
   EXPECT_EQ(Promote("ui8", "i32"), "i32");
-  EXPECT_EQ(Promote("i64", "f16"), "f16");    // integers with floats: the float
-  EXPECT_EQ(Promote("f16", "bf16"), "f32");   // the two 16-bit floats
+  EXPECT_EQ(Promote("i64", "f16"), "f16");   // integers with floats: the float
+  EXPECT_EQ(Promote("f16", "bf16"), "f32");  // the two 16-bit floats
   EXPECT_EQ(Promote("bf16", "f32"), "f32");
-  EXPECT_EQ(Promote("f64", "c64"), "c128");   // complex wide enough for float64
+  EXPECT_EQ(Promote("f64", "c64"), "c128");  // complex wide enough for float64
   EXPECT_EQ(Promote("f16", "c32"), "c32");
   EXPECT_EQ(Promote("bf16", "c32"), "c64");
   EXPECT_EQ(Promote("f8_e4m3fn", "f32"), "none");  // PyTorch refuses float8 promotion

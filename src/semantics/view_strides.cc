@@ -175,8 +175,8 @@ std::optional<Dims> BroadcastStrides(LayoutRule rule, const Statement& s, const 
 // unsqueeze gives it), `...` keeps the dimensions no other item takes. A
 // slice the key does not spell (`<slice>`, as a live trace shows it) is
 // followed only where it keeps the whole dimension (its size unchanged).
-std::optional<Dims> BasicIndexStrides(const Statement& s, const Dims& in_shape, const Dims& in_strides,
-                                      const Dims& out_shape) {
+std::optional<Dims> BasicIndexStrides(const Statement& s, const Dims& in_shape,
+                                      const Dims& in_strides, const Dims& out_shape) {
   if (s.args.size() < 2) return std::nullopt;
   const Expr& key = s.args[1];
   std::vector<const Expr*> items;
@@ -199,14 +199,17 @@ std::optional<Dims> BasicIndexStrides(const Statement& s, const Dims& in_shape, 
     if (is(e, "None")) {
       strides.push_back(d < in_shape.size() ? in_shape[d] * in_strides[d] : 1);
     } else if (is(e, "...") || is(e, "Ellipsis")) {
-      for (std::size_t k = 0; k < in_shape.size() - consuming; ++k, ++d) strides.push_back(in_strides[d]);
+      for (std::size_t k = 0; k < in_shape.size() - consuming; ++k, ++d)
+        strides.push_back(in_strides[d]);
       consuming = in_shape.size();  // a second `...` takes nothing
     } else if (IntConstant(*e)) {
       ++d;
     } else if (e->kind == Expr::Kind::kCall && e->text == "slice" && e->items.size() == 3) {
       std::int64_t step = 1;
-      if (auto st = IntConstant(e->items[2])) step = *st;
-      else if (!is(&e->items[2], "None")) return std::nullopt;
+      if (auto st = IntConstant(e->items[2]))
+        step = *st;
+      else if (!is(&e->items[2], "None"))
+        return std::nullopt;
       strides.push_back(in_strides[d] * step);
       ++d;
     } else if (is(e, "<slice>")) {

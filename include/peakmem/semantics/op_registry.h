@@ -26,43 +26,44 @@ enum class OpEffect : unsigned char {
 
 // How an op's output strides follow from its inputs (see layout.h).
 enum class LayoutRule : unsigned char {
-  kContiguous,   // a fresh contiguous tensor (matmul, reductions, cat, factories, ...)
-  kElementwise,  // TensorIterator's output layout over the tensor inputs
-  kPreserve,     // like the first tensor input (empty_like with preserve_format)
-  kStrideOrder,  // prims.stride_order(x, order): order[d] ranks dim d's stride (0 = innermost)
-  kSameStrides,  // a view with the input's strides (slices, split, chunk, narrow, detach)
-  kPermute,      // permute(x, dims)
-  kTranspose,    // transpose(x, d0, d1) / t(x)
-  kUnsqueeze,    // unsqueeze(x, dim)
-  kDropDims,     // squeeze/select/unbind: the input's strides minus removed dims
-  kExpand,       // expand(x, sizes): stride 0 on broadcast dims, sizes aligned at the right
+  kContiguous,      // a fresh contiguous tensor (matmul, reductions, cat, factories, ...)
+  kElementwise,     // TensorIterator's output layout over the tensor inputs
+  kPreserve,        // like the first tensor input (empty_like with preserve_format)
+  kStrideOrder,     // prims.stride_order(x, order): order[d] ranks dim d's stride (0 = innermost)
+  kSameStrides,     // a view with the input's strides (slices, split, chunk, narrow, detach)
+  kPermute,         // permute(x, dims)
+  kTranspose,       // transpose(x, d0, d1) / t(x)
+  kUnsqueeze,       // unsqueeze(x, dim)
+  kDropDims,        // squeeze/select/unbind: the input's strides minus removed dims
+  kExpand,          // expand(x, sizes): stride 0 on broadcast dims, sizes aligned at the right
   kBroadcastInDim,  // prims.broadcast_in_dim(x, shape, dims): input dim i lands on dims[i]
-  kReshape,      // view/reshape/flatten/unflatten: ATen's computeStride
-  kBasicIndex,   // x[key] with ints, slices, None and ...: view_strides.cc BasicIndexStrides
-  kUnknown,      // a view peakmem does not follow; later layout decisions get a diagnostic
+  kReshape,         // view/reshape/flatten/unflatten: ATen's computeStride
+  kBasicIndex,      // x[key] with ints, slices, None and ...: view_strides.cc BasicIndexStrides
+  kUnknown,         // a view peakmem does not follow; later layout decisions get a diagnostic
 };
 
 // Memory an op allocates and frees before it returns (semantics/scratch.h
 // sizes each rule).
 enum class ScratchRule : unsigned char {
   kNone,
-  kWrappedScalars,    // elementwise: Python numbers wrapped in 0-d tensors (and cast)
-  kWrappedBase,       // pow: a number base is wrapped (pow(2.0, x)); the exponent is a Scalar
-  kWhereScalar,       // where(cond, x, 2.0): a 0-d scalar_tensor of the result's dtype
-  kRecomputedForward, // Thunder's `*_vjp` fallback gradients re-run the forward under autograd
-  kBlasOperandClones, // CPU mm/matmul clone operands BLAS cannot take (needs strides: the runtime model)
-  kReductionCast,     // sum/prod into another dtype: the input is cast first
-  kGatherIndexCopy,   // take_along_dim: int64 indices of the output's shape
-  kInteriorPadding,   // Thunder's pad with interior padding: a dilated intermediate
-  kNllTotalWeight,    // Thunder's nll_loss backward: total_weight cast (or made, f64)
-  kSortDimBuffer,     // sort: int64 of the sorted dimension's length
+  kWrappedScalars,     // elementwise: Python numbers wrapped in 0-d tensors (and cast)
+  kWrappedBase,        // pow: a number base is wrapped (pow(2.0, x)); the exponent is a Scalar
+  kWhereScalar,        // where(cond, x, 2.0): a 0-d scalar_tensor of the result's dtype
+  kRecomputedForward,  // Thunder's `*_vjp` fallback gradients re-run the forward under autograd
+  kBlasOperandClones,  // CPU mm/matmul clone operands BLAS cannot take (needs strides: the runtime
+                       // model)
+  kReductionCast,      // sum/prod into another dtype: the input is cast first
+  kGatherIndexCopy,    // take_along_dim: int64 indices of the output's shape
+  kInteriorPadding,    // Thunder's pad with interior padding: a dilated intermediate
+  kNllTotalWeight,     // Thunder's nll_loss backward: total_weight cast (or made, f64)
+  kSortDimBuffer,      // sort: int64 of the sorted dimension's length
 };
 
 // Where an op's outputs get their types when the printed trace omits them.
 enum class OutputTypes : unsigned char {
-  kPrinted,          // a type comment or a subsymbol gives them
-  kReturnedInputs,   // kReturnsInput ops: the returned input's type
-  kForwardInputs,    // `*_vjp(((inputs...), {kwargs}), cotangents...)`: one per tensor input
+  kPrinted,         // a type comment or a subsymbol gives them
+  kReturnedInputs,  // kReturnsInput ops: the returned input's type
+  kForwardInputs,   // `*_vjp(((inputs...), {kwargs}), cotangents...)`: one per tensor input
   // (values, indices) of topk, sort and max_pool*_with_indices, which Thunder
   // prints untyped: their shapes from the input's and the op's arguments
   // (frontend/type_inference.cc); values have the input's dtype, indices

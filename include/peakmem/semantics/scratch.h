@@ -22,8 +22,8 @@
 // that need strides live in the runtime model: CPU mm/matmul clones
 // operands BLAS cannot take and copies batched operands it cannot view
 // (RuntimeModel::MatmulOperandClones), kernels copy non-contiguous operands
-// (OpInfo::contiguous_copy_arguments); another needs DTensor placements: a replicated operand's chunk copied to the
-// result's placement (RuntimeModel::DTensorRedistribution).
+// (OpInfo::contiguous_copy_arguments); another needs DTensor placements: a replicated operand's
+// chunk copied to the result's placement (RuntimeModel::DTensorRedistribution).
 #pragma once
 
 #include <cstdint>
