@@ -105,6 +105,8 @@ std::int64_t CopyBytes(std::int64_t numel, const DType* dtype) { return numel * 
 //     the larger operand's leading dimensions into one when they view as
 //     one (should_fold), then mm; 2-D @ N-D then copies the transposed
 //     product into a contiguous output (the mm result is scratch);
+//   - linear(x, w, bias) is the product x @ w.t() (addmm, or matmul and an
+//     in-place bias add), with the same copies;
 //   - otherwise both operands are broadcast over the batch dimensions
 //     (`expand`, a view) and reshaped to 3-D [batch, n, k] / [batch, k, m]:
 //     a contiguous copy of the expanded operand when no view exists; bmm
@@ -112,68 +114,86 @@ std::int64_t CopyBytes(std::int64_t numel, const DType* dtype) { return numel * 
 // The copies live until the product returns, alongside the output.
 // Measured by the model zoo (tests/data/zoo/bert: q @ k^T of permuted
 // [2, 4, 128, 64] heads copies both operands) and the op audit.
+namespace {
+
+// A matrix-product operand as the product sees it: linear's weight is
+// taken transposed.
+struct ProductOperand {
+  Dims shape;
+  Dims strides;
+  std::int64_t bytes = 0;  // of the tensor (a contiguous copy's size)
+  const DType* dtype = nullptr;
+};
+
+}  // namespace
+
 std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
   const OpInfo* op = ops_.Find(s);
   if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
-  const Object* operands[2] = {nullptr, nullptr};
+  const bool linear = op->name == "linear";
+  ProductOperand operands[2];
   int n = 0;
-  for (const Expr& a : s.args) {
-    if (a.kind != Expr::Kind::kValue || !bound_[a.value]) continue;
-    const Object& o = objects_[object_of_[a.value]];
+  for (const Expr& e : s.args) {
+    if (e.kind != Expr::Kind::kValue || !bound_[e.value]) continue;
+    const Object& o = objects_[object_of_[e.value]];
     if (o.kind != Object::Kind::kTensor) continue;
-    if (n == 2) return 0;
-    operands[n++] = &o;
+    if (n == 2) {
+      if (linear) break;  // the bias: added to the product, copies nothing
+      return 0;
+    }
+    if (o.type->dtype == nullptr) return 0;
+    operands[n++] = {o.type->shape, StridesOf(o), static_cast<std::int64_t>(o.type->bytes), o.type->dtype};
   }
-  if (n != 2 || operands[0]->type->dtype == nullptr || operands[1]->type->dtype == nullptr)
-    return 0;
-  const Object& a = *operands[0];
-  const Object& b = *operands[1];
-  const Dims& sa = a.type->shape;
-  const Dims& sb = b.type->shape;
-  const std::size_t da = sa.size(), db = sb.size();
+  if (n != 2) return 0;
+  ProductOperand& a = operands[0];
+  ProductOperand& b = operands[1];
+  if (linear) {  // input @ weight.t()
+    if (b.shape.size() != 2) return 0;
+    std::swap(b.shape[0], b.shape[1]);
+    std::swap(b.strides[0], b.strides[1]);
+  }
+  const std::size_t da = a.shape.size(), db = b.shape.size();
   if (da == 2 && db == 2) {
     std::int64_t bytes = 0;
-    for (const Object* o : operands) {
-      const Dims& shape = o->type->shape;
-      const Dims& strides = StridesOf(*o);
-      if (!BlasTakes(shape[0], shape[1], strides[0], strides[1])) {
-        bytes += static_cast<std::int64_t>(o->type->bytes);
-      }
+    for (const ProductOperand& o : operands) {
+      if (!BlasTakes(o.shape[0], o.shape[1], o.strides[0], o.strides[1])) bytes += o.bytes;
     }
     return bytes;
   }
-  if (op->name != "matmul" || da == 0 || db == 0 || (da < 3 && db < 3)) return 0;
+  if ((!linear && op->name != "matmul") || da == 0 || db == 0 || (da < 3 && db < 3)) return 0;
   if ((da >= 3 && db <= 2) || (db >= 3 && da <= 2)) {
     // should_fold: the larger operand (b transposed when it is the larger)
     // is folded to 2-D when its leading dimensions view as one; then mm.
     const bool transpose = db > da;
-    const Object& big = transpose ? b : a;
-    Dims shape = big.type->shape;
-    Dims strides = StridesOf(big);
+    const ProductOperand& big = transpose ? b : a;
+    Dims shape = big.shape;
+    Dims strides = big.strides;
     if (transpose) {
       std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
       std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
     }
     bool folds = true;
+    std::int64_t numel = 1;
+    for (std::int64_t d : shape) numel *= d;
     for (std::size_t i = 0; i + 2 < shape.size(); ++i) {
       folds = folds && strides[i] == strides[i + 1] * shape[i + 1];
     }
-    if (folds || big.type->numel == 0) {
+    if (folds || numel == 0) {
       const std::int64_t k = shape.back();
-      const std::int64_t rows = k == 0 ? 0 : static_cast<std::int64_t>(big.type->numel) / k;
+      const std::int64_t rows = k == 0 ? 0 : numel / k;
       std::int64_t bytes = 0;
       if (auto folded = ComputeViewStrides(shape, strides, Dims{rows, k});
           folded && !BlasTakes(rows, k, (*folded)[0], (*folded)[1])) {
-        bytes += static_cast<std::int64_t>(big.type->bytes);
+        bytes += big.bytes;
       }
-      const Object& small = transpose ? a : b;
-      const Dims& ss = small.type->shape;
+      const ProductOperand& small = transpose ? a : b;
+      const Dims& ss = small.shape;
       if (ss.size() == 2) {
-        const Dims& st = StridesOf(small);
+        const Dims& st = small.strides;
         // 2-D @ N-D multiplies by a.t(): its strides swap.
         const bool takes = transpose ? BlasTakes(ss[1], ss[0], st[1], st[0])
                                      : BlasTakes(ss[0], ss[1], st[0], st[1]);
-        if (!takes) bytes += static_cast<std::int64_t>(small.type->bytes);
+        if (!takes) bytes += small.bytes;
         // The product of b^T a^T is transposed back by a contiguous copy:
         // the mm result is scratch beside the output.
         if (transpose && s.outputs.kind == Pattern::Kind::kValue) {
@@ -188,8 +208,8 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     }
   }
   // Batched: broadcast batch dimensions, then reshape each to 3-D.
-  const Dims ba(sa.begin(), sa.end() - (da >= 2 ? 2 : 1));
-  const Dims bb(sb.begin(), sb.end() - (db >= 2 ? 2 : 1));
+  const Dims ba(a.shape.begin(), a.shape.end() - (da >= 2 ? 2 : 1));
+  const Dims bb(b.shape.begin(), b.shape.end() - (db >= 2 ? 2 : 1));
   Dims batch(std::max(ba.size(), bb.size()), 1);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const std::int64_t x = i + ba.size() >= batch.size() ? ba[i + ba.size() - batch.size()] : 1;
@@ -201,9 +221,8 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
   for (std::int64_t d : batch) batch_numel *= d;
   std::int64_t bytes = 0;
   for (int which = 0; which < 2; ++which) {
-    const Object& o = *operands[which];
-    const Dims& shape = o.type->shape;
-    const Dims& strides = StridesOf(o);
+    const Dims& shape = operands[which].shape;
+    const Dims& strides = operands[which].strides;
     // The matrix dims: a 1-D a is a row [1, k]; a 1-D b a column [k, 1].
     Dims matrix;
     Dims matrix_strides;
@@ -225,7 +244,7 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     expanded.insert(expanded.end(), matrix.begin(), matrix.end());
     expanded_strides.insert(expanded_strides.end(), matrix_strides.begin(), matrix_strides.end());
     if (!ComputeViewStrides(expanded, expanded_strides, Dims{batch_numel, matrix[0], matrix[1]})) {
-      bytes += CopyBytes(batch_numel * matrix[0] * matrix[1], o.type->dtype);
+      bytes += CopyBytes(batch_numel * matrix[0] * matrix[1], operands[which].dtype);
     }
   }
   return bytes;

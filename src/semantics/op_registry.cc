@@ -359,6 +359,7 @@ std::vector<OpInfo> BuildTable() {
   Find(ops, "where").scratch = ScratchRule::kWhereScalar;
   Find(ops, "mm").scratch = ScratchRule::kBlasOperandClones;
   Find(ops, "matmul").scratch = ScratchRule::kBlasOperandClones;
+  Find(ops, "linear").scratch = ScratchRule::kBlasOperandClones;
   return ops;
 }
 
