@@ -87,9 +87,19 @@ const ValueType* FirstOutput(const Trace& trace, const Statement& s) {
   return IsTensorKind(t->kind) && t->dtype != nullptr ? t : nullptr;
 }
 
-std::int64_t Bytes(std::uint64_t numel, const DType* dtype) {
-  return static_cast<std::int64_t>(numel) * dtype->bits / 8;
+// Scratch sizes saturate at INT64_MAX instead of overflowing: the model
+// then fails at the statement, as for any total past 64 bits.
+std::int64_t SaturatingBytes(std::uint64_t numel, int bits) {
+  const unsigned __int128 bytes = static_cast<unsigned __int128>(numel) * static_cast<unsigned>(bits) / 8;
+  return bytes > static_cast<unsigned __int128>(INT64_MAX) ? INT64_MAX : static_cast<std::int64_t>(bytes);
 }
+
+std::int64_t SaturatingAdd(std::int64_t a, std::int64_t b) {
+  std::int64_t sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
+}
+
+std::int64_t Bytes(std::uint64_t numel, const DType* dtype) { return SaturatingBytes(numel, dtype->bits); }
 
 // The measured rules of ops whose scratch follows from types alone (the op
 // audit, docs/op-audit.md, checks each against the profiler):
@@ -128,7 +138,7 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
           config.items.size() != input->shape.size()) {
         break;
       }
-      std::uint64_t numel = 1;
+      unsigned __int128 numel = 1;
       bool interior = false;
       for (std::size_t d = 0; d < config.items.size(); ++d) {
         const Expr& dim = config.items[d];
@@ -136,10 +146,11 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
         const std::int64_t dilation = dim.items[2].int_value;
         const std::int64_t length = input->shape[d];
         interior = interior || dilation > 0;
-        numel *=
-            static_cast<std::uint64_t>(length + std::max<std::int64_t>(0, length - 1) * dilation);
+        if (dilation < 0 || dilation > INT64_MAX / std::max<std::int64_t>(1, 2 * length)) return out;
+        numel *= static_cast<std::uint64_t>(length + std::max<std::int64_t>(0, length - 1) * dilation);
+        if (numel > UINT64_MAX) numel = UINT64_MAX;
       }
-      if (interior) out.with_outputs = Bytes(numel, input->dtype);
+      if (interior) out.with_outputs = Bytes(static_cast<std::uint64_t>(numel), input->dtype);
       break;
     }
     case ScratchRule::kNllTotalWeight: {
@@ -163,9 +174,10 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
         dim = *d;
       }
       const std::int64_t d = input->shape.empty() ? -1 : NormalizeDim(dim, input->shape.size());
-      if (d >= 0) out.with_outputs = input->shape[d] * 8;
-      if (FlatOutputs(s).size() == 1)
-        out.with_outputs += static_cast<std::int64_t>(input->bytes);  // argsort
+      if (d >= 0) out.with_outputs = SaturatingBytes(static_cast<std::uint64_t>(input->shape[d]), 64);
+      if (FlatOutputs(s).size() == 1) {  // argsort
+        out.with_outputs = SaturatingAdd(out.with_outputs, static_cast<std::int64_t>(input->bytes));
+      }
       break;
     }
     default:
@@ -231,13 +243,16 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
   }
   // Each tensor operand of another dtype is copied to the computation dtype.
   for (const ValueType* t : tensors) {
-    if (t->dtype != common)
-      out.with_outputs += static_cast<std::int64_t>(t->numel) * common->bits / 8;
+    if (t->dtype != common) {
+      out.with_outputs = SaturatingAdd(out.with_outputs, SaturatingBytes(t->numel, common->bits));
+    }
   }
   // Each number is wrapped (and cast when its wrapped dtype is not the computation's).
   for (NumberKind kind : numbers) {
-    out.with_outputs += WrappedBytes(kind);
-    if (!SameDType(kind, common->short_name)) out.with_outputs += common->bits / 8;
+    out.with_outputs = SaturatingAdd(out.with_outputs, WrappedBytes(kind));
+    if (!SameDType(kind, common->short_name)) {
+      out.with_outputs = SaturatingAdd(out.with_outputs, common->bits / 8);
+    }
   }
   return out;
 }

@@ -337,8 +337,9 @@ std::vector<Case> Catalogue() {
            "  t0 = torch.neg(a)  # t0: \"cpu f32[65536, 65536, 65536, 65536, 65536]\""));
   {
     // Four arguments of 2^61 - 1 bytes hold 2^63 - 4 bytes; mul(a, 2.0) on
-    // b8 needs 9 bytes of scratch (a wrapped double and its b8 copy), so the
-    // runtime model's peak is 2^63 + 5 bytes, which an int64 cannot hold.
+    // b8 computes in float32 (a bool tensor times a float), so its scratch
+    // is the wrapped double, its cast and a's float32 copy (2^63 - 4 bytes
+    // more): the runtime model's peak is past what an int64 can hold.
     // FINDING F4: the runtime model saturates the peak to INT64_MAX
     // (RuntimeModel::NotePeak, src/models/runtime_model.cc) and reports
     // peak_bytes=9223372036854775807, a number nothing allocates; it must fail
