@@ -18,6 +18,7 @@
 #include "peakmem/report/step_recorder.h"
 #include "peakmem/semantics/layout.h"
 #include "peakmem/semantics/op_registry.h"
+#include "peakmem/semantics/scratch.h"
 #include "peakmem/sim/alloc_stream.h"
 
 namespace peakmem {
@@ -176,6 +177,9 @@ class RuntimeModel {
   // Whether a tensor is among the call's arguments after its first.
   bool HasTensorAfterFirst(const Statement& s);
   std::int64_t DTensorRedistribution(const Statement& s);
+  // A CPU convolution's scratch (convolution_scratch.h); diagnoses a call
+  // its rules do not cover and counts nothing for it.
+  ScratchEstimate ConvolutionScratch(const Statement& s, const OpInfo& op);
 
   const Value& ValueOf(ValueId id) const { return trace_.value(id); }
   // The bytes a dense tensor value takes at run time: its type's, except

@@ -5,8 +5,10 @@
 // runtime_interpreter.h).
 #include <algorithm>
 #include <string>
+#include <thread>
 
 #include "peakmem/ir/dtensor_layout.h"
+#include "peakmem/semantics/convolution_scratch.h"
 #include "peakmem/semantics/fusion.h"
 #include "peakmem/semantics/scratch.h"
 #include "peakmem/semantics/view_strides.h"
@@ -459,6 +461,31 @@ std::int64_t RuntimeModel::DTensorRedistribution(const Statement& s) {
   return bytes;
 }
 
+ScratchEstimate RuntimeModel::ConvolutionScratch(const Statement& s, const OpInfo& op) {
+  const ObjectId input = ArgObject(s, 0), weight = ArgObject(s, 1);
+  const std::vector<ValueId> outs = FlatOutputs(s);
+  if (input == kNone || weight == kNone || outs.empty()) return {};
+  const Object& in = objects_[input];
+  const Object& w = objects_[weight];
+  if (in.kind != Object::Kind::kTensor || w.kind != Object::Kind::kTensor ||
+      in.type->device.rfind("cpu", 0) != 0) {
+    return {};  // GPU convolutions' workspaces are not modelled (no CPU scratch either)
+  }
+  ConvolutionCall call;
+  call.input = {in.type->shape, StridesOf(in), in.type->dtype};
+  call.weight = {w.type->shape, StridesOf(w), w.type->dtype};
+  call.output_shape = ValueOf(outs[0]).type->shape;
+  call.threads = options_.cpu_threads > 0 ? options_.cpu_threads
+                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string why_not;
+  if (ReadConvolutionArguments(s, op.name == "conv2d", &call, &why_not)) {
+    if (auto scratch = CpuConvolutionScratch(call, &why_not)) return *scratch;
+  }
+  Diagnose("line " + std::to_string(s.source_line) + ": what '" + std::string(trace_.SymbolOf(s)) +
+           "' allocates inside the op is not counted: " + why_not);
+  return {};
+}
+
 void RuntimeModel::ExecuteCall(const Statement& s) {
   const OpInfo* op = ops_.Find(s);
   unknown_.Note(trace_, s, op);
@@ -471,6 +498,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
       options_.model_scratch ? EstimateScratch(trace_, s, op) : ScratchEstimate{};
   if (options_.model_scratch) {
     scratch.with_outputs += MatmulOperandClones(s) + ContiguousArgumentCopy(s, op);
+    if (op != nullptr && op->scratch == ScratchRule::kConvolution) scratch = ConvolutionScratch(s, *op);
   }
   if (op != nullptr && op->name.substr(0, 8) == "dtensor_") {
     const std::int64_t redistributed = DTensorRedistribution(s);  // diagnoses what it cannot size

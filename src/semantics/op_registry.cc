@@ -143,6 +143,9 @@ std::vector<OpInfo> Pooling() {
     ops.push_back(op);
   }
   ops.push_back({"_adaptive_avg_pool2d_backward", E::kAllocates, L::kContiguous});
+  OpInfo adaptive{"adaptive_avg_pool2d", E::kAllocates, L::kContiguous};
+  adaptive.scratch = ScratchRule::kGlobalMean;
+  ops.push_back(adaptive);
   return ops;
 }
 
@@ -191,7 +194,6 @@ const char* const kContiguousNames[] = {
     "embedding",
     "embedding_backward",
     "empty",
-    "flip",
     "full",
     "gather",
     "group_norm",
@@ -360,6 +362,11 @@ std::vector<OpInfo> BuildTable() {
   Find(ops, "mm").scratch = ScratchRule::kBlasOperandClones;
   Find(ops, "matmul").scratch = ScratchRule::kBlasOperandClones;
   Find(ops, "linear").scratch = ScratchRule::kBlasOperandClones;
+  for (const char* n : {"convolution", "conv2d"}) Find(ops, n).scratch = ScratchRule::kConvolution;
+  // flip runs through TensorIterator: its output takes the input's layout
+  // (a flipped permuted weight stays permuted, measured by the zoo's ResNet
+  // backward, where the convolution then copies it).
+  ops.push_back({"flip", E::kAllocates, L::kElementwise});
   return ops;
 }
 
@@ -446,10 +453,12 @@ std::string DescribeOp(const OpInfo& op) {
                                                   "int64 indices copy",
                                                   "interior padding",
                                                   "nll total_weight",
-                                                  "sorted dimension's int64 buffer"};
+                                                  "sorted dimension's int64 buffer",
+                                                  "mean's wrapped count, half types in float32",
+                                                  "oneDNN reorders or unfolded columns"};
   static_assert(std::size(kEffects) == static_cast<std::size_t>(OpEffect::kFusion) + 1);
   static_assert(std::size(kLayouts) == static_cast<std::size_t>(LayoutRule::kUnknown) + 1);
-  static_assert(std::size(kScratch) == static_cast<std::size_t>(ScratchRule::kSortDimBuffer) + 1);
+  static_assert(std::size(kScratch) == static_cast<std::size_t>(ScratchRule::kConvolution) + 1);
   std::string out(kEffects[static_cast<int>(op.effect)]);
   if (op.effect == OpEffect::kAllocates || op.effect == OpEffect::kViewOfInput ||
       op.effect == OpEffect::kMaybeView) {

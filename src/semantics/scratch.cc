@@ -180,6 +180,25 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
       }
       break;
     }
+    case ScratchRule::kGlobalMean: {
+      // ATen's adaptive_avg_pool2d to an output of 1x1 is
+      // `input.mean({-1, -2}, keepdim=True)`: the sum into the result, then
+      // `div_` by the count, a wrapped int64 cast to the result's dtype
+      // (measured f32 [4,128,8,8]: result, then 8 + 4 inside; f64: 8 + 8).
+      // A bf16 or f16 mean sums a float32 copy of the input into a float32
+      // result first (measured bf16 [4,128,8,8]: 1024, then 2048 and
+      // 131072 inside). Other output sizes pool without scratch.
+      const std::size_t rank = result->shape.size();
+      if (rank < 2 || result->shape[rank - 1] != 1 || result->shape[rank - 2] != 1) break;
+      const std::string_view dtype = input->dtype->short_name;
+      if (dtype == "bf16" || dtype == "f16") {
+        const DType* f32 = FindDType("f32");
+        out.with_outputs = SaturatingAdd(Bytes(input->numel, f32), Bytes(result->numel, f32));
+      } else {
+        out.with_outputs = 8 + input->dtype->bits / 8;
+      }
+      break;
+    }
     default:
       break;
   }
@@ -194,7 +213,7 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
   if (op->scratch == ScratchRule::kRecomputedForward) return VjpScratch(trace, s);
   if (op->scratch == ScratchRule::kReductionCast || op->scratch == ScratchRule::kGatherIndexCopy ||
       op->scratch == ScratchRule::kInteriorPadding || op->scratch == ScratchRule::kNllTotalWeight ||
-      op->scratch == ScratchRule::kSortDimBuffer) {
+      op->scratch == ScratchRule::kSortDimBuffer || op->scratch == ScratchRule::kGlobalMean) {
     return TypedScratch(trace, s, op->scratch);
   }
   if (op->scratch != ScratchRule::kWrappedScalars && op->scratch != ScratchRule::kWrappedBase &&

@@ -202,5 +202,33 @@ TEST(Scratch, TypedRulesSizeFromTheStatementsTypes) {
             4);
 }
 
+TEST(Scratch, GlobalAveragePoolingIsAMean) {
+  // Measured F.adaptive_avg_pool2d(x, 1): f32 [4,128,8,8] allocates the
+  // result, then 8 (the count, wrapped) and 4 (its f32 cast) inside.
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(x):
+  # x: "cpu f32[4, 128, 8, 8]"
+  t0 = torch.nn.functional.adaptive_avg_pool2d(x, 1)  # t0: "cpu f32[4, 128, 1, 1]"
+  return t0
+)")
+                .with_outputs,
+            12);
+  // bf16: a float32 copy of the input (131072) and a float32 result (2048).
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(x):
+  # x: "cpu bf16[4, 128, 8, 8]"
+  t0 = torch.nn.functional.adaptive_avg_pool2d(x, 1)  # t0: "cpu bf16[4, 128, 1, 1]"
+  return t0
+)")
+                .with_outputs,
+            131072 + 2048);
+  // To 2x2 it pools without scratch (measured: the result alone).
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(x):
+  # x: "cpu f32[4, 128, 8, 8]"
+  t0 = torch.nn.functional.adaptive_avg_pool2d(x, 2)  # t0: "cpu f32[4, 128, 2, 2]"
+  return t0
+)")
+                .with_outputs,
+            0);
+}
+
 }  // namespace
 }  // namespace peakmem

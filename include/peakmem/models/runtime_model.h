@@ -57,6 +57,10 @@ struct ArgumentTensor {
 struct RuntimeOptions {
   CallingConvention convention = CallingConvention::kAuto;  // default: inferred
   bool model_scratch = true;  // default true: add op scratch memory to the peak
+  // PyTorch's intra-op thread count on the CPU (torch.get_num_threads()):
+  // some kernels' scratch is per thread (convolution_scratch.h). Default 0:
+  // this machine's CPUs, PyTorch's own default.
+  int cpu_threads = 0;
   // Default empty: every argument tensor is a storage of its own, made by
   // the caller (see CallingConvention). Entries override that per argument.
   std::vector<ArgumentTensor> argument_tensors;
