@@ -33,7 +33,8 @@ def rows(root: Path):
             if not path.exists():
                 continue
             m = measured[kind]
-            r = peakmem.analyze(path, model="runtime")
+            # for the threads the measurement ran on (some kernels' scratch is per thread)
+            r = peakmem.analyze(path, model="runtime", torch_threads=measured["num_threads"])
             t = peakmem.analyze(path, model="thunder")
             yield program, kind, m, r, t
 

@@ -1,7 +1,7 @@
 // The `peakmem` command: a thin shell over the library (peakmem/analyze.h).
 //
 //   peakmem analyze TRACE [--model runtime|thunder] [--format FORMAT]
-//                         [--convention auto|forward|backward|plain] [--no-scratch]
+//                         [--convention auto|forward|backward|plain] [--no-scratch] [--torch-threads N]
 //                         [--allocator requested|cuda-caching] [--alloc-conf CONF]
 //                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]
 //   peakmem diff A B [--model runtime|thunder] [--convention ...] [--no-scratch]
@@ -37,6 +37,7 @@ struct AnalyzeArgs {
   std::string format = "text";
   std::string convention = "auto";
   bool no_scratch = false;
+  int torch_threads = 0;
   std::string output;
   int threads = 0;
   int rank = 0;
@@ -124,10 +125,12 @@ int WriteOutput(const std::string& path, const std::function<void(const peakmem:
   return kExitOk;
 }
 
-peakmem::RuntimeOptions RuntimeOptionsFrom(const std::string& convention, bool no_scratch) {
+peakmem::RuntimeOptions RuntimeOptionsFrom(const std::string& convention, bool no_scratch,
+                                           int torch_threads) {
   peakmem::RuntimeOptions options;
   peakmem::ParseCallingConvention(convention, &options.convention);  // (checked by the parser)
   options.model_scratch = !no_scratch;
+  options.cpu_threads = torch_threads;
   return options;
 }
 
@@ -157,7 +160,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
     // largest few, and how many there were).
     const peakmem::ReportOptions report_options = peakmem::ReportOptionsFor(writer, {}, writing);
     kept_report = new peakmem::Report(peakmem::Analyze(
-        *kept_trace, args.model, RuntimeOptionsFrom(args.convention, args.no_scratch),
+        *kept_trace, args.model, RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads),
         report_options, allocator));
     const peakmem::Report& report = *kept_report;
     writing.text = TextOptionsFor(args, report.steps.size());
@@ -174,6 +177,7 @@ struct DiffArgs {
   std::string model = "runtime";
   std::string convention = "auto";
   bool no_scratch = false;
+  int torch_threads = 0;
   std::string format = "text";
   std::string output;
 };
@@ -184,7 +188,7 @@ int RunDiff(const DiffArgs& args) {
     report_options.alloc_log = true;
     report_options.returned_tensors = true;
     report_options.live_at_peak = false;
-    const peakmem::RuntimeOptions options = RuntimeOptionsFrom(args.convention, args.no_scratch);
+    const peakmem::RuntimeOptions options = RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads);
     const peakmem::ParsedTrace a_trace = peakmem::LoadTrace(args.a);
     const peakmem::Report a = peakmem::Analyze(a_trace, args.model, options, report_options);
     const peakmem::ParsedTrace b_trace = peakmem::LoadTrace(args.b);
@@ -215,9 +219,9 @@ void TuneMallocForOneShot() {
 
 namespace {
 
-// --model, --convention and --no-scratch, which analyze and diff share.
+// --model, --convention, --no-scratch and --torch-threads, which analyze and diff share.
 void AddModelOptions(CLI::App* command, std::string* model, std::string* convention,
-                     bool* no_scratch) {
+                     bool* no_scratch, int* torch_threads) {
   command
       ->add_option("-m,--model", *model,
                    "Model: 'runtime' predicts what PyTorch really allocates (requested bytes, "
@@ -235,6 +239,12 @@ void AddModelOptions(CLI::App* command, std::string* model, std::string* convent
       ->capture_default_str();
   command->add_flag("--no-scratch", *no_scratch,
                     "Runtime model: leave op scratch memory (wrapped scalars, ...) out of the peak");
+  command
+      ->add_option("--torch-threads", *torch_threads,
+                   "Runtime model: the intra-op threads PyTorch runs the CPU kernels with "
+                   "(torch.get_num_threads()); some kernels' scratch is per thread. "
+                   "Default: this machine's CPUs, PyTorch's own default")
+      ->check(CLI::Range(1, 1 << 16));
 }
 
 CLI::App* AddAnalyze(CLI::App& app, AnalyzeArgs& args) {
@@ -246,7 +256,7 @@ CLI::App* AddAnalyze(CLI::App& app, AnalyzeArgs& args) {
   CLI::App* analyze = app.add_subcommand(
       "analyze", "Analyse a trace file (printed Thunder trace text, or peakmem's JSON export).");
   analyze->add_option("trace", args.trace, "Path of the trace file")->required();
-  AddModelOptions(analyze, &args.model, &args.convention, &args.no_scratch);
+  AddModelOptions(analyze, &args.model, &args.convention, &args.no_scratch, &args.torch_threads);
   analyze
       ->add_option("-f,--format", args.format, format_help)
       ->check(CLI::IsMember(peakmem::WriterNames()))
@@ -316,7 +326,7 @@ CLI::App* AddDiff(CLI::App& app, DiffArgs& args) {
       "op, by storage matched by name).");
   diff->add_option("a", args.a, "Path of trace A")->required();
   diff->add_option("b", args.b, "Path of trace B (differences are B - A)")->required();
-  AddModelOptions(diff, &args.model, &args.convention, &args.no_scratch);
+  AddModelOptions(diff, &args.model, &args.convention, &args.no_scratch, &args.torch_threads);
   diff->add_option("-f,--format", args.format, "Output format: 'text' or 'json' (docs/report.schema.json, \"diff\")")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -338,7 +348,7 @@ int main(int argc, char** argv) {
   }
   app.footer(
       "Usage: peakmem analyze TRACE [--model runtime|thunder] [--format " + format_names + "]\n"
-      "                         [--convention auto|forward|backward|plain] [--no-scratch]\n"
+      "                         [--convention auto|forward|backward|plain] [--no-scratch] [--torch-threads N]\n"
       "                         [--allocator requested|cuda-caching] [--alloc-conf CONF]\n"
       "                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]\n"
       "       peakmem diff A B [--model runtime|thunder] [--format text|json] [--output FILE]\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from . import _core
@@ -37,6 +38,7 @@ def analyze(
     events: bool = True,
     rank: int = 0,
     world_size: int = 0,
+    torch_threads: int | None = None,
 ) -> _core.Report:
     """Analyses a trace with one model and returns a Report.
 
@@ -72,6 +74,11 @@ def analyze(
     collective's shapes or a DTensor mesh do); a trace that says another
     raises ``peakmem.TraceError``. ``report.distributed`` tells both.
 
+    `torch_threads`: the intra-op threads PyTorch runs the trace's CPU
+    kernels with (some kernels' scratch is per thread: a strided 1x1
+    convolution's). ``None``: this process's ``torch.get_num_threads()``
+    when torch is imported, else this machine's CPUs (PyTorch's default).
+
     `trace` may be:
       - a Thunder ``TraceCtx`` (read directly: bound symbols, proxies,
         collection contents; not through its printed text);
@@ -84,18 +91,21 @@ def analyze(
     file and ``TypeError`` for an object that is none of the above.
     """
     options = (model, convention, scratch, allocator, alloc_conf, device_memory)
+    if torch_threads is None:
+        torch_threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else 0
+    rank_and_threads = {"rank": rank, "world_size": world_size, "torch_threads": torch_threads}
     if _is_trace_ctx(trace):
-        return _core.analyze_live(trace, *options, events=events, rank=rank, world_size=world_size)
+        return _core.analyze_live(trace, *options, events=events, **rank_and_threads)
     if isinstance(trace, os.PathLike):
         trace = os.fspath(trace)
     if isinstance(trace, bytes):
         raise TypeError("pass trace text as str, not bytes")
     if isinstance(trace, str):
         if "\n" in trace:
-            return _core.analyze_text(trace, "<string>", *options, events=events, rank=rank, world_size=world_size)
+            return _core.analyze_text(trace, "<string>", *options, events=events, **rank_and_threads)
         if not os.path.exists(trace):
             raise FileNotFoundError(f"no such trace file: {trace!r}")
-        return _core.analyze_file(trace, *options, events=events, rank=rank, world_size=world_size)
+        return _core.analyze_file(trace, *options, events=events, **rank_and_threads)
     raise TypeError(
         "peakmem.analyze expects a Thunder TraceCtx, trace text or a path, "
         f"got {type(trace).__name__}"

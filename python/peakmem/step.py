@@ -404,6 +404,8 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
                      transform: Callable | None) -> tuple[_Pieces, float, Any]:
     """The two traces simulated, the seconds Thunder took to make them, and
     what holds the parameters (_jit)."""
+    import torch
+
     from . import _core
 
     start = time.perf_counter()
@@ -411,7 +413,9 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
     tracing = time.perf_counter() - start
     # The forward, and the identity of everything it returns.
     simulating = time.perf_counter()
-    fw_report = _core.analyze_live(fw, "runtime", "forward", True, returned_tensors=True, events=True)
+    threads = torch.get_num_threads()  # the kernels' per-thread scratch
+    fw_report = _core.analyze_live(fw, "runtime", "forward", True, returned_tensors=True, events=True,
+                                   torch_threads=threads)
     simulated = time.perf_counter() - simulating
     returned = {name: (storage, nbytes, list(strides), role)
                 for name, storage, nbytes, strides, role in fw_report.returned_tensors}
@@ -422,7 +426,7 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
     spec += [(name, True, -1, 0, []) for name in _names(bw.args[1])]  # cotangents: autograd holds them
     simulating = time.perf_counter()
     bw_report = _core.analyze_live(bw, "runtime", "backward", True, argument_tensors=spec,
-                                   returned_tensors=True, events=True)
+                                   returned_tensors=True, events=True, torch_threads=threads)
     simulated += time.perf_counter() - simulating
     grads = _accumulated_grads(bw, bw_report, _names(data["flat_args"]), returned)
     outputs = {returned[n][0]: returned[n][1] for n in _names(data["output"])

@@ -30,13 +30,19 @@ void RaiseTraceError(const peakmem::TraceError& e) {
   PyErr_SetObject(cls.ptr(), err.ptr());
 }
 
-peakmem::RuntimeOptions Options(const std::string& convention, bool scratch) {
+// torch_threads: torch.get_num_threads() of the process the trace runs in
+// (0: this machine's CPUs), RuntimeOptions::cpu_threads.
+peakmem::RuntimeOptions Options(const std::string& convention, bool scratch, int torch_threads) {
   peakmem::RuntimeOptions options;
   if (!peakmem::ParseCallingConvention(convention, &options.convention)) {
     throw std::invalid_argument("unknown calling convention '" + convention +
                                 "'; expected auto, forward, backward or plain");
   }
   options.model_scratch = scratch;
+  if (torch_threads < 0) {
+    throw std::invalid_argument("torch_threads must be >= 0, got " + std::to_string(torch_threads));
+  }
+  options.cpu_threads = torch_threads;
   return options;
 }
 
@@ -316,8 +322,8 @@ void BindAnalyze(nb::module_& m) {
       [](const std::string& text, const std::string& name, const std::string& model,
          const std::string& convention, bool scratch, const std::string& allocator,
          const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool events, int rank, int world_size) {
-        const peakmem::RuntimeOptions options = Options(convention, scratch);
+         const std::optional<std::string>& device_memory, bool events, int rank, int world_size, int torch_threads) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
         return PyReport(
@@ -328,6 +334,7 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("convention") = "auto", nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
+      nb::arg("torch_threads") = 0,
       "Analyse printed trace text (or peakmem's JSON export).");
 
   m.def(
@@ -336,8 +343,8 @@ void BindAnalyze(nb::module_& m) {
          const std::string& allocator, const std::optional<std::string>& alloc_conf,
          const std::optional<std::string>& device_memory, bool steps,
          const std::vector<ArgumentSpec>& argument_tensors, bool returned_tensors, bool events,
-         int rank, int world_size) {
-        peakmem::RuntimeOptions options = Options(convention, scratch);
+         int rank, int world_size, int torch_threads) {
+        peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
         for (const ArgumentSpec& a : argument_tensors) {
           options.argument_tensors.push_back({std::get<0>(a), std::get<1>(a), std::get<2>(a),
                                               std::get<3>(a), std::get<4>(a)});
@@ -361,7 +368,7 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("steps") = true, nb::arg("argument_tensors") = std::vector<ArgumentSpec>{},
       nb::arg("returned_tensors") = false, nb::arg("events") = false, nb::arg("rank") = 0,
-      nb::arg("world_size") = 0,
+      nb::arg("world_size") = 0, nb::arg("torch_threads") = 0,
       "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table; "
       "argument_tensors: (name, external, storage_group, storage_bytes, strides) per argument "
       "tensor whose identity the caller knows (peakmem.step); returned_tensors: fill "
@@ -371,8 +378,8 @@ void BindAnalyze(nb::module_& m) {
       "analyze_file",
       [](const std::string& path, const std::string& model, const std::string& convention,
          bool scratch, const std::string& allocator, const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool events, int rank, int world_size) {
-        const peakmem::RuntimeOptions options = Options(convention, scratch);
+         const std::optional<std::string>& device_memory, bool events, int rank, int world_size, int torch_threads) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
         return PyReport(peakmem::Analyze(peakmem::LoadTrace(path, RankRead(rank, world_size)),
@@ -382,6 +389,7 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
+      nb::arg("torch_threads") = 0,
       "Analyse a trace file (text or JSON). rank: the rank DTensor types are read for.");
 }
 

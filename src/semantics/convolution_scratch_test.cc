@@ -121,6 +121,13 @@ TEST(ConvolutionScratch, CasesTheRulesDoNotCoverSayWhy) {
   ConvolutionCall padded = Call({2, 64, 16, 16}, {64, 64, 1, 1}, {2, 64, 9, 9}, {2, 2}, {1, 1});
   EXPECT_FALSE(CpuConvolutionScratch(padded, &why));
   EXPECT_NE(why.find("GEMM"), std::string::npos);
+  // Thunder's input gradient of a dilated convolution pads by (k - 1) * d:
+  // x[4,8,8,6] w[8,8,3,3] padding 4 dilation 2 measured [34688 (1 thread),
+  // 15360, -34688, 15360, -15360]: im2col, not the direct kernel.
+  ConvolutionCall full = Call({4, 8, 8, 6}, {8, 8, 3, 3}, {4, 8, 12, 10}, {1, 1}, {4, 4});
+  full.dilation = {2, 2};
+  EXPECT_FALSE(CpuConvolutionScratch(full, &why));
+  EXPECT_NE(why.find("GEMM"), std::string::npos);
   ConvolutionCall nhwc = Call({2, 8, 4, 4}, {8, 8, 3, 3}, {2, 8, 2, 2});
   nhwc.input.strides = {128, 1, 32, 8};
   EXPECT_FALSE(CpuConvolutionScratch(nhwc, &why));

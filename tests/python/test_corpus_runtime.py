@@ -23,17 +23,9 @@ from conftest import corpus_programs, program_dir
 PROGRAMS = corpus_programs()
 TRACES = [(p, k) for p in PROGRAMS for k in ("fw", "bw") if (program_dir(p) / f"{k}.trace").exists()]
 
-# (program, kind, form) -> (measured - predicted peak, measured - predicted final, reason)
-_ONEDNN_CONV = (
-    "CPU convolutions run through oneDNN (ATen's mkldnn_convolution), which copies a non-contiguous "
-    "input or weight, reorders both into blocked layouts (channels padded to the block), computes "
-    "into a blocked output and converts it back: buffers the runtime model does not count yet. "
-    "The ResNet's backward convolutions (Thunder's decomposition, on permuted, padded and dilated "
-    "operands) hold 1,049,600 bytes more at the peak than predicted."
-)
-EXCEPTIONS: dict[tuple[str, str, str], tuple[int, int, str]] = {
-    ("resnet", "bw", form): (1_049_600, 0, _ONEDNN_CONV) for form in ("trace", "json")
-}
+# (program, kind, form) -> (measured - predicted peak, measured - predicted final, reason).
+# Empty: every trace is exact.
+EXCEPTIONS: dict[tuple[str, str, str], tuple[int, int, str]] = {}
 
 
 def measured(program: str, key: str) -> tuple[int, int]:
@@ -44,7 +36,9 @@ def measured(program: str, key: str) -> tuple[int, int]:
 @pytest.mark.parametrize("form", ["trace", "json"])
 @pytest.mark.parametrize("program,kind", TRACES, ids=[f"{p}-{k}" for p, k in TRACES])
 def test_stored_trace_matches_measurement(program, kind, form):
-    report = peakmem.analyze(program_dir(program) / f"{kind}.{form}", model="runtime")
+    # Predicted for the threads the measurement ran on (a kernel's scratch can be per thread).
+    threads = json.loads((program_dir(program) / "measured.json").read_text())["num_threads"]
+    report = peakmem.analyze(program_dir(program) / f"{kind}.{form}", model="runtime", torch_threads=threads)
     want = measured(program, kind)
     got = (report.peak_bytes, report.final_bytes)
     exception = EXCEPTIONS.get((program, kind, form))

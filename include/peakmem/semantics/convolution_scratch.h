@@ -33,9 +33,10 @@
 //     stride 1 and no padding), allocated before the result and freed after.
 //
 // Everything else (another dtype, transposed or grouped convolutions, 1-d
-// and 3-d ones, channels-last operands, a 1x1 kernel with padding, which
-// oneDNN runs as a GEMM with per-thread buffers) is not modelled: the rule
-// says so and why, and the caller diagnoses it.
+// and 3-d ones, channels-last operands, a 1x1 kernel with padding and
+// padding past min(3, (k - 1) * dilation), which oneDNN runs as a GEMM with
+// per-thread buffers sized by the cache) is not modelled: the rule says so
+// and why, and the caller diagnoses it.
 #pragma once
 
 #include <cstdint>
