@@ -398,6 +398,9 @@ class _Pieces:
     simulate_s: float         # seconds in the runtime model (both traces, read live)
     saved_storages: frozenset[int]  # the forward's storages the backward gets as saved tensors
     grad_storages: frozenset[int]   # the backward's storages of the gradients it returns
+    # The largest copy AccumulateGrad makes of a gradient whose strides are
+    # not its parameter's, into an empty .grad (0: every gradient is stolen).
+    grad_layout_copy: int = 0
 
 
 def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
@@ -428,7 +431,7 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
     bw_report = _core.analyze_live(bw, "runtime", "backward", True, argument_tensors=spec,
                                    returned_tensors=True, events=True, torch_threads=threads)
     simulated += time.perf_counter() - simulating
-    grads = _accumulated_grads(bw, bw_report, _names(data["flat_args"]), returned)
+    grads, layout_copies = _accumulated_grads(bw, bw_report, _names(data["flat_args"]), returned)
     outputs = {returned[n][0]: returned[n][1] for n in _names(data["output"])
                if returned[n][3] != "argument"}
     saved_storages = frozenset(returned[n][0] for n in saved_names
@@ -438,7 +441,7 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
         own_saved_bytes=own_saved_bytes, cotangent_bytes=cotangent_bytes,
         grad_bytes=sum(grads.values()), loss_bytes=sum(outputs.values()),
         saved_names=tuple(saved_names), simulate_s=simulated, saved_storages=saved_storages,
-        grad_storages=frozenset(grads)), tracing, holder
+        grad_storages=frozenset(grads), grad_layout_copy=max(layout_copies, default=0)), tracing, holder
 
 
 def _argument_bytes(report: Any) -> int:
@@ -532,6 +535,13 @@ def _join_steps(p: _Pieces, opt: _OptimizerPieces | None, parameters: int, input
         # fields, or adds them in place and frees them. Then the cotangent goes;
         # no moment of the backward's return holds more.
         if carry == 0:
+            if p.grad_layout_copy:
+                # Into empty .grad fields, one AccumulateGrad at a time: the
+                # backward's gradients (and the cotangent, which
+                # loss.backward() holds) beside one parameter-layout copy.
+                acc_peak = offset + p.backward.final_bytes + p.grad_layout_copy
+                timeline.reach(acc_peak, "backward", k, lambda: _accumulation_categories(
+                    acc_peak, parameters, input_bytes, p.grad_bytes + p.grad_layout_copy, state))
             carry = p.grad_bytes
         if opt is not None:
             # optimizer.step(): parameters, inputs, .grad, the state and the
@@ -576,9 +586,14 @@ def _saved_identity(saved_names: list[str], returned: dict, output_names: set[st
     return spec, own
 
 
-def _accumulated_grads(bw: Any, bw_report: Any, flat_arg_names: list[str], returned: dict) -> dict:
-    """The storages (and bytes) of the gradients the backward returns, each
-    checked to be stolen by AccumulateGrad into an empty .grad."""
+def _accumulated_grads(bw: Any, bw_report: Any, flat_arg_names: list[str],
+                       returned: dict) -> tuple[dict, list[int]]:
+    """The storages (and bytes) of the gradients the backward returns, and the
+    bytes of each copy AccumulateGrad makes into an empty .grad: a gradient
+    laid out unlike its parameter (a convolution weight's gradient as Thunder
+    computes it, permuted) is not stolen but copied to the parameter's
+    strides (accumulate_grad.h: obeys_layout_contract, clone_obey_contract);
+    the incoming gradient is freed when its AccumulateGrad returns."""
     returned_by_bw = {name: (storage, nbytes, list(strides), role)
                       for name, storage, nbytes, strides, role in bw_report.returned_tensors}
     (grads,) = _return_args(bw)[:1]
@@ -587,6 +602,7 @@ def _accumulated_grads(bw: Any, bw_report: Any, flat_arg_names: list[str], retur
             f"the backward returns {len(grads)} gradients for the forward's {len(flat_arg_names)} "
             "arguments")
     out: dict[int, int] = {}
+    copies: list[int] = []
     for arg, g in zip(flat_arg_names, grads):
         if g is None or not hasattr(g, "shape"):
             continue
@@ -598,15 +614,13 @@ def _accumulated_grads(bw: Any, bw_report: Any, flat_arg_names: list[str], retur
         want = returned[arg][2]
         shape = [int(d) for d in g.shape]
         if any(n != 1 and a != b for n, a, b in zip(shape, strides, want)):
-            raise ValueError(
-                f"the gradient of {arg} ({g.name}) has strides {tuple(strides)}, the parameter "
-                f"{tuple(want)}: AccumulateGrad copies it to the parameter's layout; not modelled yet")
+            copies.append(returned[arg][1])  # a dense copy in the parameter's layout
         if storage in out:
             raise ValueError(
                 f"the gradients of two arguments share {g.name}'s storage: AccumulateGrad would "
                 "clone one of them; not modelled yet")
         out[storage] = nbytes
-    return out
+    return out, copies
 
 
 def _backward_categories(peak: int, parameters: int, inputs: int, carry: int, state: int,
@@ -614,6 +628,14 @@ def _backward_categories(peak: int, parameters: int, inputs: int, carry: int, st
     cats = {"parameters": parameters, "inputs": inputs, "gradients": carry + live["gradients"],
             "optimizer_state": state, "activations": live["activations"]}
     cats["temporaries"] = peak - sum(cats.values())  # the loss, the cotangent, intermediates
+    return cats
+
+
+def _accumulation_categories(peak: int, parameters: int, inputs: int, grads: int,
+                             state: int) -> dict[str, int]:
+    cats = {"parameters": parameters, "inputs": inputs, "gradients": grads,
+            "optimizer_state": state, "activations": 0}
+    cats["temporaries"] = peak - sum(cats.values())  # the loss and the cotangent
     return cats
 
 

@@ -461,6 +461,8 @@ std::int64_t RuntimeModel::DTensorRedistribution(const Statement& s) {
   return bytes;
 }
 
+// On the CPU, and on `meta`, which stands for the CPU when a step is
+// estimated without allocating (peakmem.estimate_step on meta inputs).
 ScratchEstimate RuntimeModel::ConvolutionScratch(const Statement& s, const OpInfo& op) {
   const ObjectId input = ArgObject(s, 0), weight = ArgObject(s, 1);
   const std::vector<ValueId> outs = FlatOutputs(s);
@@ -468,7 +470,7 @@ ScratchEstimate RuntimeModel::ConvolutionScratch(const Statement& s, const OpInf
   const Object& in = objects_[input];
   const Object& w = objects_[weight];
   if (in.kind != Object::Kind::kTensor || w.kind != Object::Kind::kTensor ||
-      in.type->device.rfind("cpu", 0) != 0) {
+      (in.type->device.rfind("cpu", 0) != 0 && in.type->device != "meta")) {
     return {};  // GPU convolutions' workspaces are not modelled (no CPU scratch either)
   }
   ConvolutionCall call;

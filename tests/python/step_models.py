@@ -206,6 +206,32 @@ class MixerBlock(nn.Module):
         return x + self.ch2(F.gelu(self.ch1(self.ln_2(x))))
 
 
+class SmallCNN(nn.Module):
+    """A ResNet-style CNN: a convolution stem with batch norm (training mode:
+    batch statistics, running statistics updated in place) and max pooling,
+    a residual block of two 3x3 convolutions, a strided stage with a 1x1
+    projection shortcut, global average pooling and a classifier."""
+
+    def __init__(self, width: int = 32, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, width, 3, padding=1, bias=False)
+        self.bn0 = nn.BatchNorm2d(width)
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.down = nn.Conv2d(width, 2 * width, 3, stride=2, padding=1, bias=False)
+        self.bn3 = nn.BatchNorm2d(2 * width)
+        self.shortcut = nn.Conv2d(width, 2 * width, 1, stride=2, bias=False)
+        self.head = nn.Linear(2 * width, classes)
+
+    def forward(self, images, labels=None):  # (labels: for the loss, which gets every input)
+        x = F.max_pool2d(F.relu(self.bn0(self.stem(images))), 2)
+        x = F.relu(x + self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+        x = F.relu(self.bn3(self.down(x)) + self.shortcut(x))
+        return self.head(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
 def mse_loss(output, x):
     return output.pow(2).mean()
 
@@ -274,6 +300,9 @@ ENTRIES = [
                                 "weight_decay": 1e-4},
            "steps": 2, "zero_grad": False}),
     Entry("llama_lm_3_layers_adamw", lambda: LlamaLM(layers=3), _tokens, None, ADAMW),
+    Entry("cnn_sgd_momentum_2_steps", SmallCNN,
+          lambda: (torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))), classify_loss,
+          {"optimizer": torch.optim.SGD, "optimizer_kwargs": {"lr": 0.01, "momentum": 0.9}, "steps": 2}),
     Entry("vit_block_adam_maximize", ViTBlock,
           lambda: (torch.randn(4, 3, 64, 64), torch.randint(0, 10, (4,))), classify_loss,
           {"optimizer": torch.optim.Adam, "optimizer_kwargs": {"maximize": True}}),
