@@ -80,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--budget", default="80GiB")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--export", metavar="DIR",
+                    help="also write the step's traces for peakmem_bench --step_traces: "
+                         "DIR/<model>_fw.json, _bw.json (peakmem's JSON export) and _bw_arguments.json "
+                         "(the saved tensors' identity: name, external, storage group, bytes, strides)")
     args = ap.parse_args(argv)
 
     import peakmem
@@ -117,7 +121,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
+    if args.export:
+        export(args, model, inputs, loss_fn)
     return 0
+
+
+def export(args, model, inputs, loss_fn) -> None:
+    """The step's two traces and the backward's argument identities, as the
+    step simulates them (peakmem.step._simulate_traces)."""
+    import peakmem
+    from peakmem import step
+    from peakmem._thunder_compat import import_thunder
+
+    module = step._step_module(model, loss_fn)
+    pieces, _, _ = step._simulate_traces(import_thunder(), module, tuple(inputs), None)
+    os.makedirs(args.export, exist_ok=True)
+    base = os.path.join(args.export, args.model)
+    fw, bw = pieces.traces
+    for kind, trace in (("fw", fw), ("bw", bw)):
+        with open(f"{base}_{kind}.json", "w") as f:
+            f.write(peakmem.to_json_export(trace))
+    with open(f"{base}_bw_arguments.json", "w") as f:
+        json.dump([list(a) for a in pieces.backward_arguments], f)
+    print(f"  exported {base}_fw.json, _bw.json, _bw_arguments.json")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,17 @@
 //   price_cuda_caching/F  the same log through the CUDA caching allocator
 //                     model, as `--allocator cuda-caching` runs it; items are
 //                     events
+//
+//   peakmem_bench --step_traces=DIR  (also) for every training step that
+//   bench/bench_step.py --export wrote to DIR (NAME_fw.json, NAME_bw.json,
+//   NAME_bw_arguments.json):
+//   touch_step/NAME     baseline: touch every statement of both traces
+//   simulate_step/NAME  the step's simulation itself: the runtime model over
+//                     the forward (returned tensors kept: their identity
+//                     carries into the backward) and the backward with its
+//                     saved tensors' identity (RuntimeOptions::argument_tensors),
+//                     peak only, each through a Simulator warmed by an
+//                     untimed run; items are both traces' statements
 // Byte rates come from SetBytesProcessed (file bytes), statement rates from
 // SetItemsProcessed (statements in the parsed trace). Counters:
 //   statements        statements in the trace
@@ -341,10 +352,89 @@ std::vector<TraceFile> FindTraces(const std::string& dir) {
   return out;
 }
 
+// A training step's two traces, parsed once (bench_step.py --export).
+struct StepTraces {
+  std::string name;
+  peakmem::ParsedTrace forward, backward;
+  std::vector<peakmem::ArgumentTensor> backward_arguments;
+  std::size_t Statements() const {
+    return forward.trace.statements.size() + backward.trace.statements.size();
+  }
+};
+
+std::vector<std::shared_ptr<StepTraces>> FindSteps(const std::string& dir) {
+  std::vector<std::shared_ptr<StepTraces>> out;
+  const std::string suffix = "_fw.json";
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string file = e.path().filename().string();
+    if (file.size() <= suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string base = (fs::path(dir) / file.substr(0, file.size() - suffix.size())).string();
+    auto step = std::make_shared<StepTraces>(StepTraces{
+        fs::path(base).filename().string(), peakmem::LoadTrace(base + "_fw.json"),
+        peakmem::LoadTrace(base + "_bw.json"), {}});
+    simdjson::dom::parser parser;
+    for (simdjson::dom::array a : parser.load(base + "_bw_arguments.json").get_array()) {
+      peakmem::ArgumentTensor t;
+      t.name = std::string(std::string_view(a.at(0)));
+      t.external = bool(a.at(1));
+      t.storage_group = static_cast<int>(std::int64_t(a.at(2)));
+      t.storage_bytes = std::int64_t(a.at(3));
+      for (std::int64_t s : a.at(4).get_array()) t.strides.push_back(s);
+      step->backward_arguments.push_back(std::move(t));
+    }
+    out.push_back(std::move(step));
+  }
+  return out;
+}
+
+void BM_TouchStep(benchmark::State& state, std::shared_ptr<StepTraces> step) {
+  for (auto _ : state) {
+    std::uint64_t acc = 0;
+    for (const peakmem::ParsedTrace* p : {&step->forward, &step->backward}) {
+      for (const peakmem::Statement& s : p->trace.statements) {
+        acc += static_cast<std::uint64_t>(s.kind) + s.outputs.items.size() + s.outputs.value +
+               s.args.size() + s.deleted.size();
+      }
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * step->Statements()));
+  state.SetLabel(step->name);
+  state.counters["statements"] = static_cast<double>(step->Statements());
+}
+
+void BM_SimulateStep(benchmark::State& state, std::shared_ptr<StepTraces> step) {
+  peakmem::ReportOptions report;
+  report.steps = report.breakdown = report.live_at_peak = false;
+  report.returned_tensors = true;
+  peakmem::RuntimeOptions fw_options, bw_options;
+  fw_options.convention = peakmem::CallingConvention::kForward;
+  bw_options.convention = peakmem::CallingConvention::kBackward;
+  bw_options.argument_tensors = step->backward_arguments;
+  peakmem::Simulator forward, backward;
+  try {
+    forward.Analyze(step->forward, "runtime", fw_options, report);
+    backward.Analyze(step->backward, "runtime", bw_options, report);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : state) {
+    peakmem::Report f = forward.Analyze(step->forward, "runtime", fw_options, report);
+    peakmem::Report b = backward.Analyze(step->backward, "runtime", bw_options, report);
+    benchmark::DoNotOptimize(f.peak_bytes + b.peak_bytes);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * step->Statements()));
+  state.SetLabel(step->name);
+  state.counters["statements"] = static_cast<double>(step->Statements());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string dir;
+  std::string step_dir;  // training steps exported by bench_step.py --export
   std::string only;  // substring filter on file names
   double max_mb = 0;  // skip files larger than this (0: no limit)
   std::vector<char*> rest;
@@ -353,6 +443,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a.rfind("--traces=", 0) == 0) {
       dir = a.substr(9);
+    } else if (a.rfind("--step_traces=", 0) == 0) {
+      step_dir = a.substr(14);
     } else if (a.rfind("--files=", 0) == 0) {
       only = a.substr(8);
     } else if (a.rfind("--max_mb=", 0) == 0) {
@@ -361,15 +453,28 @@ int main(int argc, char** argv) {
       rest.push_back(argv[i]);
     }
   }
-  if (dir.empty()) {
-    std::cerr << "usage: peakmem_bench --traces=DIR [--files=SUBSTRING] [--max_mb=N] [--benchmark_* flags]\n"
-                 "  DIR holds *.trace / *.json files made by bench/make_trace.py\n";
+  if (dir.empty() && step_dir.empty()) {
+    std::cerr << "usage: peakmem_bench [--traces=DIR] [--step_traces=DIR] [--files=SUBSTRING] [--max_mb=N] "
+                 "[--benchmark_* flags]\n"
+                 "  --traces: *.trace / *.json files made by bench/make_trace.py\n"
+                 "  --step_traces: training steps written by bench/bench_step.py --export\n";
     return 2;
   }
   int rest_argc = static_cast<int>(rest.size());
   benchmark::Initialize(&rest_argc, rest.data());
-  const std::vector<TraceFile> files = FindTraces(dir);
-  if (files.empty()) {
+  if (!step_dir.empty()) {
+    for (const auto& step : FindSteps(step_dir)) {
+      for (const auto& [what, fn] : {std::pair{std::string("touch_step/"), &BM_TouchStep},
+                                     std::pair{std::string("simulate_step/"), &BM_SimulateStep}}) {
+        benchmark::RegisterBenchmark((what + step->name).c_str(),
+                                     [step, fn = fn](benchmark::State& s) { fn(s, step); })
+            ->Unit(benchmark::kMillisecond)
+            ->MeasureProcessCPUTime();
+      }
+    }
+  }
+  const std::vector<TraceFile> files = dir.empty() ? std::vector<TraceFile>{} : FindTraces(dir);
+  if (files.empty() && step_dir.empty()) {
     std::cerr << "peakmem_bench: no *.trace or *.json files in " << dir << "\n";
     return 2;
   }

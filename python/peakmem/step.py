@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import gc
 import time
+import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -270,7 +271,14 @@ def _trace_step(thunder: Any, module: Any, inputs: tuple, transform: Callable | 
     except ValueError:
         raise
     except Exception as e:  # what Thunder cannot trace or run
-        raise RuntimeError(f"Thunder could not trace the step: {type(e).__name__}: {e}") from e
+        why = ""
+        meta = [x for x in inputs if getattr(x, "is_meta", False)]
+        if len(meta) > 1 and "update_aliases" in "".join(traceback.format_tb(e.__traceback__)):
+            why = (" (Thunder groups its tensor inputs by storage address, and every meta tensor's "
+                   "is 0: with an in-place update in the program, such as batch norm's running "
+                   "statistics, it takes the meta inputs for views of one tensor; pass one meta "
+                   "input tensor, or estimate on CPU inputs)")
+        raise RuntimeError(f"Thunder could not trace the step: {type(e).__name__}: {e}{why}") from e
     finally:
         for p, g in zip(params, grads_before):
             p.grad = g
@@ -401,6 +409,11 @@ class _Pieces:
     # The largest copy AccumulateGrad makes of a gradient whose strides are
     # not its parameter's, into an empty .grad (0: every gradient is stolen).
     grad_layout_copy: int = 0
+    # The two TraceCtx and the backward's argument_tensors (the saved
+    # tensors' identity), as simulated: what bench/bench_step.py --export
+    # writes for the C++ step-simulation benchmark.
+    traces: tuple = ()
+    backward_arguments: tuple = ()
 
 
 def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
@@ -441,7 +454,8 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
         own_saved_bytes=own_saved_bytes, cotangent_bytes=cotangent_bytes,
         grad_bytes=sum(grads.values()), loss_bytes=sum(outputs.values()),
         saved_names=tuple(saved_names), simulate_s=simulated, saved_storages=saved_storages,
-        grad_storages=frozenset(grads), grad_layout_copy=max(layout_copies, default=0)), tracing, holder
+        grad_storages=frozenset(grads), grad_layout_copy=max(layout_copies, default=0),
+        traces=(fw, bw), backward_arguments=tuple(spec)), tracing, holder
 
 
 def _argument_bytes(report: Any) -> int:

@@ -188,3 +188,24 @@ def test_step_report_plots_and_shows_in_jupyter(thunder):
     measured = peakmem.measure_step(MLP(), torch.randn(64, 256), loss_fn=mse_loss)
     with pytest.raises(ValueError, match="no timeline"):
         measured.plot()
+
+
+def test_meta_inputs_thunder_takes_for_aliases_are_a_clear_error(thunder):
+    # Thunder 0.2.6 groups tensor inputs by storage address; every meta
+    # tensor's is 0, so with an in-place update in the program (batch norm's
+    # running statistics) it takes two meta inputs for views of one tensor
+    # and fails: the error must say so, not only Thunder's reshape message.
+    import peakmem
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3)
+            self.bn = torch.nn.BatchNorm2d(8)
+
+        def forward(self, images, labels):
+            return torch.nn.functional.cross_entropy(self.bn(self.conv(images)).mean((2, 3)), labels)
+
+    with pytest.raises(RuntimeError, match="every meta tensor's is 0"):
+        peakmem.estimate_step(Net().to("meta"), torch.randn(4, 3, 8, 8, device="meta"),
+                              torch.randint(0, 8, (4,), device="meta"))
