@@ -15,14 +15,16 @@
 //   - elementwise ops compute in PyTorch's result dtype (type_promotion.h):
 //     every tensor operand of another dtype is copied to it first;
 //   - reductions into another dtype, take_along_dim's indices, sort's and
-//     argsort's buffers, Thunder's interior padding and nll_loss backward's
-//     total_weight (scratch.cc, TypedScratch), measured by the op audit
-//     (docs/op-audit.md).
+//     argsort's buffers, Thunder's interior padding, nll_loss backward's
+//     total_weight and global average pooling's mean (scratch.cc,
+//     TypedScratch), measured by the op audit (docs/op-audit.md).
 // Rules are per op and device; an op without a rule has no scratch. Rules
 // that need strides live in the runtime model: CPU mm/matmul clones
 // operands BLAS cannot take and copies batched operands it cannot view
 // (RuntimeModel::MatmulOperandClones), kernels copy non-contiguous operands
-// (OpInfo::contiguous_copy_arguments); another needs DTensor placements: a replicated operand's
+// (OpInfo::contiguous_copy_arguments), CPU convolutions' operand copies,
+// oneDNN reorders and per-thread scratchpads (convolution_scratch.h,
+// RuntimeModel::ConvolutionScratch); another needs DTensor placements: a replicated operand's
 // chunk copied to the result's placement (RuntimeModel::DTensorRedistribution).
 #pragma once
 
