@@ -180,6 +180,7 @@ class RuntimeModel {
   // A CPU convolution's scratch (convolution_scratch.h); diagnoses a call
   // its rules do not cover and counts nothing for it.
   ScratchEstimate ConvolutionScratch(const Statement& s, const OpInfo& op);
+  std::int64_t HalfFullReductionCopy(const Statement& s, const OpInfo& op) const;
 
   const Value& ValueOf(ValueId id) const { return trace_.value(id); }
   // The bytes a dense tensor value takes at run time: its type's, except

@@ -82,6 +82,25 @@ TEST(RuntimeModelEvents, WrappedScalarIsAScratchAllocFreedInsideTheOp) {
   EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
 }
 
+TEST(RuntimeModelEvents, HalfSumOfAnExpandedTensorReducesAFloat32Copy) {
+  // torch.sum of bf16 [1, 6] expanded to [8, 6] (measured for [64, 48]:
+  // result 2, then 4 + 4 * 3072 inside): here the result (2), then scratch
+  // 4 * 48 + 4 = 196 allocated and freed. The transposed input below is
+  // dense: the result alone.
+  const std::string text = R"(def f(a, b):
+  # a: "cpu bf16[1, 6]"
+  # b: "cpu bf16[6, 8]"
+  t0 = torch.expand(a, (8, 6))  # t0: "cpu bf16[8, 6]"
+  t1 = torch.sum(t0, None, False, dtype=None)  # t1: "cpu bf16[]"
+  t2 = torch.permute(b, (1, 0))  # t2: "cpu bf16[8, 6]"
+  t3 = torch.sum(t2, None, False, dtype=None)  # t3: "cpu bf16[]"
+  return t1, t3
+)";
+  const std::vector<Event> expected = {{-1, "a", 12},         {-1, "b", 96},          {1, "t1", 2},
+                                       {1, "(scratch)", 196}, {1, "(scratch)", -196}, {3, "t3", 2}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
 TEST(RuntimeModelEvents, ViewsShareTheirBaseStorage) {
   // t1 = reshape of contiguous t0 is a view: no event of its own; t0's
   // storage is freed only when both names are gone (del t0 at step 2 frees

@@ -461,6 +461,26 @@ std::int64_t RuntimeModel::DTensorRedistribution(const Statement& s) {
   return bytes;
 }
 
+// A float16/bfloat16 sum over every dimension of a tensor that is not
+// non-overlapping and dense (expanded, sliced) reduces a float32 copy of it
+// into a float32 accumulator, then casts: measured bf16 [64, 48] expanded
+// from [1, 48] or sliced: [2 (result), 4, 12288, -12288, -4]; f16 alike; a
+// transposed (dense) input, a reduction over some dimensions, another dtype
+// or prod: nothing. (sum to another dtype is the reduction cast, scratch.cc.)
+std::int64_t RuntimeModel::HalfFullReductionCopy(const Statement& s, const OpInfo& op) const {
+  const ObjectId in = ArgObject(s, 0);
+  const std::vector<ValueId> outs = FlatOutputs(s);
+  if (in == kNone || outs.empty() || op.name != "sum") return 0;
+  const Object& input = objects_[in];
+  const ValueType& result = *ValueOf(outs[0]).type;
+  if (input.kind != Object::Kind::kTensor || input.type->dtype == nullptr || result.dtype != input.type->dtype) return 0;
+  const std::string_view dtype = input.type->dtype->short_name;
+  if (dtype != "bf16" && dtype != "f16") return 0;
+  if (result.numel != 1 || input.type->numel <= 1) return 0;  // not a reduction over every dimension
+  if (IsNonOverlappingAndDense(input.type->shape, StridesOf(input))) return 0;
+  return static_cast<std::int64_t>(input.type->numel) * 4 + 4;
+}
+
 // On the CPU, and on `meta`, which stands for the CPU when a step is
 // estimated without allocating (peakmem.estimate_step on meta inputs).
 ScratchEstimate RuntimeModel::ConvolutionScratch(const Statement& s, const OpInfo& op) {
@@ -501,6 +521,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
   if (options_.model_scratch) {
     scratch.with_outputs += MatmulOperandClones(s) + ContiguousArgumentCopy(s, op);
     if (op != nullptr && op->scratch == ScratchRule::kConvolution) scratch = ConvolutionScratch(s, *op);
+    if (op != nullptr && op->scratch == ScratchRule::kReductionCast) scratch.with_outputs += HalfFullReductionCopy(s, *op);
   }
   if (op != nullptr && op->name.substr(0, 8) == "dtensor_") {
     const std::int64_t redistributed = DTensorRedistribution(s);  // diagnoses what it cannot size

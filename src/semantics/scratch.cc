@@ -101,6 +101,15 @@ std::int64_t SaturatingAdd(std::int64_t a, std::int64_t b) {
 
 std::int64_t Bytes(std::uint64_t numel, const DType* dtype) { return SaturatingBytes(numel, dtype->bits); }
 
+// gather (and take_along_dim, which gathers) in float16 or bfloat16 makes a
+// float32 buffer of the output's size inside the op (measured bf16 and f16
+// [64, 48] gathering [64, 3] and [64, 1]: result, then 4 bytes per output
+// element, freed; f32, f64, int8 and int16: the result alone).
+std::int64_t HalfGatherBuffer(const ValueType& result) {
+  const std::string_view dtype = result.dtype->short_name;
+  return dtype == "bf16" || dtype == "f16" ? Bytes(result.numel, FindDType("f32")) : 0;
+}
+
 // The measured rules of ops whose scratch follows from types alone (the op
 // audit, docs/op-audit.md, checks each against the profiler):
 //   - sum/prod to another dtype (sum of a bool mask is int64; sum(x,
@@ -129,7 +138,10 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
       if (input->dtype != result->dtype) out.with_outputs = Bytes(input->numel, result->dtype);
       break;
     case ScratchRule::kGatherIndexCopy:
-      out.with_outputs = Bytes(result->numel, FindDType("i64"));
+      out.with_outputs = SaturatingAdd(Bytes(result->numel, FindDType("i64")), HalfGatherBuffer(*result));
+      break;
+    case ScratchRule::kHalfGather:
+      out.with_outputs = HalfGatherBuffer(*result);
       break;
     case ScratchRule::kInteriorPadding: {
       if (s.args.size() < 3) break;
@@ -213,7 +225,8 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
   if (op->scratch == ScratchRule::kRecomputedForward) return VjpScratch(trace, s);
   if (op->scratch == ScratchRule::kReductionCast || op->scratch == ScratchRule::kGatherIndexCopy ||
       op->scratch == ScratchRule::kInteriorPadding || op->scratch == ScratchRule::kNllTotalWeight ||
-      op->scratch == ScratchRule::kSortDimBuffer || op->scratch == ScratchRule::kGlobalMean) {
+      op->scratch == ScratchRule::kSortDimBuffer || op->scratch == ScratchRule::kGlobalMean ||
+      op->scratch == ScratchRule::kHalfGather) {
     return TypedScratch(trace, s, op->scratch);
   }
   if (op->scratch != ScratchRule::kWrappedScalars && op->scratch != ScratchRule::kWrappedBase &&

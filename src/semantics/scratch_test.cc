@@ -202,6 +202,31 @@ TEST(Scratch, TypedRulesSizeFromTheStatementsTypes) {
             4);
 }
 
+TEST(Scratch, HalfGatherMakesAFloat32Buffer) {
+  // Measured torch.gather of bf16 [64, 48] by [64, 3] indices: the result
+  // (384), then 768 = 4 * 192 inside; take_along_dim adds its int64 indices
+  // (8 * 192); f32 makes neither buffer but the indices.
+  const char* gather = R"(def f(x, i):
+  # x: "cpu bf16[64, 48]"
+  # i: "cpu i64[64, 3]"
+  t0 = torch.gather(x, 1, i)  # t0: "cpu bf16[64, 3]"
+  return t0
+)";
+  EXPECT_EQ(ScratchOfFirstCall(gather).with_outputs, 768);
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(x, i):
+  # x: "cpu bf16[64, 48]"
+  # i: "cpu i64[64, 3]"
+  t0 = torch.take_along_dim(x, i, 1)  # t0: "cpu bf16[64, 3]"
+  return t0
+)").with_outputs, 1536 + 768);
+  EXPECT_EQ(ScratchOfFirstCall(R"(def f(x, i):
+  # x: "cpu f32[64, 48]"
+  # i: "cpu i64[64, 3]"
+  t0 = torch.gather(x, 1, i)  # t0: "cpu f32[64, 3]"
+  return t0
+)").with_outputs, 0);
+}
+
 TEST(Scratch, GlobalAveragePoolingIsAMean) {
   // Measured F.adaptive_avg_pool2d(x, 1): f32 [4,128,8,8] allocates the
   // result, then 8 (the count, wrapped) and 4 (its f32 cast) inside.

@@ -57,6 +57,7 @@ enum class ScratchRule : unsigned char {
   kInteriorPadding,    // Thunder's pad with interior padding: a dilated intermediate
   kNllTotalWeight,     // Thunder's nll_loss backward: total_weight cast (or made, f64)
   kSortDimBuffer,      // sort: int64 of the sorted dimension's length
+  kHalfGather,         // gather in float16/bfloat16: a float32 buffer of the output's size
   kGlobalMean,         // adaptive_avg_pool2d to 1x1: a mean (its count wrapped; half types in f32)
   kConvolution,        // CPU convolution: operand copies, oneDNN's reorders and scratchpad or the
                        // native kernel's columns (convolution_scratch.h; needs strides and threads)
