@@ -101,6 +101,29 @@ TEST(RuntimeModelEvents, HalfSumOfAnExpandedTensorReducesAFloat32Copy) {
   EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
 }
 
+TEST(RuntimeModelEvents, BatchedProductCopiesAnOperandBlasCannotTake) {
+  // [1, 64, 48] with stride 0 between rows (a row expanded) @ [1, 48, 64]:
+  // 64 * 48 * 64 >= 400, so bmm hands the matrices to BLAS, which cannot
+  // take a leading dimension of 0: a contiguous copy of the operand
+  // (64 * 48 * 4 = 12288) beside the result (16384). At [1, 8, 6] @ [1, 6, 8]
+  // (384 < 400) the naive kernel reads it as it is: the result alone.
+  const std::string text = R"(def f(a, b, c, d):
+  # a: "cpu f32[1, 48]"
+  # b: "cpu f32[1, 48, 64]"
+  # c: "cpu f32[1, 6, 8]"
+  # d: "cpu f32[1, 6]"
+  t0 = torch.expand(a, (1, 64, 48))  # t0: "cpu f32[1, 64, 48]"
+  t1 = torch.matmul(t0, b)  # t1: "cpu f32[1, 64, 64]"
+  t2 = torch.expand(d, (1, 8, 6))  # t2: "cpu f32[1, 8, 6]"
+  t3 = torch.matmul(t2, c)  # t3: "cpu f32[1, 8, 8]"
+  return t1, t3
+)";
+  const std::vector<Event> expected = {
+      {-1, "a", 192},          {-1, "b", 12288}, {-1, "c", 192}, {-1, "d", 24}, {1, "t1", 16384},
+      {1, "(scratch)", 12288},  {1, "(scratch)", -12288},           {3, "t3", 256}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
 TEST(RuntimeModelEvents, ViewsShareTheirBaseStorage) {
   // t1 = reshape of contiguous t0 is a view: no event of its own; t0's
   // storage is freed only when both names are gone (del t0 at step 2 frees

@@ -221,6 +221,10 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
   }
   std::int64_t batch_numel = 1;
   for (std::int64_t d : batch) batch_numel *= d;
+  // contraction * rows * cols of each batch's product
+  const std::int64_t rows = da >= 2 ? a.shape[da - 2] : 1, inner = a.shape[da - 1];
+  const std::int64_t cols = db >= 2 ? b.shape[db - 1] : 1;
+  const std::int64_t product_size = rows * inner * cols;
   std::int64_t bytes = 0;
   for (int which = 0; which < 2; ++which) {
     const Dims& shape = operands[which].shape;
@@ -245,7 +249,16 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     }
     expanded.insert(expanded.end(), matrix.begin(), matrix.end());
     expanded_strides.insert(expanded_strides.end(), matrix_strides.begin(), matrix_strides.end());
-    if (!ComputeViewStrides(expanded, expanded_strides, Dims{batch_numel, matrix[0], matrix[1]})) {
+    const auto viewed = ComputeViewStrides(expanded, expanded_strides, Dims{batch_numel, matrix[0], matrix[1]});
+    // bmm hands each batch's matrices to BLAS, which takes only row- or
+    // column-major ones: another layout (a row broadcast with stride 0) is
+    // copied contiguous, except by the naive kernel of small products
+    // (ATen's bmm_out_or_baddbmm_: contraction * rows * cols < 400). Found
+    // by the op audit: SDPA on an expanded [64, 48] operand copies it
+    // (12288 bytes in f32, 6144 in bf16); at [8, 6] nothing.
+    const bool blas_copies = viewed && product_size >= 400 &&
+                             !BlasTakes(matrix[0], matrix[1], (*viewed)[1], (*viewed)[2]);
+    if (!viewed || blas_copies) {
       bytes += CopyBytes(batch_numel * matrix[0] * matrix[1], operands[which].dtype);
     }
   }
