@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "peakmem/semantics/layout.h"
 #include "peakmem/semantics/view_strides.h"
 
 namespace peakmem {
@@ -37,27 +38,15 @@ std::optional<Dims> SpatialParameter(const Expr* e, std::int64_t fallback, std::
 bool IsTrueConstant(const Expr* e) { return e != nullptr && e->kind == Expr::Kind::kConstant && e->text == "True"; }
 
 // A tensor in channels-last layout (and not also contiguous): ATen then
-// runs the convolution in NHWC, which the rules do not cover.
+// runs the convolution in NHWC, which the rules do not cover. Channels
+// last is contiguity of the dimensions taken in the order N, H, W, C.
 bool IsChannelsLast(const ConvolutionOperand& t) {
-  const Dims& s = t.shape;
-  const Dims& st = t.strides;
-  if (s.size() != 4 || st.size() != 4) return false;
-  std::int64_t expected = 1;
-  for (int d : {1, 3, 2, 0}) {
-    if (s[d] != 1 && st[d] != expected) return false;
-    expected *= s[d];
-  }
-  return true;
+  if (t.shape.size() != 4 || t.strides.size() != 4) return false;
+  const Dims nhwc_shape = {t.shape[0], t.shape[2], t.shape[3], t.shape[1]};
+  const Dims nhwc_strides = {t.strides[0], t.strides[2], t.strides[3], t.strides[1]};
+  return peakmem::IsContiguous(nhwc_shape, nhwc_strides);
 }
 
-bool IsContiguous(const ConvolutionOperand& t) {
-  std::int64_t expected = 1;
-  for (std::size_t d = t.shape.size(); d-- > 0;) {
-    if (t.shape[d] != 1 && t.strides[d] != expected) return false;
-    expected *= t.shape[d];
-  }
-  return true;
-}
 
 std::int64_t Bytes(const Dims& shape, const DType* dtype) { return Product(shape) * dtype->bits / 8; }
 
@@ -98,8 +87,8 @@ std::optional<ScratchEstimate> CpuConvolutionScratch(const ConvolutionCall& c, s
     *why_not = "transposed and grouped convolutions are not modelled";
     return std::nullopt;
   }
-  const bool in_contiguous = IsContiguous(in);
-  const bool w_contiguous = IsContiguous(w);
+  const bool in_contiguous = IsContiguous(in.shape, in.strides);
+  const bool w_contiguous = IsContiguous(w.shape, w.strides);
   if ((!in_contiguous && IsChannelsLast(in)) || (!w_contiguous && IsChannelsLast(w))) {
     *why_not = "channels-last convolutions are not modelled";
     return std::nullopt;
