@@ -6,6 +6,8 @@
 //                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]
 //   peakmem diff A B [--model runtime|thunder] [--convention ...] [--no-scratch]
 //                    [--format text|json] [--output FILE]
+//   peakmem plan TRACE [--convention ...] [--no-scratch] [--torch-threads N]
+//                      [--time-budget SECONDS] [--max-simulations N] [--output PLANNED.trace]
 //
 // FORMAT is any registered report writer (peakmem/report/writer.h): text,
 // json, annotated, chrome-trace, snapshot, html.
@@ -24,6 +26,7 @@
 #include <iostream>
 
 #include "peakmem/analyze.h"
+#include "peakmem/planning/planner.h"
 #include "peakmem/report/report_diff.h"
 #include "peakmem/report/writer.h"
 
@@ -334,6 +337,69 @@ CLI::App* AddDiff(CLI::App& app, DiffArgs& args) {
   return diff;
 }
 
+struct PlanArgs {
+  std::string trace;
+  std::string model = "runtime";  // (AddModelOptions' --model: only the runtime model plans)
+  std::string convention = "auto";
+  bool no_scratch = false;
+  int torch_threads = 0;
+  double time_budget = 1.0;
+  std::size_t max_simulations = 20000;
+  std::string output;
+};
+
+// Writes the planned trace (to --output, else stdout) and a summary of the
+// search to stderr.
+int RunPlan(const PlanArgs& args) {
+  return Guarded(args.trace, [&] {
+    if (args.model != "runtime") {
+      throw std::invalid_argument("plan: only the runtime model judges plans (it predicts what PyTorch allocates)");
+    }
+    peakmem::ParsedTrace parsed = peakmem::LoadTrace(args.trace);
+    peakmem::PlanOptions options;
+    options.runtime = RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads);
+    options.time_budget_seconds = args.time_budget;
+    options.max_simulations = args.max_simulations;
+    const peakmem::PlanResult plan = peakmem::PlanTrace(parsed, options);
+    const std::string text = peakmem::PrintPlan(parsed, plan);
+    std::string summary = fmt::format("peakmem plan: peak {} -> {} bytes", plan.original_peak_bytes,
+                                      plan.planned_peak_bytes);
+    if (plan.original_peak_bytes > 0) {
+      summary += fmt::format(" ({:.1f}% lower)", 100.0 * static_cast<double>(plan.original_peak_bytes - plan.planned_peak_bytes) /
+                                                     static_cast<double>(plan.original_peak_bytes));
+    }
+    summary += fmt::format("; {} simulations in {:.3f} s{}\n", plan.simulations, plan.seconds,
+                           plan.time_budget_reached ? " (time budget reached)" : "");
+    for (const peakmem::PlanCandidate& c : plan.baselines) {
+      summary += fmt::format("  {:<14} {} bytes{}\n", c.name, c.peak_bytes, c.name == plan.start ? "  (search started here)" : "");
+    }
+    if (!plan.unchanged_reason.empty()) summary += "  order unchanged: " + plan.unchanged_reason + "\n";
+    std::cerr << summary;
+    return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { sink(text); });
+  });
+}
+
+CLI::App* AddPlan(CLI::App& app, PlanArgs& args) {
+  CLI::App* plan = app.add_subcommand(
+      "plan",
+      "Reorder a printed trace for a lower peak: statements move within their data dependences "
+      "(in-place, random, collective and unknown ops never move across others), each value is "
+      "freed after its last use, and every candidate order is judged by the runtime model. "
+      "Writes the planned trace; the search's summary goes to stderr.");
+  plan->add_option("trace", args.trace, "Path of the printed trace")->required();
+  AddModelOptions(plan, &args.model, &args.convention, &args.no_scratch, &args.torch_threads);
+  plan->add_option("--time-budget", args.time_budget, "Seconds the search may take")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  plan->add_option("--max-simulations", args.max_simulations,
+                   "Simulations the search may run (what makes a plan the same on every machine)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))
+      ->capture_default_str();
+  plan->add_option("-o,--output", args.output, "Write the planned trace to this file, not stdout");
+  return plan;
+}
+
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -352,13 +418,16 @@ int main(int argc, char** argv) {
       "                         [--allocator requested|cuda-caching] [--alloc-conf CONF]\n"
       "                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]\n"
       "       peakmem diff A B [--model runtime|thunder] [--format text|json] [--output FILE]\n"
-      "Run 'peakmem analyze --help' or 'peakmem diff --help' for the options.\n"
+      "       peakmem plan TRACE [--time-budget SECONDS] [--output PLANNED.trace]\n"
+      "Run 'peakmem analyze --help', 'peakmem diff --help' or 'peakmem plan --help' for the options.\n"
       "Exit codes: 0 success; 1 bad input (the message gives file:line:col, the line and a "
       "caret); 2 bad usage.");
   AnalyzeArgs analyze_args;
   DiffArgs diff_args;
   CLI::App* analyze = AddAnalyze(app, analyze_args);
   CLI::App* diff = AddDiff(app, diff_args);
+  PlanArgs plan_args;
+  CLI::App* plan = AddPlan(app, plan_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -367,5 +436,6 @@ int main(int argc, char** argv) {
   }
   if (analyze->parsed()) return RunAnalyze(analyze_args);
   if (diff->parsed()) return RunDiff(diff_args);
+  if (plan->parsed()) return RunPlan(plan_args);
   return kExitUsage;
 }

@@ -14,6 +14,8 @@ Public API:
     measure_step(...)           the same step run for real on the CPU and measured
     max_batch_size(model, make_inputs, budget, ...)
                                 the largest batch (or sequence) whose step fits
+    plan(trace, time_budget=)   a statement order with a lower peak (a new TraceCtx
+                                that runs, or planned text), judged by the runtime model
     thunder.get_alloc_memory    drop-in for Thunder's own estimator
 """
 
@@ -32,11 +34,13 @@ report_views.attach(Report)
 from .measure import Measurement, measure  # noqa: E402
 from .step import StepReport, estimate_step, measure_step  # noqa: E402
 from .batch_search import BatchSearch, max_batch_size  # noqa: E402
+from .planning import Plan, plan  # noqa: E402
 
 __all__ = [
     "BatchSearch",
     "LiveTensor",
     "Measurement",
+    "Plan",
     "Report",
     "StepReport",
     "Step",
@@ -47,6 +51,7 @@ __all__ = [
     "max_batch_size",
     "measure",
     "measure_step",
+    "plan",
     "thunder",
     "to_json_export",
 ]

@@ -11,6 +11,7 @@
 
 #include "live_reader.h"
 #include "peakmem/analyze.h"
+#include "peakmem/planning/planner.h"
 #include "peakmem/frontend/trace_json_writer.h"
 #include "peakmem/report/allocator_summary.h"
 #include "peakmem/report/attribution.h"
@@ -393,6 +394,88 @@ void BindAnalyze(nb::module_& m) {
       "Analyse a trace file (text or JSON). rank: the rank DTensor types are read for.");
 }
 
+// The planner (peakmem/planning/planner.h) for peakmem.plan
+// (python/peakmem/planning.py): on printed text (the result carries the
+// planned text) or a live TraceCtx (the result says which statement runs
+// where, as bound-symbol indices, and which names are freed after each: the
+// Python side rebuilds the TraceCtx from them).
+nb::dict PlanToDict(const peakmem::ParsedTrace& parsed, const peakmem::PlanResult& plan, bool live) {
+  nb::dict d;
+  d["original_peak_bytes"] = plan.original_peak_bytes;
+  d["planned_peak_bytes"] = plan.planned_peak_bytes;
+  d["planned_final_bytes"] = plan.planned_final_bytes;
+  nb::list baselines;
+  for (const peakmem::PlanCandidate& c : plan.baselines) baselines.append(nb::make_tuple(c.name, c.peak_bytes));
+  d["baselines"] = baselines;
+  d["start"] = plan.start;
+  d["simulations"] = plan.simulations;
+  d["moves_kept"] = plan.moves_kept;
+  d["seconds"] = plan.seconds;
+  d["time_budget_reached"] = plan.time_budget_reached;
+  d["unchanged_reason"] = plan.unchanged_reason;
+  d["pinned"] = plan.graph.pinned_count;
+  d["statements"] = plan.graph.size();
+  const peakmem::PlanSteps steps = peakmem::StepsOf(plan);
+  auto names = [&](const std::vector<peakmem::ValueId>& values) {
+    nb::list out;
+    for (peakmem::ValueId v : values) out.append(std::string(parsed.trace.value(v).name));
+    return out;
+  };
+  nb::list order, frees;
+  for (std::size_t i = 0; i < steps.statements.size(); ++i) {
+    const peakmem::Statement& s = plan.original_statements[steps.statements[i]];
+    // Live traces: source_line is the bound symbol's 1-based index.
+    order.append(live ? s.source_line - 1 : static_cast<int>(steps.statements[i]));
+    frees.append(names(steps.frees_after[i]));
+  }
+  d["order"] = order;
+  d["frees_after"] = frees;
+  d["frees_before_first"] = names(steps.frees_before_first);
+  if (!live) d["text"] = peakmem::PrintPlan(parsed, plan);
+  return d;
+}
+
+void BindPlan(nb::module_& m) {
+  m.def(
+      "plan_text",
+      [](const std::string& text, const std::string& name, const std::string& convention, bool scratch,
+         int torch_threads, double time_budget, std::size_t max_simulations) {
+        peakmem::PlanOptions options;
+        options.runtime = Options(convention, scratch, torch_threads);
+        options.time_budget_seconds = time_budget;
+        options.max_simulations = max_simulations;
+        peakmem::ParsedTrace parsed = peakmem::ParseTrace(name, text);
+        peakmem::PlanResult plan;
+        {
+          nb::gil_scoped_release release;
+          plan = peakmem::PlanTrace(parsed, options);
+        }
+        return PlanToDict(parsed, plan, false);
+      },
+      nb::arg("text"), nb::arg("name") = "<string>", nb::arg("convention") = "auto", nb::arg("scratch") = true,
+      nb::arg("torch_threads") = 0, nb::arg("time_budget") = 1.0, nb::arg("max_simulations") = 20000,
+      "Plan printed trace text for a lower peak (peakmem/planning/planner.h).");
+  m.def(
+      "plan_live",
+      [](nb::handle trace, const std::string& convention, bool scratch, int torch_threads, double time_budget,
+         std::size_t max_simulations) {
+        peakmem::PlanOptions options;
+        options.runtime = Options(convention, scratch, torch_threads);
+        options.time_budget_seconds = time_budget;
+        options.max_simulations = max_simulations;
+        peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, {});
+        peakmem::PlanResult plan;
+        {
+          nb::gil_scoped_release release;
+          plan = peakmem::PlanTrace(parsed, options);
+        }
+        return PlanToDict(parsed, plan, true);
+      },
+      nb::arg("trace"), nb::arg("convention") = "auto", nb::arg("scratch") = true, nb::arg("torch_threads") = 0,
+      nb::arg("time_budget") = 1.0, nb::arg("max_simulations") = 20000,
+      "Plan a live Thunder TraceCtx for a lower peak: the order as bound-symbol indices.");
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -408,6 +491,7 @@ NB_MODULE(_core, m) {
 
   BindReport(m);
   BindAnalyze(m);
+  BindPlan(m);
 
   m.def("available_models", &peakmem::AvailableModels);
 

@@ -368,6 +368,10 @@ std::vector<OpInfo> BuildTable() {
   // (a flipped permuted weight stays permuted, measured by the zoo's ResNet
   // backward, where the convolution then copies it).
   ops.push_back({"flip", E::kAllocates, L::kElementwise});
+  for (const char* n : {"rand_like", "randn_like", "dropout", "uniform_philox", "multinomial", "rand",
+                        "randn", "uniform", "bernoulli", "uniform_", "normal_", "bernoulli_"}) {
+    Find(ops, n).random = true;
+  }
   return ops;
 }
 

@@ -114,6 +114,10 @@ struct OpInfo {
   // A view only when no tensor is among its other arguments: x[key] with a
   // tensor in the key is advanced indexing, a fresh contiguous result.
   bool allocates_with_tensor_argument = false;
+  // Draws from the random-number generator: calls of such ops keep their
+  // order when a planner reorders a trace (each draw depends on the ones
+  // before it), so their outputs stay bit-identical.
+  bool random = false;
 };
 
 // The op's entry, or nullptr when peakmem does not know the op. Fusion

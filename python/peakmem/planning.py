@@ -1,0 +1,174 @@
+"""peakmem.plan: a statement order with a lower peak, for a Thunder trace.
+
+The search runs in C++ (include/peakmem/planning/planner.h): statements move
+within their data dependences (in-place, random, collective and unknown ops
+never move across others), every value the trace deletes is freed after its
+last use in the new order, and each candidate order is judged by the runtime
+model, so the planned peak is what PyTorch will measure. For a live
+``TraceCtx`` the plan is a new ``TraceCtx`` (the same bound symbols in the
+new order, with ``python_del`` where the plan frees) that runs as the
+original did; for printed text, the planned text.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _core
+from .api import _is_trace_ctx
+
+__all__ = ["Plan", "plan"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A planned trace and how it was found.
+
+    Attributes:
+        trace: the planned Thunder ``TraceCtx`` (for a ``TraceCtx`` input;
+            None for text).
+        text: the planned trace's printed text.
+        original_peak_bytes: the runtime model's peak of the trace as given.
+        planned_peak_bytes, planned_final_bytes: the plan's (what a run of
+            ``trace`` measures with ``peakmem.measure``).
+        baselines: ``{name: peak}`` of the orders the search started from,
+            each simulated with frees after last use: the trace's own order
+            and Inductor's LPMF, BFS and DFS list schedules.
+        start: the baseline the search improved on.
+        simulations, moves_kept, seconds, time_budget_reached: the search.
+        unchanged_reason: why the plan is the trace's own order, when it is.
+        pinned: statements that may not move (in-place, unknown, ...), of
+            ``statements`` (``del`` not counted).
+    """
+
+    trace: Any
+    text: str
+    original_peak_bytes: int
+    planned_peak_bytes: int
+    planned_final_bytes: int
+    baselines: dict = field(default_factory=dict)
+    start: str = ""
+    simulations: int = 0
+    moves_kept: int = 0
+    seconds: float = 0.0
+    time_budget_reached: bool = False
+    unchanged_reason: str = ""
+    pinned: int = 0
+    statements: int = 0
+
+    @property
+    def reduction(self) -> float:
+        """The planned peak's reduction against the trace as given (0.1: 10 % lower)."""
+        if self.original_peak_bytes <= 0:
+            return 0.0
+        return 1.0 - self.planned_peak_bytes / self.original_peak_bytes
+
+
+def _rebuild_trace_ctx(trace: Any, result: dict) -> Any:
+    """The TraceCtx running `trace`'s bound symbols in the plan's order."""
+    from thunder.core import prims
+    from thunder.core.proxies import Proxy
+    from thunder.core.trace import TraceProvenance, from_trace
+
+    bsyms = list(trace.bound_symbols)
+    order = result["order"]
+    placed = set(order)
+    lead = []  # bound symbols with no statement of their own (unpack_trivial): kept first
+    first_placed = min(placed) if placed else len(bsyms)
+    for i, b in enumerate(bsyms):
+        if i in placed or b.sym.id == prims.PrimIDs.DEL:
+            continue
+        if i > first_placed:
+            raise ValueError(
+                f"cannot rebuild the planned trace: bound symbol {i} ({b.sym.name}) has no statement "
+                "of its own and comes after the first statement"
+            )
+        lead.append(b)
+    proxies: dict[str, Any] = {}
+    for p in list(trace.args) + list((getattr(trace, "kwargs", None) or {}).values()):
+        if isinstance(p, Proxy):
+            proxies[p.name] = p
+    for b in bsyms:
+        for p in list(b.flat_proxy_outs) + list(b.flat_proxy_args):
+            proxies.setdefault(p.name, p)
+
+    def free(names: list[str]) -> list:
+        return [prims.python_del.bind(*[proxies[n] for n in names], output=None)] if names else []
+
+    new_bsyms = list(lead) + free(result["frees_before_first"])
+    for index, names in zip(order, result["frees_after"]):
+        new_bsyms.append(bsyms[index])
+        if bsyms[index].sym.id != prims.PrimIDs.RETURN:
+            new_bsyms.extend(free(names))
+    planned = from_trace(trace)
+    planned.bound_symbols = new_bsyms
+    planned.set_provenance(
+        TraceProvenance(
+            f"peakmem plan (peak {result['original_peak_bytes']} -> {result['planned_peak_bytes']} bytes)"
+        )
+    )
+    return planned
+
+
+def plan(
+    trace: Any,
+    *,
+    convention: str = "auto",
+    scratch: bool = True,
+    torch_threads: int | None = None,
+    time_budget: float = 1.0,
+    max_simulations: int = 20000,
+) -> Plan:
+    """Plans `trace` (a Thunder ``TraceCtx``, printed trace text, or a path to
+    a printed trace) for a lower peak.
+
+    `convention`, `scratch`, `torch_threads`: how the runtime model simulates
+    it (as ``peakmem.analyze``). `time_budget` (seconds) and
+    `max_simulations` bound the search; the plan is the same for the same
+    input and options unless the time budget ends the search first
+    (``Plan.time_budget_reached``). The trace's own order is returned, with
+    the reason, when no order found has a lower peak or nothing may move.
+    Raises TraceError for a trace the runtime model cannot simulate.
+    """
+    if torch_threads is None:
+        torch_threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else 0
+    options = dict(
+        convention=convention,
+        scratch=scratch,
+        torch_threads=torch_threads,
+        time_budget=time_budget,
+        max_simulations=max_simulations,
+    )
+    if _is_trace_ctx(trace):
+        result = _core.plan_live(trace, **options)
+        planned = _rebuild_trace_ctx(trace, result)
+        text = str(planned)
+    else:
+        if not isinstance(trace, (str, os.PathLike)):
+            raise TypeError(f"expected a Thunder TraceCtx, trace text or a path, got {type(trace).__name__}")
+        text_in, name = str(trace), "<string>"
+        if "\n" not in text_in and os.path.exists(text_in):
+            name = text_in
+            with open(text_in, encoding="utf-8") as f:
+                text_in = f.read()
+        result = _core.plan_text(text_in, name=name, **options)
+        planned, text = None, result["text"]
+    return Plan(
+        trace=planned,
+        text=text,
+        original_peak_bytes=result["original_peak_bytes"],
+        planned_peak_bytes=result["planned_peak_bytes"],
+        planned_final_bytes=result["planned_final_bytes"],
+        baselines=dict(result["baselines"]),
+        start=result["start"],
+        simulations=result["simulations"],
+        moves_kept=result["moves_kept"],
+        seconds=result["seconds"],
+        time_budget_reached=result["time_budget_reached"],
+        unchanged_reason=result["unchanged_reason"],
+        pinned=result["pinned"],
+        statements=result["statements"],
+    )
