@@ -7,6 +7,7 @@
 #include "peakmem/analyze.h"
 #include "peakmem/planning/planned_trace.h"
 #include "peakmem/planning/schedule_heuristics.h"
+#include "peakmem/planning/window_search.h"
 
 namespace peakmem {
 namespace {
@@ -141,11 +142,15 @@ PlanResult PlanTrace(ParsedTrace& parsed, const PlanOptions& options) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
     return elapsed >= options.time_budget_seconds;
   };
+  const StorageUse use = ComputeStorageUse(g);
+  const std::vector<std::vector<NodeId>> readers_of = ReadersOf(g, use);
   const std::size_t n = best.size();
-  const std::size_t movable = static_cast<std::size_t>(std::count(g.pinned.begin(), g.pinned.end(), false));
+  // Whether any segment holds two statements (else no order but the trace's exists).
+  bool movable = false;
+  for (std::size_t i = 1; i < g.size() && !movable; ++i) movable = g.segment[i] == g.segment[i - 1];
   std::vector<std::size_t> pos(n);
   std::vector<std::size_t> segment_first, segment_last;
-  while (movable > 1 && !plan.time_budget_reached) {
+  while (movable && !plan.time_budget_reached) {
     for (std::size_t i = 0; i < n; ++i) pos[best[i]] = i;
     const std::uint32_t segments = g.segment.empty() ? 0 : g.segment.back() + 1;
     segment_first.assign(segments, n);
@@ -166,7 +171,33 @@ PlanResult PlanTrace(ParsedTrace& parsed, const PlanOptions& options) {
     std::stable_sort(near.begin(), near.end(),
                      [&](NodeId a, NodeId b) { return g.alloc_bytes[a] > g.alloc_bytes[b]; });
     bool improved = false;
+    // An exact search of the statements around the peak (window_search.h):
+    // the window centred on it, ending at it, starting at it.
+    const std::uint32_t peak_segment = g.segment[best[p]];
+    const std::size_t seg_begin = segment_first[peak_segment], seg_end = segment_last[peak_segment] + 1;
+    const std::size_t k = std::min({options.exact_window, kMaxWindow, seg_end - seg_begin});
+    if (k >= 2) {
+      for (std::size_t offset : {k / 2, k - 1, std::size_t{0}}) {
+        std::size_t begin = p >= seg_begin + offset ? p - offset : seg_begin;
+        begin = std::min(begin, seg_end - k);
+        if (out_of_budget()) {
+          plan.time_budget_reached = true;
+          break;
+        }
+        std::vector<NodeId> candidate = best;
+        if (!SearchWindow(g, use, readers_of, candidate, pos, begin, k)) continue;
+        const OrderSimulator::Result r = sim.Run(candidate);
+        if (r.peak < best_run.peak) {
+          best = std::move(candidate);
+          best_run = r;
+          ++plan.moves_kept;
+          improved = true;
+          break;
+        }
+      }
+    }
     for (NodeId u : near) {
+      if (improved || plan.time_budget_reached) break;
       std::size_t latest = segment_last[g.segment[u]];
       for (NodeId s : g.succs[u]) latest = std::min(latest, pos[s] - 1);
       std::size_t earliest = segment_first[g.segment[u]];
@@ -196,7 +227,7 @@ PlanResult PlanTrace(ParsedTrace& parsed, const PlanOptions& options) {
   if (best_run.peak >= plan.original_peak_bytes) {
     best = TraceOrder(g);
     best_run = sim.Run(best);
-    if (movable <= 1) {
+    if (!movable) {
       plan.unchanged_reason = g.pinned_count > 0
                                   ? fmt::format("no statement can move: {} of {} are pinned (the first: {})",
                                                 g.pinned_count, g.size(), g.first_pin_reason)

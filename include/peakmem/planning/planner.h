@@ -6,7 +6,9 @@
 // use, planned_trace.h), so every candidate's peak is the number PyTorch
 // would measure for it. The search starts from the trace's order and from
 // Inductor's heuristics (schedule_heuristics.h), keeps the lowest, then
-// improves around the peak: each statement near the peak is tried at its
+// improves around the peak: the few statements around it are reordered by
+// an exact search over their orders (window_search.h), and each statement
+// near the peak is tried at its
 // latest legal position (a producer moved next to its first consumer) and
 // at its earliest (a consumer pulled up, so that what it reads for the last
 // time is freed sooner); a move is kept only when the simulated peak drops.
@@ -33,6 +35,9 @@ struct PlanOptions {
   std::size_t max_simulations = 20000;
   // Default 48: statements on each side of the peak tried by the local search.
   std::size_t window = 48;
+  // Default 12 (at most kMaxWindow, 16): statements around the peak whose
+  // orders are searched exhaustively (window_search.h).
+  std::size_t exact_window = 12;
 };
 
 struct PlanCandidate {

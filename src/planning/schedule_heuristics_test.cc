@@ -1,0 +1,76 @@
+// Inductor's list schedules (torch/_inductor/memory.py) on a small graph,
+// each order derived by hand from the rules in schedule_heuristics.h.
+#include "peakmem/planning/schedule_heuristics.h"
+
+#include <gtest/gtest.h>
+
+#include "peakmem/planning/window_search.h"
+#include "test_util.h"
+
+namespace peakmem {
+namespace {
+
+using testing_util::Parse;
+
+// Nodes: 0 a = exp(x) 1024 B, 1 b = exp(x) 1024 B, 2 c = sum(a) 4 B,
+// 3 d = sum(b) 4 B, 4 the return (pinned: a segment of its own).
+DependenceGraph TwoChains() {
+  return BuildDependenceGraph(Parse(R"(def fn(x):
+  # x: "cpu f32[256]"
+  a = torch.exp(x)  # a: "cpu f32[256]"
+  b = torch.exp(x)  # b: "cpu f32[256]"
+  c = torch.sum(a)  # c: "cpu f32[]"
+  del a
+  d = torch.sum(b)  # d: "cpu f32[]"
+  del b
+  return (c, d)
+)").trace);
+}
+
+TEST(ScheduleHeuristics, StorageUseCountsReadersAndWhatMayBeFreed) {
+  const DependenceGraph g = TwoChains();
+  const StorageUse use = ComputeStorageUse(g);
+  EXPECT_EQ(use.reads[2], (std::vector<NodeId>{0}));
+  EXPECT_EQ(use.readers[0], 1u);
+  EXPECT_TRUE(use.freeable[0]);   // a is deleted
+  EXPECT_FALSE(use.freeable[2]);  // c is returned
+}
+
+TEST(ScheduleHeuristics, LeastPeakMemoryFirstRunsEachSumRightAfterItsExp) {
+  // Start: live 0, max 0, ready {0, 1}: both 1024 > gap 0, equal keys, 0
+  // first (live 1024, max 1024). Ready {1, 2}: gap 0; 1 keys (1024, 1024),
+  // 2 keys (4, 4 - 1024) as it frees a: 2 (live 4). Then 1, then 3.
+  EXPECT_EQ(LeastPeakMemoryFirstOrder(TwoChains()), (std::vector<NodeId>{0, 2, 1, 3, 4}));
+}
+
+TEST(ScheduleHeuristics, BreadthFirstTakesReadyNodesByTheirLastPredecessor) {
+  // 0 and 1 ready with key 0 (no predecessor); 0 at position 0 readies 2
+  // (key 1), 1 at position 1 readies 3 (key 2): 0, 1, 2, 3.
+  EXPECT_EQ(BreadthFirstOrder(TwoChains()), (std::vector<NodeId>{0, 1, 2, 3, 4}));
+}
+
+TEST(ScheduleHeuristics, DepthFirstVisitsBySizeAfterPredecessors) {
+  // Sizes: 0 and 1 1024 (x is a parameter: not counted), 2 and 3 4 + 1024
+  // (they read a, b). Smallest first: 0, 1, then 2 and 3, each already
+  // after its predecessor.
+  EXPECT_EQ(DepthFirstOrder(TwoChains()), (std::vector<NodeId>{0, 1, 2, 3, 4}));
+}
+
+TEST(WindowSearch, FindsTheBestOrderOfTheWindow) {
+  // Live bytes counted from the window's start. The given order: a 1024,
+  // b 2048, c 2052 (the peak). 0, 2, 1, 3: a 1024, c 1028 (a freed: 4),
+  // b 1028, d 1032 (the peak). Nothing is lower: the second exp runs with
+  // one sum's 4 bytes alive, and its own sum adds 4 more.
+  const DependenceGraph g = TwoChains();
+  const StorageUse use = ComputeStorageUse(g);
+  std::vector<NodeId> order = TraceOrder(g);
+  const std::vector<std::size_t> position = {0, 1, 2, 3, 4};
+  ASSERT_TRUE(SearchWindow(g, use, ReadersOf(g, use), order, position, 0, 4));
+  EXPECT_EQ(order, (std::vector<NodeId>{0, 2, 1, 3, 4}));
+  // Already the best: unchanged.
+  const std::vector<std::size_t> position2 = {0, 2, 1, 3, 4};
+  EXPECT_FALSE(SearchWindow(g, use, ReadersOf(g, use), order, position2, 0, 4));
+}
+
+}  // namespace
+}  // namespace peakmem
