@@ -119,7 +119,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Measurement", "detect_convention", "make_inputs", "measure"]
+__all__ = ["Measurement", "call", "detect_convention", "make_inputs", "measure"]
 
 _INPUTS_RANGE = "peakmem.inputs"
 _CALL_RANGE = "peakmem.call"
@@ -302,6 +302,22 @@ def make_inputs(trace: Any, *, device: str = "cpu", seed: int = 0) -> tuple[tupl
 
     maker = _InputMaker(torch.device(device), seed, trace)
     return maker.from_proxies(tuple(trace.args)), maker.from_proxies(dict(getattr(trace, "kwargs", None) or {}))
+
+
+def call(trace: Any, *, device: str = "cpu", seed: int = 0, convention: str | None = None) -> Any:
+    """Runs `trace` once, under ``torch.no_grad()``, on the inputs ``measure``
+    would make for it with `seed` (the same values for the same trace
+    signature and seed), and returns what it returns: what a check that two
+    orders of one program compute the same outputs compares
+    (``peakmem.plan``)."""
+    import torch
+
+    if convention is None:
+        convention = detect_convention(trace)
+    maker = _InputMaker(torch.device(device), seed, trace)
+    args, kwargs = _make_call_args(trace, maker, convention, None, None)
+    with torch.no_grad():
+        return trace.python_callable()(*args, **kwargs)
 
 
 def _make_call_args(trace: Any, maker: _InputMaker, convention: str, inputs: Any, kwinputs: Any):

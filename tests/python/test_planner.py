@@ -1,0 +1,95 @@
+"""peakmem.plan, proven by running the plans.
+
+Every corpus and zoo program (tests/data/{corpus,zoo}), forward and backward,
+re-traced with thunder.jit now, is planned; the planned TraceCtx is run on
+the CPU under the profiler (peakmem.measure) and on the same inputs as the
+original (peakmem.measure.call):
+- its outputs are torch.equal to the original's (same dtypes and shapes; NaN
+  where the original has NaN);
+- its measured peak and final bytes equal the plan's prediction to the byte;
+- its peak is no higher than the original's measured peak, nor than any
+  baseline order's (the trace's own and Inductor's LPMF, BFS and DFS, each
+  simulated by the same exact model, whose numbers the corpus tests check
+  against measurement).
+The printed-text path is checked too: the planned text of a stored trace
+reads back with the planned peak.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import peakmem
+from peakmem.measure import call
+from conftest import corpus_programs, program_dir
+
+PROGRAMS = corpus_programs()
+
+
+def same(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        # Bit for bit, NaN where NaN (random inputs can make some).
+        if not (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape):
+            return False
+        if a.is_floating_point() or a.is_complex():
+            nan = torch.isnan(a)
+            return torch.equal(nan, torch.isnan(b)) and torch.equal(a[~nan], b[~nan])
+        return torch.equal(a, b)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_planned_traces_run_equal_and_measure_as_predicted(program, live_corpus, thunder):
+    for kind, trace in live_corpus(program).items():
+        plan = peakmem.plan(trace, time_budget=30.0, max_simulations=2000)
+        where = f"{program}/{kind}"
+        measured = peakmem.measure(plan.trace)
+        original = peakmem.measure(trace)
+        assert (measured.peak_bytes, measured.final_bytes) == (plan.planned_peak_bytes, plan.planned_final_bytes), (
+            f"{where}: planned trace measured {measured.peak_bytes}/{measured.final_bytes}, "
+            f"predicted {plan.planned_peak_bytes}/{plan.planned_final_bytes}"
+        )
+        assert original.peak_bytes == plan.original_peak_bytes, where
+        assert plan.planned_peak_bytes <= original.peak_bytes, where
+        assert plan.planned_peak_bytes <= min(plan.baselines.values()), (where, plan.baselines)
+        assert same(call(trace), call(plan.trace)), f"{where}: the planned trace computes something else"
+        if plan.unchanged_reason:
+            assert plan.planned_peak_bytes == plan.original_peak_bytes, where
+
+
+def test_planned_text_reads_back_with_the_planned_peak():
+    path = program_dir("resnet") / "bw.trace"
+    plan = peakmem.plan(str(path), torch_threads=2)
+    assert plan.trace is None
+    assert plan.planned_peak_bytes < plan.original_peak_bytes
+    again = peakmem.analyze(plan.text, torch_threads=2)
+    assert again.peak_bytes == plan.planned_peak_bytes
+    # The input file is left as it was: planning reads it only.
+    assert plan.original_peak_bytes == peakmem.analyze(str(path), torch_threads=2).peak_bytes
+
+
+def test_a_trace_nothing_can_move_in_is_returned_with_the_reason():
+    text = '''def fn(x):
+  # x: "cpu f32[256]"
+  a = torch.exp(x)  # a: "cpu f32[256]"
+  t = frobnicate(x)  # t: "cpu f32[256]"
+  b = torch.exp(x)  # b: "cpu f32[256]"
+  return (a, t, b)
+'''
+    plan = peakmem.plan(text)
+    assert plan.planned_peak_bytes == plan.original_peak_bytes
+    assert "no statement can move" in plan.unchanged_reason
+    assert "an op peakmem does not know" in plan.unchanged_reason
+    assert "a = torch.exp(x)" in plan.text and "frobnicate(x)" in plan.text
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(TypeError, match="TraceCtx, trace text or a path"):
+        peakmem.plan(42)
+    with pytest.raises(peakmem.TraceError):
+        peakmem.plan("def fn(x):\n  y = torch.exp(x)\n  return y\n")  # x has no type
