@@ -345,6 +345,8 @@ struct PlanArgs {
   int torch_threads = 0;
   double time_budget = 1.0;
   std::size_t max_simulations = 20000;
+  std::string allocator = "requested";
+  std::string alloc_conf;
   std::string output;
 };
 
@@ -355,8 +357,11 @@ int RunPlan(const PlanArgs& args) {
     if (args.model != "runtime") {
       throw std::invalid_argument("plan: only the runtime model judges plans (it predicts what PyTorch allocates)");
     }
-    peakmem::ParsedTrace parsed = peakmem::LoadTrace(args.trace);
+    std::optional<std::string_view> conf;
+    if (!args.alloc_conf.empty()) conf = args.alloc_conf;
     peakmem::PlanOptions options;
+    options.allocator = peakmem::MakeAllocatorOptions(args.allocator, conf, "");
+    peakmem::ParsedTrace parsed = peakmem::LoadTrace(args.trace);
     options.runtime = RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads);
     options.time_budget_seconds = args.time_budget;
     options.max_simulations = args.max_simulations;
@@ -372,6 +377,16 @@ int RunPlan(const PlanArgs& args) {
                            plan.time_budget_reached ? " (time budget reached)" : "");
     for (const peakmem::PlanCandidate& c : plan.baselines) {
       summary += fmt::format("  {:<14} {} bytes{}\n", c.name, c.peak_bytes, c.name == plan.start ? "  (search started here)" : "");
+    }
+    summary += fmt::format("  lower bound    {} bytes (no order peaks below it; the plan is {} above)\n",
+                           plan.lower_bound_bytes, plan.planned_peak_bytes - plan.lower_bound_bytes);
+    if (plan.priced) {
+      summary += fmt::format("  {}: allocated peak {} -> {} bytes, reserved peak {} -> {} bytes\n", args.allocator,
+                             plan.original_allocator.allocated_bytes_peak, plan.planned_allocator.allocated_bytes_peak,
+                             plan.original_allocator.reserved_bytes_peak, plan.planned_allocator.reserved_bytes_peak);
+    }
+    for (const auto& [reason, count] : plan.pinned_reasons) {
+      summary += fmt::format("  pinned: {} x {}\n", count, reason);
     }
     if (!plan.unchanged_reason.empty()) summary += "  order unchanged: " + plan.unchanged_reason + "\n";
     std::cerr << summary;
@@ -395,6 +410,14 @@ CLI::App* AddPlan(CLI::App& app, PlanArgs& args) {
                    "Simulations the search may run (what makes a plan the same on every machine)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))
       ->capture_default_str();
+  plan->add_option("--allocator", args.allocator,
+                   "Also price the trace as given and the plan with this allocator model: "
+                   "'cuda-caching' adds allocated and reserved peaks to the summary (the search "
+                   "lowers requested bytes)")
+      ->check(CLI::IsMember(peakmem::AllocatorModelNames()))
+      ->capture_default_str();
+  plan->add_option("--alloc-conf", args.alloc_conf,
+                   "cuda-caching: settings in PYTORCH_CUDA_ALLOC_CONF's syntax (default: that variable's)");
   plan->add_option("-o,--output", args.output, "Write the planned trace to this file, not stdout");
   return plan;
 }

@@ -41,7 +41,15 @@ class Plan:
         simulations, moves_kept, seconds, time_budget_reached: the search.
         unchanged_reason: why the plan is the trace's own order, when it is.
         pinned: statements that may not move (in-place, unknown, ...), of
-            ``statements`` (``del`` not counted).
+            ``statements`` (``del`` not counted); ``pinned_reasons``:
+            ``{reason: count}``.
+        lower_bound_bytes: no order peaks below it (the plan's final bytes,
+            or the most any one statement needs: the storages it reads and
+            what it allocates); the gap to it bounds what any reordering
+            could still gain.
+        allocated_peak_bytes, reserved_peak_bytes: with
+            ``allocator="cuda-caching"``: ``(original, planned)`` peaks of the
+            CUDA caching allocator model (None otherwise).
     """
 
     trace: Any
@@ -58,6 +66,10 @@ class Plan:
     unchanged_reason: str = ""
     pinned: int = 0
     statements: int = 0
+    pinned_reasons: dict = field(default_factory=dict)
+    lower_bound_bytes: int = 0
+    allocated_peak_bytes: tuple | None = None
+    reserved_peak_bytes: tuple | None = None
 
     @property
     def reduction(self) -> float:
@@ -121,6 +133,8 @@ def plan(
     torch_threads: int | None = None,
     time_budget: float = 1.0,
     max_simulations: int = 20000,
+    allocator: str = "requested",
+    alloc_conf: str | None = None,
 ) -> Plan:
     """Plans `trace` (a Thunder ``TraceCtx``, printed trace text, or a path to
     a printed trace) for a lower peak.
@@ -131,6 +145,9 @@ def plan(
     input and options unless the time budget ends the search first
     (``Plan.time_budget_reached``). The trace's own order is returned, with
     the reason, when no order found has a lower peak or nothing may move.
+    `allocator="cuda-caching"` (with `alloc_conf`, PYTORCH_CUDA_ALLOC_CONF's
+    syntax) also prices the original and the plan with the CUDA caching
+    allocator model; the search lowers requested bytes.
     Raises TraceError for a trace the runtime model cannot simulate.
     """
     if torch_threads is None:
@@ -141,6 +158,8 @@ def plan(
         torch_threads=torch_threads,
         time_budget=time_budget,
         max_simulations=max_simulations,
+        allocator=allocator,
+        alloc_conf=alloc_conf,
     )
     if _is_trace_ctx(trace):
         result = _core.plan_live(trace, **options)
@@ -171,4 +190,8 @@ def plan(
         unchanged_reason=result["unchanged_reason"],
         pinned=result["pinned"],
         statements=result["statements"],
+        pinned_reasons=dict(result["pinned_reasons"]),
+        lower_bound_bytes=result["lower_bound_bytes"],
+        allocated_peak_bytes=result.get("allocated_peak_bytes"),
+        reserved_peak_bytes=result.get("reserved_peak_bytes"),
     )

@@ -415,6 +415,16 @@ nb::dict PlanToDict(const peakmem::ParsedTrace& parsed, const peakmem::PlanResul
   d["unchanged_reason"] = plan.unchanged_reason;
   d["pinned"] = plan.graph.pinned_count;
   d["statements"] = plan.graph.size();
+  d["lower_bound_bytes"] = plan.lower_bound_bytes;
+  nb::list pinned_reasons;
+  for (const auto& [reason, count] : plan.pinned_reasons) pinned_reasons.append(nb::make_tuple(reason, count));
+  d["pinned_reasons"] = pinned_reasons;
+  if (plan.priced) {
+    d["allocated_peak_bytes"] =
+        nb::make_tuple(plan.original_allocator.allocated_bytes_peak, plan.planned_allocator.allocated_bytes_peak);
+    d["reserved_peak_bytes"] =
+        nb::make_tuple(plan.original_allocator.reserved_bytes_peak, plan.planned_allocator.reserved_bytes_peak);
+  }
   const peakmem::PlanSteps steps = peakmem::StepsOf(plan);
   auto names = [&](const std::vector<peakmem::ValueId>& values) {
     nb::list out;
@@ -439,9 +449,11 @@ void BindPlan(nb::module_& m) {
   m.def(
       "plan_text",
       [](const std::string& text, const std::string& name, const std::string& convention, bool scratch,
-         int torch_threads, double time_budget, std::size_t max_simulations) {
+         int torch_threads, double time_budget, std::size_t max_simulations, const std::string& allocator,
+         const std::optional<std::string>& alloc_conf) {
         peakmem::PlanOptions options;
         options.runtime = Options(convention, scratch, torch_threads);
+        options.allocator = Allocator(allocator, alloc_conf, std::nullopt);
         options.time_budget_seconds = time_budget;
         options.max_simulations = max_simulations;
         peakmem::ParsedTrace parsed = peakmem::ParseTrace(name, text);
@@ -454,13 +466,15 @@ void BindPlan(nb::module_& m) {
       },
       nb::arg("text"), nb::arg("name") = "<string>", nb::arg("convention") = "auto", nb::arg("scratch") = true,
       nb::arg("torch_threads") = 0, nb::arg("time_budget") = 1.0, nb::arg("max_simulations") = 20000,
+      nb::arg("allocator") = "requested", nb::arg("alloc_conf") = nb::none(),
       "Plan printed trace text for a lower peak (peakmem/planning/planner.h).");
   m.def(
       "plan_live",
       [](nb::handle trace, const std::string& convention, bool scratch, int torch_threads, double time_budget,
-         std::size_t max_simulations) {
+         std::size_t max_simulations, const std::string& allocator, const std::optional<std::string>& alloc_conf) {
         peakmem::PlanOptions options;
         options.runtime = Options(convention, scratch, torch_threads);
+        options.allocator = Allocator(allocator, alloc_conf, std::nullopt);
         options.time_budget_seconds = time_budget;
         options.max_simulations = max_simulations;
         peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, {});
@@ -472,7 +486,8 @@ void BindPlan(nb::module_& m) {
         return PlanToDict(parsed, plan, true);
       },
       nb::arg("trace"), nb::arg("convention") = "auto", nb::arg("scratch") = true, nb::arg("torch_threads") = 0,
-      nb::arg("time_budget") = 1.0, nb::arg("max_simulations") = 20000,
+      nb::arg("time_budget") = 1.0, nb::arg("max_simulations") = 20000, nb::arg("allocator") = "requested",
+      nb::arg("alloc_conf") = nb::none(),
       "Plan a live Thunder TraceCtx for a lower peak: the order as bound-symbol indices.");
 }
 

@@ -63,6 +63,18 @@ class OrderSimulator {
     return simulator_.Analyze(parsed_, "runtime", options_, report_);
   }
 
+  // The allocator's counters for `order` (nullptr: the trace as given).
+  CudaAllocatorStats Price(const std::vector<NodeId>* order, const AllocatorOptions& allocator) {
+    if (order == nullptr) {
+      Restore();
+    } else {
+      MaterializeOrder(graph_, original_, single_dels_, *order, &parsed_.trace.statements, &node_at_);
+      ListUnpacks();
+    }
+    const Report report = simulator_.Analyze(parsed_, "runtime", options_, report_, allocator);
+    return report.allocator ? report.allocator->stats : CudaAllocatorStats{};
+  }
+
   void Restore() {
     parsed_.trace.statements = SegmentedVector<Statement>();
     parsed_.trace.statements.reserve(original_.size());
@@ -235,6 +247,35 @@ PlanResult PlanTrace(ParsedTrace& parsed, const PlanOptions& options) {
     } else {
       plan.unchanged_reason =
           fmt::format("no order found with a lower peak than the trace's ({} simulations)", sim.runs());
+    }
+  }
+  if (options.allocator.model != AllocatorModel::kRequested) {
+    plan.priced = true;
+    plan.original_allocator = sim.Price(nullptr, options.allocator);
+    plan.planned_allocator = sim.Price(&best, options.allocator);
+  }
+  plan.lower_bound_bytes = best_run.final;
+  for (NodeId v = 0; v < g.size(); ++v) {
+    std::int64_t working = g.alloc_bytes[v];
+    for (NodeId b : use.reads[v]) working += g.alloc_bytes[b];
+    // Parameters are storages of their own unless the caller says otherwise
+    // (RuntimeOptions::argument_tensors: shared or held outside, costing nothing).
+    for (ValueId x : g.touches[v]) {
+      if (options.runtime.argument_tensors.empty() && x < g.definer.size() && g.definer[x] == kNoNode) {
+        working += static_cast<std::int64_t>(parsed.trace.value(x).type->bytes);
+      }
+    }
+    plan.lower_bound_bytes = std::max(plan.lower_bound_bytes, working);
+  }
+  for (NodeId v = 0; v < g.size(); ++v) {
+    if (!g.pinned[v]) continue;
+    const std::string reason = PinReason(parsed.trace, plan.original_statements[g.statement[v]]);
+    auto it = std::find_if(plan.pinned_reasons.begin(), plan.pinned_reasons.end(),
+                           [&](const auto& r) { return r.first == reason; });
+    if (it == plan.pinned_reasons.end()) {
+      plan.pinned_reasons.emplace_back(reason, 1);
+    } else {
+      ++it->second;
     }
   }
   plan.order = std::move(best);

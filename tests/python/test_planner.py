@@ -69,6 +69,13 @@ def test_planned_text_reads_back_with_the_planned_peak():
     assert plan.planned_peak_bytes < plan.original_peak_bytes
     again = peakmem.analyze(plan.text, torch_threads=2)
     assert again.peak_bytes == plan.planned_peak_bytes
+    assert 0 < plan.lower_bound_bytes <= plan.planned_peak_bytes
+    # The CUDA caching allocator's view of the same plan: it rounds every
+    # block up to 512 bytes, so its allocated peak is at least the requested.
+    priced = peakmem.plan(str(path), torch_threads=2, allocator="cuda-caching")
+    assert priced.planned_peak_bytes == plan.planned_peak_bytes
+    assert priced.allocated_peak_bytes[1] >= plan.planned_peak_bytes
+    assert priced.allocated_peak_bytes[0] >= plan.original_peak_bytes
     # The input file is left as it was: planning reads it only.
     assert plan.original_peak_bytes == peakmem.analyze(str(path), torch_threads=2).peak_bytes
 

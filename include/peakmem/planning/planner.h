@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "peakmem/allocators/allocator_choice.h"
 #include "peakmem/ir/parsed_trace.h"
 #include "peakmem/models/runtime_model.h"
 #include "peakmem/planning/dependence_graph.h"
@@ -38,6 +39,10 @@ struct PlanOptions {
   // Default 12 (at most kMaxWindow, 16): statements around the peak whose
   // orders are searched exhaustively (window_search.h).
   std::size_t exact_window = 12;
+  // Default requested bytes. Another allocator model (cuda-caching) prices
+  // the trace as given and the plan (allocated and reserved bytes, in
+  // PlanResult); the search itself lowers the requested peak.
+  AllocatorOptions allocator;
 };
 
 struct PlanCandidate {
@@ -62,6 +67,17 @@ struct PlanResult {
   // Why the plan is the trace's own order, when it is (nothing can move, or
   // nothing found lowers the peak).
   std::string unchanged_reason;
+  // No order can peak below this: the largest of the plan's final bytes and,
+  // over every statement, the storages it reads (those the trace allocates,
+  // and the parameters it reads directly) plus what it allocates.
+  std::int64_t lower_bound_bytes = 0;
+  // Statements that may not move, by reason (PinReason), in first-seen order.
+  std::vector<std::pair<std::string, std::size_t>> pinned_reasons;
+  // With PlanOptions::allocator other than requested bytes: the allocator's
+  // counters for the trace as given and for the plan.
+  bool priced = false;
+  CudaAllocatorStats original_allocator;
+  CudaAllocatorStats planned_allocator;
   // The statements the trace had (graph.statement indexes them).
   std::vector<Statement> original_statements;
 };
