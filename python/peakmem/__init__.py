@@ -16,6 +16,7 @@ Public API:
                                 the largest batch (or sequence) whose step fits
     plan(trace, time_budget=)   a statement order with a lower peak (a new TraceCtx
                                 that runs, or planned text), judged by the runtime model
+    plan_transform()            the planner as a Thunder transform (thunder.jit(..., transforms=[...]))
     thunder.get_alloc_memory    drop-in for Thunder's own estimator
 """
 
@@ -34,7 +35,7 @@ report_views.attach(Report)
 from .measure import Measurement, measure  # noqa: E402
 from .step import StepReport, estimate_step, measure_step  # noqa: E402
 from .batch_search import BatchSearch, max_batch_size  # noqa: E402
-from .planning import Plan, plan  # noqa: E402
+from .planning import Plan, plan, plan_transform  # noqa: E402
 
 __all__ = [
     "BatchSearch",
@@ -52,6 +53,7 @@ __all__ = [
     "measure",
     "measure_step",
     "plan",
+    "plan_transform",
     "thunder",
     "to_json_export",
 ]

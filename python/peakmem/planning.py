@@ -7,7 +7,10 @@ last use in the new order, and each candidate order is judged by the runtime
 model, so the planned peak is what PyTorch will measure. For a live
 ``TraceCtx`` the plan is a new ``TraceCtx`` (the same bound symbols in the
 new order, with ``python_del`` where the plan frees) that runs as the
-original did; for printed text, the planned text.
+original did; for printed text, the planned text. ``plan_transform()`` is
+the same as a Thunder transform: ``thunder.jit(model,
+transforms=[peakmem.plan_transform()])`` plans the forward and backward
+execution traces Thunder runs.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 from . import _core
 from .api import _is_trace_ctx
 
-__all__ = ["Plan", "plan"]
+__all__ = ["Plan", "plan", "plan_transform"]
 
 
 @dataclass(frozen=True)
@@ -195,3 +198,30 @@ def plan(
         allocated_peak_bytes=result.get("allocated_peak_bytes"),
         reserved_peak_bytes=result.get("reserved_peak_bytes"),
     )
+
+
+def plan_transform(**options: Any) -> Any:
+    """A Thunder transform that plans every execution trace Thunder makes:
+    ``thunder.jit(model, transforms=[peakmem.plan_transform()])``.
+
+    Thunder applies a transform's ``transform_trace_post_optimization`` to the
+    forward execution trace and, when it differentiates, to the backward
+    (thunder/__init__.py), after its own frees (del_last_used); each is
+    replaced by ``plan(trace, **options).trace`` (the same trace object when
+    the plan keeps the trace's order). The plans are kept on the transform
+    (``.plans``, in the order made) so a caller can see what changed.
+    """
+    from thunder.core.transform_common import Transform
+
+    class PlanTransform(Transform):
+        def __init__(self) -> None:
+            self.plans: list[Plan] = []
+
+        def transform_trace_post_optimization(self, computation_trace: Any, **kwargs: Any) -> Any:
+            result = plan(computation_trace, **options)
+            self.plans.append(result)
+            if result.unchanged_reason:
+                return computation_trace
+            return result.trace
+
+    return PlanTransform()
