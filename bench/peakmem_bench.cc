@@ -68,6 +68,7 @@
 #include <vector>
 
 #include "peakmem/analyze.h"
+#include "peakmem/planning/planner.h"
 #include "peakmem/sim/requested_bytes.h"
 #include "peakmem/frontend/trace_json_reader.h"
 #include "peakmem/frontend/trace_text_reader.h"
@@ -331,6 +332,34 @@ void BM_PriceCuda(benchmark::State& state, TraceFile f, bool cuda) {
   Common(state, f, parsed.trace.statements.size());
 }
 
+// The memory planner (peakmem/planning/planner.h) with its default options
+// (a 1 s time budget, 20,000 simulations at most) on a trace parsed once
+// outside timing; its baseline is `simulate_runtime/F`, one simulation of
+// the same trace. Counters: the simulations one plan ran, the peak before
+// and after.
+// Traces up to ~2*10^5 statements of text are planned (a plan re-simulates
+// the trace hundreds of times).
+constexpr std::uint64_t kPlanMaxBytes = 60'000'000;
+
+void BM_Plan(benchmark::State& state, TraceFile f) {
+  peakmem::ParsedTrace parsed = ParseWith(f, cache().Text(f), 1);
+  peakmem::PlanResult plan;
+  for (auto _ : state) {
+    try {
+      plan = peakmem::PlanTrace(parsed);
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      return;
+    }
+    benchmark::DoNotOptimize(plan.planned_peak_bytes);
+  }
+  state.counters["simulations"] = static_cast<double>(plan.simulations);
+  state.counters["peak_before"] = static_cast<double>(plan.original_peak_bytes);
+  state.counters["peak_after"] = static_cast<double>(plan.planned_peak_bytes);
+  state.counters["budget_reached"] = plan.time_budget_reached ? 1 : 0;
+  Common(state, f, parsed.trace.statements.size());
+}
+
 std::vector<TraceFile> FindTraces(const std::string& dir) {
   std::vector<TraceFile> out;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -507,6 +536,7 @@ int main(int argc, char** argv) {
     reg("simulate_runtime", [f](benchmark::State& s) { BM_Analyze(s, f, "runtime", false); });
     reg("replay_requested", [f](benchmark::State& s) { BM_PriceCuda(s, f, false); });
     reg("price_cuda_caching", [f](benchmark::State& s) { BM_PriceCuda(s, f, true); });
+    if (f.bytes <= kPlanMaxBytes) reg("plan", [f](benchmark::State& s) { BM_Plan(s, f); });
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
