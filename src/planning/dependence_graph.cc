@@ -113,9 +113,11 @@ DependenceGraph BuildDependenceGraph(const Trace& trace) {
     if (s.kind == StatementKind::kUnpack || s.kind == StatementKind::kAssign) {
       base_storage = s.source < n_values ? g.storage_of[s.source] : kNoNode;
     }
+    bool scalar = false, larger = false;
     for (ValueId v : outs) {
       if (v >= n_values) continue;
       g.definer[v] = node;
+      if (IsTensorKind(trace.value(v).type->kind)) (trace.value(v).type->numel <= 1 ? scalar : larger) = true;
       const ValueType& t = *trace.value(v).type;
       if (allocates && IsTensorKind(t.kind)) {
         bytes += static_cast<std::int64_t>(t.bytes);
@@ -125,6 +127,7 @@ DependenceGraph BuildDependenceGraph(const Trace& trace) {
       }
     }
     g.alloc_bytes.push_back(bytes);
+    g.scalar_output.push_back(scalar && !larger);
     if (op != nullptr && op->random) {
       if (last_random != kNoNode) AddEdge(g, last_random, node);
       last_random = node;

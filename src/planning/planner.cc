@@ -137,6 +137,9 @@ PlanResult PlanTrace(ParsedTrace& parsed, const PlanOptions& options) {
   starts.push_back({"inductor lpmf", LeastPeakMemoryFirstOrder(g)});
   starts.push_back({"inductor bfs", BreadthFirstOrder(g)});
   starts.push_back({"inductor dfs", DepthFirstOrder(g)});
+  starts.push_back({"xla list", XlaListOrder(g)});
+  starts.push_back({"xla dfs", XlaDepthFirstOrder(g)});
+  starts.push_back({"xla post order", XlaPostOrder(g)});
   std::vector<NodeId> best;
   OrderSimulator::Result best_run;
   for (Named& s : starts) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "peakmem/analyze.h"
 #include "peakmem/planning/window_search.h"
 #include "test_util.h"
 
@@ -56,6 +57,21 @@ TEST(ScheduleHeuristics, DepthFirstVisitsBySizeAfterPredecessors) {
   EXPECT_EQ(DepthFirstOrder(TwoChains()), (std::vector<NodeId>{0, 1, 2, 3, 4}));
 }
 
+TEST(ScheduleHeuristics, XlaListFreesFirstScalarsFirstTiesToTheLastMadeReady) {
+  // Ready 0 then 1, both (freed 0 - 1024, 1 user): the tie goes to the one
+  // made ready last, 1. Ready 0, 3: 3's outputs are one element (d): first.
+  // Then 0, then 2.
+  EXPECT_EQ(XlaListOrder(TwoChains()), (std::vector<NodeId>{1, 3, 0, 2, 4}));
+}
+
+TEST(ScheduleHeuristics, XlaDepthFirstAndPostOrderWalkFromTheSinks) {
+  // Segment 0's sinks are 2 and 3 (the return is a segment of its own): the
+  // walk from 2 emits 0 then 2, from 3 emits 1 then 3. Both orders agree
+  // here (one predecessor each).
+  EXPECT_EQ(XlaDepthFirstOrder(TwoChains()), (std::vector<NodeId>{0, 2, 1, 3, 4}));
+  EXPECT_EQ(XlaPostOrder(TwoChains()), (std::vector<NodeId>{0, 2, 1, 3, 4}));
+}
+
 TEST(WindowSearch, FindsTheBestOrderOfTheWindow) {
   // Live bytes counted from the window's start. The given order: a 1024,
   // b 2048, c 2052 (the peak). 0, 2, 1, 3: a 1024, c 1028 (a freed: 4),
@@ -70,6 +86,27 @@ TEST(WindowSearch, FindsTheBestOrderOfTheWindow) {
   // Already the best: unchanged.
   const std::vector<std::size_t> position2 = {0, 2, 1, 3, 4};
   EXPECT_FALSE(SearchWindow(g, use, ReadersOf(g, use), order, position2, 0, 4));
+}
+
+}  // namespace
+}  // namespace peakmem
+
+namespace peakmem {
+namespace {
+
+TEST(ScheduleHeuristics, EveryOrderIsValidOnTheZoosTraces) {
+  // Every heuristic on every stored model-zoo trace: a permutation that keeps
+  // each dependence and each pinned statement in place.
+  for (const char* model : {"bert", "gpt2", "llama", "mlp_mixer", "moe", "resnet", "t5", "vit"}) {
+    for (const char* kind : {"fw", "bw"}) {
+      const std::string path = std::string(PEAKMEM_TEST_DATA_DIR) + "/zoo/" + model + "/" + kind + ".trace";
+      const DependenceGraph g = BuildDependenceGraph(LoadTrace(path).trace);
+      for (const auto& order : {TraceOrder(g), LeastPeakMemoryFirstOrder(g), BreadthFirstOrder(g), DepthFirstOrder(g),
+                                XlaListOrder(g), XlaDepthFirstOrder(g), XlaPostOrder(g)}) {
+        EXPECT_TRUE(IsValidOrder(g, order)) << path;
+      }
+    }
+  }
 }
 
 }  // namespace

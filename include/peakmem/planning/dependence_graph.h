@@ -52,6 +52,9 @@ struct DependenceGraph {
   // these, judges every plan.
   std::vector<std::int64_t> alloc_bytes;
   std::vector<NodeId> storage_of;  // per value: the allocating node (kNoNode: a parameter's)
+  // Per node: its tensor outputs all hold at most one element (XLA's list
+  // scheduler runs such nodes first).
+  std::vector<bool> scalar_output;
   NodeId return_node = 0xFFFFFFFFu;  // the `return` (nothing is freed after it)
   // How many statements are pinned, and the first one's reason, for reports.
   std::size_t pinned_count = 0;
