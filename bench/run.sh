@@ -16,7 +16,9 @@
 #    live TraceCtx) with $PEAKMEM_BENCH_PYTHON;
 # 6. runs bench/bench_step.py (estimate_step on a Llama-2-7B-shaped model on
 #    meta, and on the Python benchmark's stack) with $PEAKMEM_BENCH_PYTHON;
-# 7. writes bench/results/{machine,cpp,rss,python,summary}.json, summary.md,
+# 7. runs bench/bench_plan.py (the planner against Inductor's and XLA's
+#    orders, and against the optimum on small trees and DAGs);
+# 8. writes bench/results/{machine,cpp,rss,python,summary}.json, summary.md,
 #    python.txt, step_*.json, and the plot docs/scaling.png.
 #
 # Environment (defaults):
@@ -30,7 +32,7 @@
 #   PEAKMEM_BENCH_MIN_TIME 0.5   --benchmark_min_time, seconds
 #   PEAKMEM_BENCH_PYTHON  .venv/bin/python (empty: skip step 5)
 #   PEAKMEM_BENCH_LAYERS  400    layers of the Python benchmark's stack
-#   PEAKMEM_BENCH_STEPS   "build gen cpp rss python step summary"  steps to run
+#   PEAKMEM_BENCH_STEPS   "build gen cpp rss python step plan summary"  steps to run
 #   PEAKMEM_BENCH_COMMIT  the commit measured, when the tree is not a git checkout
 #   PEAKMEM_RSS_*         see bench/rss.sh
 set -euo pipefail
@@ -47,7 +49,7 @@ MAX_MB=${PEAKMEM_BENCH_MAX_MB:-3000}
 MIN_TIME=${PEAKMEM_BENCH_MIN_TIME:-0.5}
 PY=${PEAKMEM_BENCH_PYTHON-.venv/bin/python}
 LAYERS=${PEAKMEM_BENCH_LAYERS:-400}
-STEPS=${PEAKMEM_BENCH_STEPS:-"build gen cpp rss python step summary"}
+STEPS=${PEAKMEM_BENCH_STEPS:-"build gen cpp rss python step plan summary"}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 log() { echo "== bench/run.sh: $*" >&2; }
 
@@ -131,6 +133,11 @@ if want step && [[ -n $PY ]]; then
     "$PY" bench/bench_step.py --model "$model" --layers "$LAYERS" --json "$OUT/step_$model.json" 2>&1 \
       | grep -v -e "transformer_engine" -e "warnings.warn"
   done
+fi
+
+if want plan && [[ -n $PY ]]; then
+  log "bench_plan.py"
+  "$PY" bench/bench_plan.py --json "$OUT/plan.json" | tee "$OUT/plan.md"
 fi
 
 if want summary; then
