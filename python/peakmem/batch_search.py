@@ -37,7 +37,7 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     """The largest `n` in [`low`, `high`] whose step, ``estimate_step(model,
     *make_inputs(n), **step_kwargs)``, fits in `budget` bytes (or a size such
     as ``"80GiB"``). `step_kwargs` are estimate_step's (loss_fn, optimizer,
-    optimizer_kwargs, steps, zero_grad)."""
+    optimizer_kwargs, steps, zero_grad, transform, plan)."""
     from .step import _budget, estimate_step
 
     limit = _budget(budget)

@@ -245,11 +245,17 @@ def _with_budget(report: StepReport, budget: int | None) -> StepReport:
 # The estimate
 
 
-def _jit(thunder: Any, module: Any, transform: Callable | None) -> tuple[Any, Any]:
+def _jit(thunder: Any, module: Any, transform: Callable | None, plan: bool | dict = False) -> tuple[Any, Any]:
     """The jitted module (transformed), and what holds the parameters the
     step trains: the module, or the transformed module (a distributed
-    transform's shards)."""
-    jm = thunder.jit(module)
+    transform's shards). `plan`: Thunder runs peakmem's planned forward and
+    backward (planning.plan_transform; a dict gives plan's options)."""
+    transforms = []
+    if plan:
+        from .planning import plan_transform
+
+        transforms.append(plan_transform(**(plan if isinstance(plan, dict) else {})))
+    jm = thunder.jit(module, transforms=transforms)
     if transform is None:
         return jm, module
     try:
@@ -259,9 +265,9 @@ def _jit(thunder: Any, module: Any, transform: Callable | None) -> tuple[Any, An
     return jm, jm
 
 
-def _trace_step(thunder: Any, module: Any, inputs: tuple, transform: Callable | None):
+def _trace_step(thunder: Any, module: Any, inputs: tuple, transform: Callable | None, plan: bool | dict = False):
     """Runs the jitted module once, forward and backward, for its traces."""
-    jm, holder = _jit(thunder, module, transform)
+    jm, holder = _jit(thunder, module, transform, plan)
     params = list(holder.parameters())
     grads_before = [p.grad for p in params]
     try:
@@ -351,6 +357,7 @@ def estimate_step(
     zero_grad: bool = True,
     budget: int | str | None = None,
     transform: Callable | None = None,
+    plan: bool | dict = False,
 ) -> StepReport:
     """Predicts the memory of ``steps`` training steps of `model` on `inputs`.
 
@@ -372,6 +379,11 @@ def estimate_step(
     (``torch.testing._internal.distributed.fake_pg``) is rank r of any world
     size in one process, so a cluster's rank is estimated on a laptop.
 
+    `plan` (default False): True (or a dict of ``peakmem.plan``'s options)
+    has Thunder run peakmem's planned forward and backward
+    (``peakmem.plan_transform``), so the estimate is the planned step's.
+    Each trace is planned on its own, under its usual calling convention.
+
     Raises ValueError for an optimizer or a loss peakmem cannot model,
     RuntimeError when Thunder cannot trace the step.
     """
@@ -380,7 +392,7 @@ def estimate_step(
     importing = time.perf_counter() - start
     spec, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
     module = _step_module(model, loss_fn)
-    pieces, tracing, holder = _simulate_traces(thunder, module, tuple(inputs), transform)
+    pieces, tracing, holder = _simulate_traces(thunder, module, tuple(inputs), transform, plan)
     opt = None if spec is None else _simulate_optimizer(spec, holder, pieces.grad_bytes, steps)
     parameters = _storage_bytes(_held_by_module(holder))
     input_bytes = _storage_bytes(_input_tensors(tuple(inputs)))
@@ -417,7 +429,7 @@ class _Pieces:
 
 
 def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
-                     transform: Callable | None) -> tuple[_Pieces, float, Any]:
+                     transform: Callable | None, plan: bool | dict = False) -> tuple[_Pieces, float, Any]:
     """The two traces simulated, the seconds Thunder took to make them, and
     what holds the parameters (_jit)."""
     import torch
@@ -425,7 +437,7 @@ def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
     from . import _core
 
     start = time.perf_counter()
-    fw, bw, cotangent_bytes, holder = _trace_step(thunder, module, inputs, transform)
+    fw, bw, cotangent_bytes, holder = _trace_step(thunder, module, inputs, transform, plan)
     tracing = time.perf_counter() - start
     # The forward, and the identity of everything it returns.
     simulating = time.perf_counter()
@@ -679,6 +691,7 @@ def measure_step(
     zero_grad: bool = True,
     budget: int | str | None = None,
     transform: Callable | None = None,
+    plan: bool | dict = False,
 ) -> StepReport:
     """Runs ``steps`` training steps of `model` for real on the CPU and
     measures them: the truth ``estimate_step`` is checked against.
@@ -705,7 +718,7 @@ def measure_step(
         if x.device.type != "cpu":
             raise ValueError(f"measure_step runs on the CPU; a tensor is on {x.device}")
     module = _step_module(model, loss_fn)
-    jm, holder = _jit(thunder, module, transform)
+    jm, holder = _jit(thunder, module, transform, plan)
     maker = _InputMaker(torch.device("cpu"), 0)
 
     def make_optimizer():
