@@ -186,6 +186,20 @@ PlanResult PlanTrace(ParsedTrace& parsed, const PlanOptions& options) {
     std::stable_sort(near.begin(), near.end(),
                      [&](NodeId a, NodeId b) { return g.alloc_bytes[a] > g.alloc_bytes[b]; });
     bool improved = false;
+    // Whether the time or simulation budget is spent (noted in the plan).
+    auto spent = [&] {
+      if (out_of_budget()) plan.time_budget_reached = true;
+      return plan.time_budget_reached;
+    };
+    // Simulates `candidate` and keeps it when its peak is lower.
+    auto keep_if_lower = [&](std::vector<NodeId> candidate) {
+      const OrderSimulator::Result r = sim.Run(candidate);
+      if (r.peak >= best_run.peak) return false;
+      best = std::move(candidate);
+      best_run = r;
+      ++plan.moves_kept;
+      return improved = true;
+    };
     // An exact search of the statements around the peak (window_search.h):
     // the window centred on it, ending at it, starting at it.
     const std::uint32_t peak_segment = g.segment[best[p]];
@@ -195,22 +209,12 @@ PlanResult PlanTrace(ParsedTrace& parsed, const PlanOptions& options) {
       for (std::size_t offset : {k / 2, k - 1, std::size_t{0}}) {
         std::size_t begin = p >= seg_begin + offset ? p - offset : seg_begin;
         begin = std::min(begin, seg_end - k);
-        if (out_of_budget()) {
-          plan.time_budget_reached = true;
-          break;
-        }
+        if (spent()) break;
         std::vector<NodeId> candidate = best;
-        if (!SearchWindow(g, use, readers_of, candidate, pos, begin, k)) continue;
-        const OrderSimulator::Result r = sim.Run(candidate);
-        if (r.peak < best_run.peak) {
-          best = std::move(candidate);
-          best_run = r;
-          ++plan.moves_kept;
-          improved = true;
-          break;
-        }
+        if (SearchWindow(g, use, readers_of, candidate, pos, begin, k) && keep_if_lower(std::move(candidate))) break;
       }
     }
+    // Single statements near the peak, at their latest and earliest places.
     for (NodeId u : near) {
       if (improved || plan.time_budget_reached) break;
       std::size_t latest = segment_last[g.segment[u]];
@@ -219,22 +223,11 @@ PlanResult PlanTrace(ParsedTrace& parsed, const PlanOptions& options) {
       for (NodeId q : g.preds[u]) earliest = std::max(earliest, pos[q] + 1);
       for (std::size_t target : {latest, earliest}) {
         if (target == pos[u]) continue;
-        if (out_of_budget()) {
-          plan.time_budget_reached = true;
-          break;
-        }
+        if (spent()) break;
         std::vector<NodeId> candidate = best;
         Move(candidate, pos[u], target);
-        const OrderSimulator::Result r = sim.Run(candidate);
-        if (r.peak < best_run.peak) {
-          best = std::move(candidate);
-          best_run = r;
-          ++plan.moves_kept;
-          improved = true;
-          break;
-        }
+        if (keep_if_lower(std::move(candidate))) break;
       }
-      if (improved || plan.time_budget_reached) break;
     }
     if (!improved) break;
   }

@@ -14,6 +14,7 @@
 
 #include "peakmem/planning/planned_trace.h"
 #include "peakmem/planning/schedule_heuristics.h"
+#include "planning_test_util.h"
 #include "test_util.h"
 
 namespace peakmem {
@@ -32,18 +33,7 @@ PlanOptions Forward() {
 // a and b live: 3076, the peak. Depth first (a, c, del a, b, d, del b):
 // x + a + c = 2052 at c, x + c + b = 2052 at b, x + c + b + d = 2056 at d,
 // the peak: 3076 - 2056 = 1020 bytes lower.
-const char* const kTwoChains = R"(import torch
-@torch.no_grad()
-def fn(x):
-  # x: "cpu f32[256]"
-  a = torch.exp(x)  # a: "cpu f32[256]"
-  b = torch.exp(x)  # b: "cpu f32[256]"
-  c = torch.sum(a)  # c: "cpu f32[]"
-  del a
-  d = torch.sum(b)  # d: "cpu f32[]"
-  del b
-  return (c, d)
-)";
+const char* const kTwoChains = testing_util::kTwoChainsTrace;
 
 TEST(Planner, FreesAfterLastUseLowerThePeakOfTwoChains) {
   ParsedTrace parsed = Parse(kTwoChains);

@@ -6,6 +6,7 @@
 
 #include "peakmem/analyze.h"
 #include "peakmem/planning/window_search.h"
+#include "planning_test_util.h"
 #include "test_util.h"
 
 namespace peakmem {
@@ -16,16 +17,7 @@ using testing_util::Parse;
 // Nodes: 0 a = exp(x) 1024 B, 1 b = exp(x) 1024 B, 2 c = sum(a) 4 B,
 // 3 d = sum(b) 4 B, 4 the return (pinned: a segment of its own).
 DependenceGraph TwoChains() {
-  return BuildDependenceGraph(Parse(R"(def fn(x):
-  # x: "cpu f32[256]"
-  a = torch.exp(x)  # a: "cpu f32[256]"
-  b = torch.exp(x)  # b: "cpu f32[256]"
-  c = torch.sum(a)  # c: "cpu f32[]"
-  del a
-  d = torch.sum(b)  # d: "cpu f32[]"
-  del b
-  return (c, d)
-)").trace);
+  return BuildDependenceGraph(Parse(testing_util::kTwoChainsTrace).trace);
 }
 
 TEST(ScheduleHeuristics, StorageUseCountsReadersAndWhatMayBeFreed) {
