@@ -166,7 +166,11 @@ def plan(
     )
     if _is_trace_ctx(trace):
         result = _core.plan_live(trace, **options)
-        planned = _rebuild_trace_ctx(trace, result)
+        try:
+            planned = _rebuild_trace_ctx(trace, result)
+        except ValueError as e:  # a bound symbol the plan cannot place: keep the trace
+            planned = trace
+            result = dict(result, planned_peak_bytes=result["original_peak_bytes"], unchanged_reason=str(e))
         text = str(planned)
     else:
         if not isinstance(trace, (str, os.PathLike)):

@@ -181,6 +181,12 @@ class RuntimeModel {
   // its rules do not cover and counts nothing for it.
   ScratchEstimate ConvolutionScratch(const Statement& s, const OpInfo& op);
   std::int64_t HalfFullReductionCopy(const Statement& s, const OpInfo& op) const;
+  // ScratchRule::kHalfIndexAdd: half-precision index_add's float32 buffer
+  // (and a strided index's contiguous copy) on the CPU.
+  std::int64_t HalfIndexAddBuffer(const Statement& s) const;
+  // PyTorch's intra-op threads: RuntimeOptions::cpu_threads, else this
+  // machine's CPUs (PyTorch's own default).
+  int CpuThreads() const;
 
   const Value& ValueOf(ValueId id) const { return trace_.value(id); }
   // The bytes a dense tensor value takes at run time: its type's, except

@@ -31,12 +31,13 @@ std::ostream& operator<<(std::ostream& os, const Event& e) {
 }
 
 std::vector<Event> EventsOf(const std::string& text, CallingConvention convention,
-                            std::vector<ArgumentTensor> arguments = {}) {
+                            std::vector<ArgumentTensor> arguments = {}, int cpu_threads = 0) {
   const ParsedTrace parsed = Parse(text);
   ReportOptions options;
   options.alloc_log = true;
   const Report report = RunRuntimeModel(
-      parsed, RuntimeOptions{.convention = convention, .argument_tensors = std::move(arguments)},
+      parsed,
+      RuntimeOptions{.convention = convention, .cpu_threads = cpu_threads, .argument_tensors = std::move(arguments)},
       options);
   EXPECT_NE(report.alloc_log, nullptr);
   std::vector<Event> events;
@@ -99,6 +100,37 @@ TEST(RuntimeModelEvents, HalfSumOfAnExpandedTensorReducesAFloat32Copy) {
   const std::vector<Event> expected = {{-1, "a", 12},         {-1, "b", 96},          {1, "t1", 2},
                                        {1, "(scratch)", 196}, {1, "(scratch)", -196}, {3, "t3", 2}};
   EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
+TEST(RuntimeModelEvents, HalfIndexAddAccumulatesInAFloat32Buffer) {
+  // bf16 index_add on the CPU (HalfIndexAddBuffer; measured, torch 2.13),
+  // 2 threads. t0: self [64, 48], dim 0, rows of K = 48 >= 16 and a
+  // contiguous source: per-thread rows, 4 * 2 * 48 = 384 beside the result
+  // (6144). t1: dim 1 (the last): a float32 copy of the result,
+  // 4 * 3072 = 12288. t2: self [8, 6], dim 0, K = 6 < 16: the copy,
+  // 4 * 48 = 192. t3: float32: nothing inside.
+  const std::string text = R"(def f(a, i, s0, s1, b, s2, c, s3):
+  # a: "cpu bf16[64, 48]"
+  # i: "cpu i64[5]"
+  # s0: "cpu bf16[5, 48]"
+  # s1: "cpu bf16[64, 5]"
+  # b: "cpu bf16[8, 6]"
+  # s2: "cpu bf16[5, 6]"
+  # c: "cpu f32[8, 6]"
+  # s3: "cpu f32[5, 6]"
+  t0 = torch.index_add(a, 0, i, s0)  # t0: "cpu bf16[64, 48]"
+  t1 = torch.index_add(a, 1, i, s1)  # t1: "cpu bf16[64, 48]"
+  t2 = torch.index_add(b, 0, i, s2)  # t2: "cpu bf16[8, 6]"
+  t3 = torch.index_add(c, 0, i, s3)  # t3: "cpu f32[8, 6]"
+  return t0, t1, t2, t3
+)";
+  const std::vector<Event> expected = {
+      {-1, "a", 6144},        {-1, "i", 40},           {-1, "s0", 480},        {-1, "s1", 640},
+      {-1, "b", 96},          {-1, "s2", 60},          {-1, "c", 192},         {-1, "s3", 120},
+      {0, "t0", 6144},        {0, "(scratch)", 384},   {0, "(scratch)", -384}, {1, "t1", 6144},
+      {1, "(scratch)", 12288}, {1, "(scratch)", -12288}, {2, "t2", 96},         {2, "(scratch)", 192},
+      {2, "(scratch)", -192}, {3, "t3", 192}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward, {}, 2), expected);
 }
 
 TEST(RuntimeModelEvents, BatchedProductCopiesAnOperandBlasCannotTake) {

@@ -494,6 +494,56 @@ std::int64_t RuntimeModel::HalfFullReductionCopy(const Statement& s, const OpInf
   return static_cast<std::int64_t>(input.type->numel) * 4 + 4;
 }
 
+int RuntimeModel::CpuThreads() const {
+  return options_.cpu_threads > 0 ? options_.cpu_threads
+                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// torch.index_add(self, dim, index, source) in bfloat16/float16 on the CPU
+// (index_add_cpu_out, torch 2.13, measured with the profiler for bf16 and
+// f16, 1 to 8 threads, 2-, 3- and 4-d self): with self of 2 or more
+// dimensions, dim 0 or the last, an int64 index and alpha 1, ATen forwards
+// to scatter_add_ with the index expanded (a stride-0 view, no buffer), and
+// scatter_add accumulates half types in float32:
+//   - dim 0, K = self.numel() / self.size(0) >= 16 and a contiguous source:
+//     the expanded-index kernel's per-thread rows, zeros({threads, K}, f32):
+//     4 * threads * K bytes ([64, 48]: 192, 384, 1536 at 1, 2, 8 threads);
+//   - otherwise (K < 16, the last dim, a strided source): a float32 copy of
+//     the result, 4 * self.numel() ([8, 6]: 192; [64, 48] dim 1: 12,288);
+//   - a strided index is made contiguous first (8 bytes an element), alive
+//     until the op returns ([64, 48], index[::2] of 20: +160 +384 -384 -160).
+// Both alive beside the output. Other cases (float32, a middle dim, a 1-d
+// self, an int32 index, alpha != 1) allocate nothing inside.
+std::int64_t RuntimeModel::HalfIndexAddBuffer(const Statement& s) const {
+  const ObjectId self = ArgObject(s, 0), index = ArgObject(s, 2), source = ArgObject(s, 3);
+  if (self == kNone || index == kNone || source == kNone || s.args.size() < 4) return 0;
+  const Object& a = objects_[self];
+  const Object& i = objects_[index];
+  const Object& src = objects_[source];
+  if (a.kind != Object::Kind::kTensor || i.kind != Object::Kind::kTensor || src.kind != Object::Kind::kTensor ||
+      a.type->dtype == nullptr || i.type->dtype == nullptr) {
+    return 0;
+  }
+  if (a.type->device.rfind("cpu", 0) != 0 && a.type->device != "meta") return 0;
+  const std::string_view dtype = a.type->dtype->short_name;
+  if ((dtype != "bf16" && dtype != "f16") || i.type->dtype->short_name != "i64") return 0;
+  for (const auto& [name, e] : s.kwargs) {
+    if (name == "alpha" && !(e.kind == Expr::Kind::kConstant && (e.text == "1" || e.text == "1.0"))) return 0;
+  }
+  const auto rank = static_cast<std::int64_t>(a.type->shape.size());
+  const Expr& dim_arg = s.args[1];
+  if (rank < 2 || dim_arg.kind != Expr::Kind::kConstant || !dim_arg.has_int) return 0;
+  const std::int64_t dim = dim_arg.int_value < 0 ? dim_arg.int_value + rank : dim_arg.int_value;
+  if (dim != 0 && dim != rank - 1) return 0;
+  const auto numel = static_cast<std::int64_t>(a.type->numel);
+  const std::int64_t row = a.type->shape[0] > 0 ? numel / a.type->shape[0] : 0;
+  const bool per_thread_rows = dim == 0 && row >= 16 && IsContiguous(src.type->shape, StridesOf(src));
+  const std::int64_t buffer = per_thread_rows ? 4 * static_cast<std::int64_t>(CpuThreads()) * row : 4 * numel;
+  const std::int64_t index_copy =
+      IsContiguous(i.type->shape, StridesOf(i)) ? 0 : 8 * static_cast<std::int64_t>(i.type->numel);
+  return buffer + index_copy;
+}
+
 // On the CPU, and on `meta`, which stands for the CPU when a step is
 // estimated without allocating (peakmem.estimate_step on meta inputs).
 ScratchEstimate RuntimeModel::ConvolutionScratch(const Statement& s, const OpInfo& op) {
@@ -510,8 +560,7 @@ ScratchEstimate RuntimeModel::ConvolutionScratch(const Statement& s, const OpInf
   call.input = {in.type->shape, StridesOf(in), in.type->dtype};
   call.weight = {w.type->shape, StridesOf(w), w.type->dtype};
   call.output_shape = ValueOf(outs[0]).type->shape;
-  call.threads = options_.cpu_threads > 0 ? options_.cpu_threads
-                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  call.threads = CpuThreads();
   std::string why_not;
   if (ReadConvolutionArguments(s, op.name == "conv2d", &call, &why_not)) {
     if (auto scratch = CpuConvolutionScratch(call, &why_not)) return *scratch;
@@ -535,6 +584,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
     scratch.with_outputs += MatmulOperandClones(s) + ContiguousArgumentCopy(s, op);
     if (op != nullptr && op->scratch == ScratchRule::kConvolution) scratch = ConvolutionScratch(s, *op);
     if (op != nullptr && op->scratch == ScratchRule::kReductionCast) scratch.with_outputs += HalfFullReductionCopy(s, *op);
+    if (op != nullptr && op->scratch == ScratchRule::kHalfIndexAdd) scratch.with_outputs += HalfIndexAddBuffer(s);
   }
   if (op != nullptr && op->name.substr(0, 8) == "dtensor_") {
     const std::int64_t redistributed = DTensorRedistribution(s);  // diagnoses what it cannot size

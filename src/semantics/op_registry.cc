@@ -356,6 +356,7 @@ std::vector<OpInfo> BuildTable() {
   for (const char* n : {"sum", "prod"}) Find(ops, n).scratch = ScratchRule::kReductionCast;
   Find(ops, "take_along_dim").scratch = ScratchRule::kGatherIndexCopy;
   Find(ops, "gather").scratch = ScratchRule::kHalfGather;
+  Find(ops, "index_add").scratch = ScratchRule::kHalfIndexAdd;
   for (const char* n : {"sort", "argsort"}) Find(ops, n).scratch = ScratchRule::kSortDimBuffer;
   Find(ops, "torch_pad_prim_impl").scratch = ScratchRule::kInteriorPadding;
   Find(ops, "torch_nll_loss_backward_impl").scratch = ScratchRule::kNllTotalWeight;
@@ -461,6 +462,7 @@ std::string DescribeOp(const OpInfo& op) {
                                                   "sorted dimension's int64 buffer",
                                                   "float32 buffer for half types",
                                                   "mean's wrapped count, half types in float32",
+                                                  "half types' float32 accumulation buffer",
                                                   "oneDNN reorders or unfolded columns"};
   static_assert(std::size(kEffects) == static_cast<std::size_t>(OpEffect::kFusion) + 1);
   static_assert(std::size(kLayouts) == static_cast<std::size_t>(LayoutRule::kUnknown) + 1);

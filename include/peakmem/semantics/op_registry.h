@@ -59,6 +59,9 @@ enum class ScratchRule : unsigned char {
   kSortDimBuffer,      // sort: int64 of the sorted dimension's length
   kHalfGather,         // gather in float16/bfloat16: a float32 buffer of the output's size
   kGlobalMean,         // adaptive_avg_pool2d to 1x1: a mean (its count wrapped; half types in f32)
+  kHalfIndexAdd,       // index_add in float16/bfloat16: a float32 buffer (per-thread rows or a copy of
+                       // the result) and a strided index's copy (needs strides and threads: the runtime
+                       // model)
   kConvolution,        // CPU convolution: operand copies, oneDNN's reorders and scratchpad or the
                        // native kernel's columns (convolution_scratch.h; needs strides and threads)
 };
