@@ -19,6 +19,11 @@ synthetic programs whose optimum is known.
    (the memory after a set of nodes does not depend on their order), with
    the liveness rule the runtime model follows for these ops; the plan's gap
    to it is reported.
+3. Thunder traces of stacked Llama blocks (tests/python/step_models.py's
+   LlamaLM: RMSNorm, RoPE, grouped-query attention, SwiGLU), traced now
+   with thunder.jit, without and with activation checkpointing of every
+   block (torch.utils.checkpoint): the same columns, and the planned
+   traces run under the profiler (peakmem.measure), measured = predicted.
 """
 
 from __future__ import annotations
@@ -132,11 +137,42 @@ def optimal_peak(preds, elements) -> int:
     return int(best[full])
 
 
+def llama_stack_traces(layers: int, checkpoint: bool):
+    """The forward and backward Thunder runs for LlamaLM(layers) on a batch."""
+    import torch
+    import torch.nn.functional as F
+    import torch.utils.checkpoint as cp
+
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    from peakmem._thunder_compat import import_thunder
+    from step_models import LlamaLM
+
+    thunder = import_thunder()
+
+    class Checkpointed(LlamaLM):
+        def forward(self, idx, targets):
+            x = self.tok(idx)
+            for block in self.blocks:
+                x = cp.checkpoint(block, x, use_reentrant=False)
+            logits = self.head(self.norm(x))
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+    torch.manual_seed(0)
+    model = (Checkpointed if checkpoint else LlamaLM)(layers=layers)
+    jm = thunder.jit(model)
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, 512, (4, 128), generator=g)
+    targets = torch.randint(0, 512, (4, 128), generator=g)
+    jm(idx, targets).backward()
+    return {"fw": thunder.last_traces(jm)[-1], "bw": thunder.last_backward_traces(jm)[-1]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--torch-threads", type=int, default=2, help="the CPU threads the traces were measured with")
     ap.add_argument("--dags", type=int, default=20, help="random trees and random DAGs each")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--llama-layers", type=int, default=4, help="Llama blocks stacked (0: skip part 3)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
@@ -199,8 +235,35 @@ def main() -> int:
             f"{100 * statistics.mean(gaps):.2f}%, max {100 * max(gaps):.2f}%; "
             f"{1000 * statistics.mean(times):.1f} ms a plan"
         )
+    stacks = []
+    if args.llama_layers > 0:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+        print(f"\n| Llama x{args.llama_layers} | Thunder's order | Inductor best-of-4 | XLA best-of-3 | plan | "
+              "plan measured | vs Thunder |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for checkpoint in (False, True):
+            for kind, trace in llama_stack_traces(args.llama_layers, checkpoint).items():
+                plan = peakmem.plan(trace)
+                measured = peakmem.measure(plan.trace).peak_bytes
+                b = plan.baselines
+                inductor = min(b["trace order"], b["inductor lpmf"], b["inductor bfs"], b["inductor dfs"])
+                xla = min(b["xla list"], b["xla dfs"], b["xla post order"])
+                name = f"{'checkpointed ' if checkpoint else ''}{kind}"
+                stacks.append({"trace": name, "thunder": plan.original_peak_bytes, "inductor_best_of_4": inductor,
+                               "xla_best_of_3": xla, "plan": plan.planned_peak_bytes, "measured": measured,
+                               "statements": plan.statements, "seconds": plan.seconds})
+                print(f"| {name} ({plan.statements} statements) | {plan.original_peak_bytes:,} | {inductor:,} | "
+                      f"{xla:,} | {plan.planned_peak_bytes:,} | {measured:,} | "
+                      f"{100 * (1 - plan.planned_peak_bytes / plan.original_peak_bytes):.1f}% |")
+                if measured != plan.planned_peak_bytes:
+                    print(f"error: {name}: the plan measured {measured}, predicted {plan.planned_peak_bytes}",
+                          file=sys.stderr)
+                    return 1
     if args.json:
-        args.json.write_text(json.dumps({"traces": rows, "synthetic": synthetic}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"traces": rows, "synthetic": synthetic, "llama_stacks": stacks}, indent=2)
+                             + "\n")
     return 0
 
 
