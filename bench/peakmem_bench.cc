@@ -360,9 +360,16 @@ void BM_Plan(benchmark::State& state, TraceFile f) {
   Common(state, f, parsed.trace.statements.size());
 }
 
+// The traces in `dir` (none, with a message, when it cannot be listed).
 std::vector<TraceFile> FindTraces(const std::string& dir) {
   std::vector<TraceFile> out;
-  for (const auto& entry : fs::directory_iterator(dir)) {
+  std::error_code error;
+  fs::directory_iterator listing(dir, error);
+  if (error) {
+    std::cerr << "peakmem_bench: cannot list " << dir << ": " << error.message() << "\n";
+    return out;
+  }
+  for (const auto& entry : listing) {
     if (!entry.is_regular_file()) continue;
     const fs::path& p = entry.path();
     const std::string ext = p.extension().string();
