@@ -373,7 +373,7 @@ Report ThunderModel::Run() {
     }
     if (rows) {
       recorder.Record(i, allocated - before, allocated, allocated, named_,
-                      report_options_.breakdown ? keys : kNoKey);
+                      report_options_.breakdown ? keys : static_cast<std::uint8_t>(kNoKey));
     }
     named_.clear();
   }
