@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "planning_test_util.h"
+
 namespace peakmem {
 namespace {
 
@@ -531,6 +533,45 @@ TEST_F(Cli, MissingFileExitsOne) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "peakmem: error: " + path + ":0:0: cannot open file\n");
+}
+
+}  // namespace
+}  // namespace peakmem
+
+// ---------------------------------------------------------------- plan
+
+namespace peakmem {
+namespace {
+
+TEST_F(Cli, PlanWritesTheReorderedTraceAndLeavesTheInputAlone) {
+  // Two chains written breadth first (src/planning/planning_test_util.h's
+  // trace; the peak derived there: 3076 -> 2056 bytes). The plan goes to
+  // -o, the summary to stderr, the input file is not touched, and the
+  // planned trace reads back with the planned peak.
+  const std::string input = TempPath("two_chains.trace");
+  const std::string output = TempPath("two_chains.planned");
+  WriteFile(input, testing_util::kTwoChainsTrace);
+  const FileState before = StateOf(input);
+  const CliResult r = RunCli("plan " + ShellQuote(input) + " --convention forward -o " + ShellQuote(output));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("peak 3076 -> 2056 bytes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("inductor lpmf"), std::string::npos) << r.err;
+  EXPECT_TRUE(StateOf(input) == before);
+  const CliResult again = RunCli("analyze " + ShellQuote(output) + " --convention forward --format json");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::ordered_json::parse(again.out).at("peak_bytes"), 2056);
+  std::remove(input.c_str());
+  std::remove(output.c_str());
+}
+
+TEST_F(Cli, PlanBadInputAndUsageAreErrors) {
+  const CliResult missing = RunCli("plan " + ShellQuote(TempPath("no_such.trace")));
+  EXPECT_EQ(missing.exit_code, 1);
+  const CliResult thunder = RunCli("plan " + ShellQuote(kReferenceTrace) + " --model thunder");
+  EXPECT_EQ(thunder.exit_code, 2);
+  EXPECT_NE(thunder.err.find("only the runtime model"), std::string::npos) << thunder.err;
+  const CliResult budget = RunCli("plan " + ShellQuote(kReferenceTrace) + " --time-budget -1");
+  EXPECT_EQ(budget.exit_code, 2);
 }
 
 }  // namespace
