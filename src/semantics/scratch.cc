@@ -1,5 +1,7 @@
 #include "peakmem/semantics/scratch.h"
 
+#include "absl/container/inlined_vector.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -256,14 +258,16 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
   }
   // pow's exponent is a Scalar: only its base (argument 0) can be wrapped.
   const std::size_t wrapped_args = op->scratch == ScratchRule::kWrappedBase ? 1 : s.args.size();
-  std::vector<const ValueType*> tensors;
-  std::vector<NumberKind> numbers;
+  // (Inline: this runs for every elementwise call of a trace.)
+  absl::InlinedVector<const ValueType*, 4> tensors;
+  absl::InlinedVector<NumberKind, 4> numbers;
   for (std::size_t i = 0; i < s.args.size(); ++i) {
     const Expr& a = s.args[i];
     if (a.kind == Expr::Kind::kValue && IsTensorKind(trace.value(a.value).type->kind)) {
       tensors.push_back(trace.value(a.value).type);
-    } else if (i < wrapped_args && ClassifyConstant(a) != NumberKind::kNone) {
-      numbers.push_back(ClassifyConstant(a));
+    } else if (i < wrapped_args) {
+      const NumberKind kind = ClassifyConstant(a);
+      if (kind != NumberKind::kNone) numbers.push_back(kind);
     }
   }
   const DType* common = ResultType({tensors, numbers});

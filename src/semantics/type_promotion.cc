@@ -1,19 +1,33 @@
 #include "peakmem/semantics/type_promotion.h"
 
 #include <string_view>
+#include <vector>
 
 namespace peakmem {
 namespace {
 
 enum class Category { kBool, kInt, kFloat, kComplex, kOther };
 
-Category CategoryOf(const DType* d) {
+Category CategoryByName(const DType* d) {
   const std::string_view n = d->short_name;
   if (n == "b8") return Category::kBool;
   if (n == "ui8" || n == "i8" || n == "i16" || n == "i32" || n == "i64") return Category::kInt;
   if (n == "f16" || n == "bf16" || n == "f32" || n == "f64") return Category::kFloat;
   if (n == "c32" || n == "c64" || n == "c128") return Category::kComplex;
   return Category::kOther;  // float8, float4, ui64: no promotion with other types
+}
+
+// Every elementwise call asks (the runtime model's scratch estimate): each
+// dtype's category is computed once, indexed by its place in AllDTypes().
+Category CategoryOf(const DType* d) {
+  static const std::vector<Category>* table = [] {
+    auto* t = new std::vector<Category>();
+    for (const DType& each : AllDTypes()) t->push_back(CategoryByName(&each));
+    return t;
+  }();
+  const DType* first = AllDTypes().data();
+  if (d >= first && d < first + table->size()) return (*table)[static_cast<std::size_t>(d - first)];
+  return CategoryByName(d);
 }
 
 const DType* Named(std::string_view n) { return FindDType(n); }
@@ -104,11 +118,15 @@ const DType* ResultType(const PromotionOperands& operands) {
       dim = Accumulate(dim, t->dtype, &ok);
     }
   }
+  static const DType* const kBool = Named("b8");
+  static const DType* const kInt = Named("i64");
+  static const DType* const kFloat = Named("f32");  // the default dtype
+  static const DType* const kComplex = Named("c64");
   for (NumberKind k : operands.numbers) {
-    const DType* d = k == NumberKind::kBool      ? Named("b8")
-                     : k == NumberKind::kInt     ? Named("i64")
-                     : k == NumberKind::kFloat   ? Named("f32")  // the default dtype
-                     : k == NumberKind::kComplex ? Named("c64")
+    const DType* d = k == NumberKind::kBool      ? kBool
+                     : k == NumberKind::kInt     ? kInt
+                     : k == NumberKind::kFloat   ? kFloat
+                     : k == NumberKind::kComplex ? kComplex
                                                  : nullptr;
     if (d != nullptr) wrapped = Accumulate(wrapped, d, &ok);
   }
