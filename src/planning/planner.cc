@@ -116,168 +116,217 @@ void Move(std::vector<NodeId>& order, std::size_t from, std::size_t to) {
   }
 }
 
+// The search of PlanTrace (planner.h), one method a phase.
+class Search {
+ public:
+  Search(ParsedTrace& parsed, const PlanOptions& options, PlanResult& plan, OrderSimulator& sim,
+         Clock::time_point started)
+      : parsed_(parsed), options_(options), plan_(plan), g_(plan.graph), sim_(sim), started_(started),
+        use_(ComputeStorageUse(g_)), readers_of_(ReadersOf(g_, use_)) {}
+
+  // The trace order and each heuristic simulated; the lowest kept.
+  void StartFromBaselines() {
+    const std::pair<const char*, std::vector<NodeId> (*)(const DependenceGraph&)> starts[] = {
+        {"trace order", TraceOrder},         {"inductor lpmf", LeastPeakMemoryFirstOrder},
+        {"inductor bfs", BreadthFirstOrder}, {"inductor dfs", DepthFirstOrder},
+        {"xla list", XlaListOrder},          {"xla dfs", XlaDepthFirstOrder},
+        {"xla post order", XlaPostOrder}};
+    for (const auto& [name, make] : starts) {
+      std::vector<NodeId> order = make(g_);
+      const OrderSimulator::Result r = sim_.Run(order);
+      plan_.baselines.push_back({name, r.peak});
+      if (best_.empty() || r.peak < best_run_.peak) {
+        best_ = std::move(order);
+        best_run_ = r;
+        plan_.start = name;
+      }
+    }
+  }
+
+  // Whether any segment holds two statements (else no order but the trace's exists).
+  bool Movable() const {
+    for (std::size_t i = 1; i < g_.size(); ++i) {
+      if (g_.segment[i] == g_.segment[i - 1]) return true;
+    }
+    return false;
+  }
+
+  // Rounds of moves around the peak until none lowers it or the budget is spent.
+  void ImproveAroundPeak() {
+    while (!plan_.time_budget_reached) {
+      Locate();
+      improved_ = false;
+      SearchWindows();
+      if (!improved_) MoveSingleStatements();
+      if (!improved_) return;
+    }
+  }
+
+  // The trace's own order when nothing beat it, with the reason; then the
+  // report's figures.
+  void Finish(bool movable) {
+    if (best_run_.peak >= plan_.original_peak_bytes) {
+      best_ = TraceOrder(g_);
+      best_run_ = sim_.Run(best_);
+      plan_.unchanged_reason =
+          movable ? fmt::format("no order found with a lower peak than the trace's ({} simulations)", sim_.runs())
+          : g_.pinned_count > 0 ? fmt::format("no statement can move: {} of {} are pinned (the first: {})",
+                                              g_.pinned_count, g_.size(), g_.first_pin_reason)
+                                : "the trace has fewer than two statements to order";
+    }
+    if (options_.allocator.model != AllocatorModel::kRequested) {
+      plan_.priced = true;
+      plan_.original_allocator = sim_.Price(nullptr, options_.allocator);
+      plan_.planned_allocator = sim_.Price(&best_, options_.allocator);
+    }
+    plan_.lower_bound_bytes = LowerBound();
+    CountPinned();
+    plan_.order = std::move(best_);
+    plan_.planned_peak_bytes = best_run_.peak;
+    plan_.planned_final_bytes = best_run_.final;
+    plan_.simulations = sim_.runs();
+  }
+
+ private:
+  // Each node's position and each segment's span in the best order.
+  void Locate() {
+    const std::size_t n = best_.size();
+    pos_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) pos_[best_[i]] = i;
+    const std::uint32_t segments = g_.segment.empty() ? 0 : g_.segment.back() + 1;
+    segment_first_.assign(segments, n);
+    segment_last_.assign(segments, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t s = g_.segment[best_[i]];
+      segment_first_[s] = std::min(segment_first_[s], i);
+      segment_last_[s] = std::max(segment_last_[s], i);
+    }
+  }
+
+  // Whether the time or simulation budget is spent (noted in the plan).
+  bool Spent() {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
+    if (sim_.runs() >= options_.max_simulations || elapsed >= options_.time_budget_seconds) {
+      plan_.time_budget_reached = true;
+    }
+    return plan_.time_budget_reached;
+  }
+
+  // Simulates `candidate` and keeps it when its peak is lower.
+  bool KeepIfLower(std::vector<NodeId> candidate) {
+    const OrderSimulator::Result r = sim_.Run(candidate);
+    if (r.peak >= best_run_.peak) return false;
+    best_ = std::move(candidate);
+    best_run_ = r;
+    ++plan_.moves_kept;
+    return improved_ = true;
+  }
+
+  // An exact search of the statements around the peak (window_search.h):
+  // the window centred on it, ending at it, starting at it.
+  void SearchWindows() {
+    const std::size_t p = best_run_.peak_position;
+    const std::uint32_t segment = g_.segment[best_[p]];
+    const std::size_t begin_of = segment_first_[segment], end_of = segment_last_[segment] + 1;
+    const std::size_t k = std::min({options_.exact_window, kMaxWindow, end_of - begin_of});
+    if (k < 2) return;
+    for (std::size_t offset : {k / 2, k - 1, std::size_t{0}}) {
+      const std::size_t begin = std::min(p >= begin_of + offset ? p - offset : begin_of, end_of - k);
+      if (Spent()) return;
+      std::vector<NodeId> candidate = best_;
+      if (SearchWindow(g_, use_, readers_of_, candidate, pos_, begin, k) && KeepIfLower(std::move(candidate))) return;
+    }
+  }
+
+  // Single statements near the peak (the largest allocations first), each
+  // at its latest place (next to its first consumer) and its earliest.
+  void MoveSingleStatements() {
+    const std::size_t p = best_run_.peak_position;
+    const std::size_t lo = p > options_.window ? p - options_.window : 0;
+    const std::size_t hi = std::min(best_.size(), p + options_.window + 1);
+    std::vector<NodeId> near;
+    for (std::size_t i = lo; i < hi; ++i) {
+      if (!g_.pinned[best_[i]]) near.push_back(best_[i]);
+    }
+    std::stable_sort(near.begin(), near.end(),
+                     [&](NodeId a, NodeId b) { return g_.alloc_bytes[a] > g_.alloc_bytes[b]; });
+    for (NodeId u : near) {
+      std::size_t latest = segment_last_[g_.segment[u]];
+      for (NodeId s : g_.succs[u]) latest = std::min(latest, pos_[s] - 1);
+      std::size_t earliest = segment_first_[g_.segment[u]];
+      for (NodeId q : g_.preds[u]) earliest = std::max(earliest, pos_[q] + 1);
+      for (std::size_t target : {latest, earliest}) {
+        if (target == pos_[u]) continue;
+        if (Spent()) return;
+        std::vector<NodeId> candidate = best_;
+        Move(candidate, pos_[u], target);
+        if (KeepIfLower(std::move(candidate))) return;
+      }
+    }
+  }
+
+  // PlanResult::lower_bound_bytes.
+  std::int64_t LowerBound() const {
+    std::int64_t bound = best_run_.final;
+    for (NodeId v = 0; v < g_.size(); ++v) {
+      std::int64_t working = g_.alloc_bytes[v];
+      for (NodeId b : use_.reads[v]) working += g_.alloc_bytes[b];
+      // Parameters are storages of their own unless the caller says otherwise
+      // (RuntimeOptions::argument_tensors: shared or held outside, costing nothing).
+      for (ValueId x : g_.touches[v]) {
+        if (options_.runtime.argument_tensors.empty() && x < g_.definer.size() && g_.definer[x] == kNoNode) {
+          working += static_cast<std::int64_t>(parsed_.trace.value(x).type->bytes);
+        }
+      }
+      bound = std::max(bound, working);
+    }
+    return bound;
+  }
+
+  // PlanResult::pinned_reasons.
+  void CountPinned() {
+    for (NodeId v = 0; v < g_.size(); ++v) {
+      if (!g_.pinned[v]) continue;
+      const std::string reason = PinReason(parsed_.trace, plan_.original_statements[g_.statement[v]]);
+      auto it = std::find_if(plan_.pinned_reasons.begin(), plan_.pinned_reasons.end(),
+                             [&](const auto& r) { return r.first == reason; });
+      if (it == plan_.pinned_reasons.end()) {
+        plan_.pinned_reasons.emplace_back(reason, 1);
+      } else {
+        ++it->second;
+      }
+    }
+  }
+
+  ParsedTrace& parsed_;
+  const PlanOptions& options_;
+  PlanResult& plan_;
+  const DependenceGraph& g_;
+  OrderSimulator& sim_;
+  const Clock::time_point started_;
+  const StorageUse use_;
+  const std::vector<std::vector<NodeId>> readers_of_;
+  std::vector<NodeId> best_;
+  OrderSimulator::Result best_run_;
+  bool improved_ = false;
+  std::vector<std::size_t> pos_, segment_first_, segment_last_;
+};
+
 }  // namespace
 
 PlanResult PlanTrace(ParsedTrace& parsed, const PlanOptions& options) {
   const Clock::time_point started = Clock::now();
   PlanResult plan;
   plan.graph = BuildDependenceGraph(parsed.trace);
-  const DependenceGraph& g = plan.graph;
   plan.original_statements.reserve(parsed.trace.statements.size());
   for (const Statement& s : parsed.trace.statements) plan.original_statements.push_back(s);
-  OrderSimulator sim(parsed, g, plan.original_statements, options.runtime);
+  OrderSimulator sim(parsed, plan.graph, plan.original_statements, options.runtime);
   plan.original_peak_bytes = sim.RunOriginal().peak_bytes;
-
-  struct Named {
-    const char* name;
-    std::vector<NodeId> order;
-  };
-  std::vector<Named> starts;
-  starts.push_back({"trace order", TraceOrder(g)});
-  starts.push_back({"inductor lpmf", LeastPeakMemoryFirstOrder(g)});
-  starts.push_back({"inductor bfs", BreadthFirstOrder(g)});
-  starts.push_back({"inductor dfs", DepthFirstOrder(g)});
-  starts.push_back({"xla list", XlaListOrder(g)});
-  starts.push_back({"xla dfs", XlaDepthFirstOrder(g)});
-  starts.push_back({"xla post order", XlaPostOrder(g)});
-  std::vector<NodeId> best;
-  OrderSimulator::Result best_run;
-  for (Named& s : starts) {
-    const OrderSimulator::Result r = sim.Run(s.order);
-    plan.baselines.push_back({s.name, r.peak});
-    if (best.empty() || r.peak < best_run.peak) {
-      best = std::move(s.order);
-      best_run = r;
-      plan.start = s.name;
-    }
-  }
-
-  auto out_of_budget = [&] {
-    if (sim.runs() >= options.max_simulations) return true;
-    const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-    return elapsed >= options.time_budget_seconds;
-  };
-  const StorageUse use = ComputeStorageUse(g);
-  const std::vector<std::vector<NodeId>> readers_of = ReadersOf(g, use);
-  const std::size_t n = best.size();
-  // Whether any segment holds two statements (else no order but the trace's exists).
-  bool movable = false;
-  for (std::size_t i = 1; i < g.size() && !movable; ++i) movable = g.segment[i] == g.segment[i - 1];
-  std::vector<std::size_t> pos(n);
-  std::vector<std::size_t> segment_first, segment_last;
-  while (movable && !plan.time_budget_reached) {
-    for (std::size_t i = 0; i < n; ++i) pos[best[i]] = i;
-    const std::uint32_t segments = g.segment.empty() ? 0 : g.segment.back() + 1;
-    segment_first.assign(segments, n);
-    segment_last.assign(segments, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t s = g.segment[best[i]];
-      segment_first[s] = std::min(segment_first[s], i);
-      segment_last[s] = std::max(segment_last[s], i);
-    }
-    // The nodes near the peak, the largest allocations first.
-    const std::size_t p = best_run.peak_position;
-    const std::size_t lo = p > options.window ? p - options.window : 0;
-    const std::size_t hi = std::min(n, p + options.window + 1);
-    std::vector<NodeId> near;
-    for (std::size_t i = lo; i < hi; ++i) {
-      if (!g.pinned[best[i]]) near.push_back(best[i]);
-    }
-    std::stable_sort(near.begin(), near.end(),
-                     [&](NodeId a, NodeId b) { return g.alloc_bytes[a] > g.alloc_bytes[b]; });
-    bool improved = false;
-    // Whether the time or simulation budget is spent (noted in the plan).
-    auto spent = [&] {
-      if (out_of_budget()) plan.time_budget_reached = true;
-      return plan.time_budget_reached;
-    };
-    // Simulates `candidate` and keeps it when its peak is lower.
-    auto keep_if_lower = [&](std::vector<NodeId> candidate) {
-      const OrderSimulator::Result r = sim.Run(candidate);
-      if (r.peak >= best_run.peak) return false;
-      best = std::move(candidate);
-      best_run = r;
-      ++plan.moves_kept;
-      return improved = true;
-    };
-    // An exact search of the statements around the peak (window_search.h):
-    // the window centred on it, ending at it, starting at it.
-    const std::uint32_t peak_segment = g.segment[best[p]];
-    const std::size_t seg_begin = segment_first[peak_segment], seg_end = segment_last[peak_segment] + 1;
-    const std::size_t k = std::min({options.exact_window, kMaxWindow, seg_end - seg_begin});
-    if (k >= 2) {
-      for (std::size_t offset : {k / 2, k - 1, std::size_t{0}}) {
-        std::size_t begin = p >= seg_begin + offset ? p - offset : seg_begin;
-        begin = std::min(begin, seg_end - k);
-        if (spent()) break;
-        std::vector<NodeId> candidate = best;
-        if (SearchWindow(g, use, readers_of, candidate, pos, begin, k) && keep_if_lower(std::move(candidate))) break;
-      }
-    }
-    // Single statements near the peak, at their latest and earliest places.
-    for (NodeId u : near) {
-      if (improved || plan.time_budget_reached) break;
-      std::size_t latest = segment_last[g.segment[u]];
-      for (NodeId s : g.succs[u]) latest = std::min(latest, pos[s] - 1);
-      std::size_t earliest = segment_first[g.segment[u]];
-      for (NodeId q : g.preds[u]) earliest = std::max(earliest, pos[q] + 1);
-      for (std::size_t target : {latest, earliest}) {
-        if (target == pos[u]) continue;
-        if (spent()) break;
-        std::vector<NodeId> candidate = best;
-        Move(candidate, pos[u], target);
-        if (keep_if_lower(std::move(candidate))) break;
-      }
-    }
-    if (!improved) break;
-  }
-
-  if (best_run.peak >= plan.original_peak_bytes) {
-    best = TraceOrder(g);
-    best_run = sim.Run(best);
-    if (!movable) {
-      plan.unchanged_reason = g.pinned_count > 0
-                                  ? fmt::format("no statement can move: {} of {} are pinned (the first: {})",
-                                                g.pinned_count, g.size(), g.first_pin_reason)
-                                  : "the trace has fewer than two statements to order";
-    } else {
-      plan.unchanged_reason =
-          fmt::format("no order found with a lower peak than the trace's ({} simulations)", sim.runs());
-    }
-  }
-  if (options.allocator.model != AllocatorModel::kRequested) {
-    plan.priced = true;
-    plan.original_allocator = sim.Price(nullptr, options.allocator);
-    plan.planned_allocator = sim.Price(&best, options.allocator);
-  }
-  plan.lower_bound_bytes = best_run.final;
-  for (NodeId v = 0; v < g.size(); ++v) {
-    std::int64_t working = g.alloc_bytes[v];
-    for (NodeId b : use.reads[v]) working += g.alloc_bytes[b];
-    // Parameters are storages of their own unless the caller says otherwise
-    // (RuntimeOptions::argument_tensors: shared or held outside, costing nothing).
-    for (ValueId x : g.touches[v]) {
-      if (options.runtime.argument_tensors.empty() && x < g.definer.size() && g.definer[x] == kNoNode) {
-        working += static_cast<std::int64_t>(parsed.trace.value(x).type->bytes);
-      }
-    }
-    plan.lower_bound_bytes = std::max(plan.lower_bound_bytes, working);
-  }
-  for (NodeId v = 0; v < g.size(); ++v) {
-    if (!g.pinned[v]) continue;
-    const std::string reason = PinReason(parsed.trace, plan.original_statements[g.statement[v]]);
-    auto it = std::find_if(plan.pinned_reasons.begin(), plan.pinned_reasons.end(),
-                           [&](const auto& r) { return r.first == reason; });
-    if (it == plan.pinned_reasons.end()) {
-      plan.pinned_reasons.emplace_back(reason, 1);
-    } else {
-      ++it->second;
-    }
-  }
-  plan.order = std::move(best);
-  plan.planned_peak_bytes = best_run.peak;
-  plan.planned_final_bytes = best_run.final;
-  plan.simulations = sim.runs();
+  Search search(parsed, options, plan, sim, started);
+  search.StartFromBaselines();
+  const bool movable = search.Movable();
+  if (movable) search.ImproveAroundPeak();
+  search.Finish(movable);
   sim.Restore();
   plan.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return plan;
