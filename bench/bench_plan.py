@@ -167,15 +167,8 @@ def llama_stack_traces(layers: int, checkpoint: bool):
     return {"fw": thunder.last_traces(jm)[-1], "bw": thunder.last_backward_traces(jm)[-1]}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--torch-threads", type=int, default=2, help="the CPU threads the traces were measured with")
-    ap.add_argument("--dags", type=int, default=20, help="random trees and random DAGs each")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--llama-layers", type=int, default=4, help="Llama blocks stacked (0: skip part 3)")
-    ap.add_argument("--json", type=Path, help="also write the results here")
-    args = ap.parse_args()
-
+def stored_trace_rows(args: argparse.Namespace):
+    """Part 1: every stored corpus and zoo trace against the baselines."""
     rows = []
     print("| trace | Thunder's order | Inductor best-of-4 | XLA best-of-3 | plan | vs Thunder | vs Inductor | vs XLA | lower bound | plan time |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -212,6 +205,11 @@ def main() -> int:
         f"than a baseline: {sum(r['plan'] > min(r['inductor_best_of_4'], r['xla_best_of_3']) for r in rows)}"
     )
 
+    return rows
+
+
+def synthetic_optimum(args: argparse.Namespace):
+    """Part 2: random trees and DAGs against their exact optimum."""
     rng = random.Random(args.seed)
     synthetic = {}
     for kind in ("tree", "dag"):
@@ -224,8 +222,7 @@ def main() -> int:
             times.append(time.perf_counter() - started)
             best = optimal_peak(preds, elements)
             if plan.planned_peak_bytes < best:
-                print(f"error: a plan below the optimum ({plan.planned_peak_bytes} < {best}):\n{text}", file=sys.stderr)
-                return 1
+                raise SystemExit(f"error: a plan below the optimum ({plan.planned_peak_bytes} < {best}):\n{text}")
             gaps.append(plan.planned_peak_bytes / best - 1)
             optimal += plan.planned_peak_bytes == best
         synthetic[kind] = {"programs": args.dags, "optimal": optimal, "mean_gap": statistics.mean(gaps),
@@ -235,6 +232,11 @@ def main() -> int:
             f"{100 * statistics.mean(gaps):.2f}%, max {100 * max(gaps):.2f}%; "
             f"{1000 * statistics.mean(times):.1f} ms a plan"
         )
+    return synthetic
+
+
+def llama_stacks(args: argparse.Namespace):
+    """Part 3: stacked Llama blocks, with and without checkpointing, each plan measured."""
     stacks = []
     if args.llama_layers > 0:
         import torch
@@ -258,9 +260,22 @@ def main() -> int:
                       f"{xla:,} | {plan.planned_peak_bytes:,} | {measured:,} | "
                       f"{100 * (1 - plan.planned_peak_bytes / plan.original_peak_bytes):.1f}% |")
                 if measured != plan.planned_peak_bytes:
-                    print(f"error: {name}: the plan measured {measured}, predicted {plan.planned_peak_bytes}",
-                          file=sys.stderr)
-                    return 1
+                    raise SystemExit(f"error: {name}: the plan measured {measured}, predicted {plan.planned_peak_bytes}")
+    return stacks
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--torch-threads", type=int, default=2, help="the CPU threads the traces were measured with")
+    ap.add_argument("--dags", type=int, default=50, help="random trees and random DAGs each")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--llama-layers", type=int, default=4, help="Llama blocks stacked (0: skip part 3)")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args()
+
+    rows = stored_trace_rows(args)
+    synthetic = synthetic_optimum(args)
+    stacks = llama_stacks(args)
     if args.json:
         args.json.write_text(json.dumps({"traces": rows, "synthetic": synthetic, "llama_stacks": stacks}, indent=2)
                              + "\n")

@@ -97,7 +97,7 @@ def profile_top(fn: Callable[[], Any], top: int) -> dict[str, str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # the benchmark's steps in order, as it reports them
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=400)
     ap.add_argument("--width", type=int, default=8)

@@ -237,6 +237,7 @@ def _lhs_names(lhs: str) -> list[str]:
 
 
 class TextForm(Form):
+    # (One pass over the printed trace, in its order: longer than most.)
     def __init__(self, text: str, name: str) -> None:
         self.name = name
         lines = text.split("\n")
@@ -591,6 +592,7 @@ def _thunder_fw_return(e: tuple) -> dict | None:
 
 
 class Replicator:
+    # (Each replication rule set up in one place: longer than most.)
     def __init__(self, form: TextForm | JsonForm, chain_in: str | None, chain_out: str | None,
                  shared: Iterable[str]) -> None:
         self.form = form
@@ -748,7 +750,8 @@ class Replicator:
         return f"{n}_L{k}"
 
     def write(self, out, layers: int) -> int:
-        """Writes the trace; returns the number of statements written."""
+        """Writes the trace; returns the number of statements written (one
+        pass in the output's order: longer than most)."""
         f = self.form
         written = 0
         nf = lambda k: (lambda n: self.name_in(n, k, layers))  # noqa: E731

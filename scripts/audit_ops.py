@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> int:  # the audit's steps in order, then its table
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="the CI grid: one shape, float32, two layouts, 2 threads")
     parser.add_argument("--no-traces", action="store_true", help="skip the corpus and zoo traces")

@@ -213,6 +213,7 @@ void BindRenderings(nb::class_<PyReport>& report) {
           "(< count); returns a list per group of the bytes live at every point");
 }
 
+// (Every Report attribute's binding in one place: as long as the class.)
 void BindReport(nb::module_& m) {
   BindRows(m);
   auto report = nb::class_<PyReport>(m, "Report", "The result of analysing a trace with one model.");

@@ -4,6 +4,7 @@
 // frees inside the call, all by the op registry's declarations (see
 // runtime_interpreter.h).
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -127,46 +128,14 @@ struct ProductOperand {
   const DType* dtype = nullptr;
 };
 
-}  // namespace
-
-std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
-  const OpInfo* op = ops_.Find(s);
-  if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
-  const bool linear = op->name == "linear";
-  ProductOperand operands[2];
-  int n = 0;
-  for (const Expr& e : s.args) {
-    if (e.kind != Expr::Kind::kValue || !bound_[e.value]) continue;
-    const Object& o = objects_[object_of_[e.value]];
-    if (o.kind != Object::Kind::kTensor) continue;
-    if (n == 2) {
-      if (linear) break;  // the bias: added to the product, copies nothing
-      return 0;
-    }
-    if (o.type->dtype == nullptr) return 0;
-    operands[n++] = {o.type->shape, StridesOf(o), static_cast<std::int64_t>(o.type->bytes), o.type->dtype};
-  }
-  if (n != 2) return 0;
-  ProductOperand& a = operands[0];
-  ProductOperand& b = operands[1];
-  if (linear) {  // input @ weight.t()
-    if (b.shape.size() != 2) return 0;
-    std::swap(b.shape[0], b.shape[1]);
-    std::swap(b.strides[0], b.strides[1]);
-  }
-  const std::size_t da = a.shape.size(), db = b.shape.size();
-  if (da == 2 && db == 2) {
-    std::int64_t bytes = 0;
-    for (const ProductOperand& o : operands) {
-      if (!BlasTakes(o.shape[0], o.shape[1], o.strides[0], o.strides[1])) bytes += o.bytes;
-    }
-    return bytes;
-  }
-  if ((!linear && op->name != "matmul") || da == 0 || db == 0 || (da < 3 && db < 3)) return 0;
-  if ((da >= 3 && db <= 2) || (db >= 3 && da <= 2)) {
-    // should_fold: the larger operand (b transposed when it is the larger)
-    // is folded to 2-D when its leading dimensions view as one; then mm.
-    const bool transpose = db > da;
+// N-D (N >= 3) @ 1-D or 2-D, or the reverse: should_fold folds the larger
+// operand (b transposed when it is the larger) to 2-D when its leading
+// dimensions view as one, then mm. The copies, or nothing when it does not
+// fold (the batched path then). `out`: the product's type, when known.
+std::optional<std::int64_t> FoldedProductCopies(const ProductOperand& a, const ProductOperand& b,
+                                                const ValueType* out) {
+  {
+    const bool transpose = b.shape.size() > a.shape.size();
     const ProductOperand& big = transpose ? b : a;
     Dims shape = big.shape;
     Dims strides = big.strides;
@@ -198,18 +167,26 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
         if (!takes) bytes += small.bytes;
         // The product of b^T a^T is transposed back by a contiguous copy:
         // the mm result is scratch beside the output.
-        if (transpose && s.outputs.kind == Pattern::Kind::kValue) {
-          const ValueType& out = *ValueOf(s.outputs.value).type;
-          const Dims& os = out.shape;
+        if (transpose && out != nullptr) {
+          const Dims& os = out->shape;
           if (os.size() >= 2 && os[os.size() - 1] != 1 && os[os.size() - 2] != 1) {
-            bytes += static_cast<std::int64_t>(out.bytes);
+            bytes += static_cast<std::int64_t>(out->bytes);
           }
         }
       }
       return bytes;
     }
   }
-  // Batched: broadcast batch dimensions, then reshape each to 3-D.
+  return std::nullopt;
+}
+
+// Batched: both operands broadcast over the batch dimensions, then
+// reshaped to 3-D for bmm; the copies of those that do not view so, or
+// that BLAS cannot take.
+std::int64_t BatchedProductCopies(const ProductOperand (&operands)[2]) {
+  const ProductOperand& a = operands[0];
+  const ProductOperand& b = operands[1];
+  const std::size_t da = a.shape.size(), db = b.shape.size();
   const Dims ba(a.shape.begin(), a.shape.end() - (da >= 2 ? 2 : 1));
   const Dims bb(b.shape.begin(), b.shape.end() - (db >= 2 ? 2 : 1));
   Dims batch(std::max(ba.size(), bb.size()), 1);
@@ -263,6 +240,49 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     }
   }
   return bytes;
+}
+
+}  // namespace
+
+std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
+  const OpInfo* op = ops_.Find(s);
+  if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
+  const bool linear = op->name == "linear";
+  ProductOperand operands[2];
+  int n = 0;
+  for (const Expr& e : s.args) {
+    if (e.kind != Expr::Kind::kValue || !bound_[e.value]) continue;
+    const Object& o = objects_[object_of_[e.value]];
+    if (o.kind != Object::Kind::kTensor) continue;
+    if (n == 2) {
+      if (linear) break;  // the bias: added to the product, copies nothing
+      return 0;
+    }
+    if (o.type->dtype == nullptr) return 0;
+    operands[n++] = {o.type->shape, StridesOf(o), static_cast<std::int64_t>(o.type->bytes), o.type->dtype};
+  }
+  if (n != 2) return 0;
+  ProductOperand& a = operands[0];
+  ProductOperand& b = operands[1];
+  if (linear) {  // input @ weight.t()
+    if (b.shape.size() != 2) return 0;
+    std::swap(b.shape[0], b.shape[1]);
+    std::swap(b.strides[0], b.strides[1]);
+  }
+  const std::size_t da = a.shape.size(), db = b.shape.size();
+  if (da == 2 && db == 2) {
+    std::int64_t bytes = 0;
+    for (const ProductOperand& o : operands) {
+      if (!BlasTakes(o.shape[0], o.shape[1], o.strides[0], o.strides[1])) bytes += o.bytes;
+    }
+    return bytes;
+  }
+  if ((!linear && op->name != "matmul") || da == 0 || db == 0 || (da < 3 && db < 3)) return 0;
+  if ((da >= 3 && db <= 2) || (db >= 3 && da <= 2)) {
+    const ValueType* out = s.outputs.kind == Pattern::Kind::kValue ? ValueOf(s.outputs.value).type : nullptr;
+    if (const auto folded = FoldedProductCopies(a, b, out)) return *folded;
+  }
+  return BatchedProductCopies(operands);
 }
 
 bool RuntimeModel::HasTensorAfterFirst(const Statement& s) {

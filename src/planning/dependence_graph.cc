@@ -54,6 +54,46 @@ void AddOnce(std::vector<ValueId>& list, ValueId v) {
   if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
 }
 
+// A node's outputs: their definer, what the node allocates, whose storage
+// each lives in (its own for an allocating op's tensors, else its first
+// tensor argument's or the unpacked collection's), and whether they are
+// all scalars.
+void NoteOutputs(const Trace& trace, const Statement& s, const OpInfo* op, NodeId node,
+                 const std::vector<ValueId>& outs, const std::vector<ValueId>& args, DependenceGraph& g) {
+  const std::size_t n_values = trace.values.size();
+  const bool allocates = op != nullptr && (op->effect == OpEffect::kAllocates || op->effect == OpEffect::kFusion);
+  NodeId base_storage = kNoNode;
+  for (ValueId v : args) {
+    if (v < n_values && IsTensorKind(trace.value(v).type->kind)) {
+      base_storage = g.storage_of[v];
+      break;
+    }
+  }
+  if (s.kind == StatementKind::kUnpack || s.kind == StatementKind::kAssign) {
+    base_storage = s.source < n_values ? g.storage_of[s.source] : kNoNode;
+  }
+  std::int64_t bytes = 0;
+  bool scalar = false, larger = false;
+  for (ValueId v : outs) {
+    if (v >= n_values) continue;
+    g.definer[v] = node;
+    const ValueType& t = *trace.value(v).type;
+    if (!IsTensorKind(t.kind)) {
+      g.storage_of[v] = base_storage;
+      continue;
+    }
+    (t.numel <= 1 ? scalar : larger) = true;
+    if (allocates) {
+      bytes += static_cast<std::int64_t>(t.bytes);
+      g.storage_of[v] = node;
+    } else {
+      g.storage_of[v] = base_storage;
+    }
+  }
+  g.alloc_bytes.push_back(bytes);
+  g.scalar_output.push_back(scalar && !larger);
+}
+
 }  // namespace
 
 DependenceGraph BuildDependenceGraph(const Trace& trace) {
@@ -99,35 +139,8 @@ DependenceGraph BuildDependenceGraph(const Trace& trace) {
     for (ValueId v : args) {
       if (v < n_values && g.definer[v] != kNoNode) AddEdge(g, g.definer[v], node);
     }
-    // What it allocates, and whose storage each output lives in.
-    std::int64_t bytes = 0;
     const OpInfo* op = s.kind == StatementKind::kCall ? FindCallOp(trace.CalleeOf(s), trace.SymbolOf(s)) : nullptr;
-    const bool allocates = op != nullptr && (op->effect == OpEffect::kAllocates || op->effect == OpEffect::kFusion);
-    NodeId base_storage = kNoNode;
-    for (ValueId v : args) {
-      if (v < n_values && IsTensorKind(trace.value(v).type->kind)) {
-        base_storage = g.storage_of[v];
-        break;
-      }
-    }
-    if (s.kind == StatementKind::kUnpack || s.kind == StatementKind::kAssign) {
-      base_storage = s.source < n_values ? g.storage_of[s.source] : kNoNode;
-    }
-    bool scalar = false, larger = false;
-    for (ValueId v : outs) {
-      if (v >= n_values) continue;
-      g.definer[v] = node;
-      if (IsTensorKind(trace.value(v).type->kind)) (trace.value(v).type->numel <= 1 ? scalar : larger) = true;
-      const ValueType& t = *trace.value(v).type;
-      if (allocates && IsTensorKind(t.kind)) {
-        bytes += static_cast<std::int64_t>(t.bytes);
-        g.storage_of[v] = node;
-      } else {
-        g.storage_of[v] = base_storage;
-      }
-    }
-    g.alloc_bytes.push_back(bytes);
-    g.scalar_output.push_back(scalar && !larger);
+    NoteOutputs(trace, s, op, node, outs, args, g);
     if (op != nullptr && op->random) {
       if (last_random != kNoNode) AddEdge(g, last_random, node);
       last_random = node;

@@ -278,6 +278,8 @@ OpInfo& Find(std::vector<OpInfo>& ops, std::string_view name) {
   return *std::find_if(ops.begin(), ops.end(), [&](const OpInfo& op) { return op.name == name; });
 }
 
+// One function, longer than most, on purpose: the registry reads top to
+// bottom as one table, each adjustment beside the measurement behind it.
 std::vector<OpInfo> BuildTable() {
   std::vector<OpInfo> ops;
   for (const auto* group : {&kViews, &kMaybeViews, &kReturnsInput, &kDTensorOps}) {

@@ -130,6 +130,7 @@ std::int64_t HalfGatherBuffer(const ValueType& result) {
 //   - Thunder's nll_loss backward (torchex.py _nll_loss_backward_impl):
 //     `total_weight.to(a.dtype)` when its dtype differs, else a f64 0-d
 //     tensor when it is None.
+// (One case per rule: the switch is as long as the rules it sizes.)
 ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule rule) {
   ScratchEstimate out;
   const ValueType* result = FirstOutput(trace, s);
