@@ -446,24 +446,31 @@ nb::dict PlanToDict(const peakmem::ParsedTrace& parsed, const peakmem::PlanResul
   return d;
 }
 
+// peakmem.plan's options, the planner's run (without the GIL) and its dict.
+nb::dict RunPlan(peakmem::ParsedTrace parsed, bool live, const std::string& convention, bool scratch,
+                 int torch_threads, double time_budget, std::size_t max_simulations, const std::string& allocator,
+                 const std::optional<std::string>& alloc_conf) {
+  peakmem::PlanOptions options;
+  options.runtime = Options(convention, scratch, torch_threads);
+  options.allocator = Allocator(allocator, alloc_conf, std::nullopt);
+  options.time_budget_seconds = time_budget;
+  options.max_simulations = max_simulations;
+  peakmem::PlanResult plan;
+  {
+    nb::gil_scoped_release release;
+    plan = peakmem::PlanTrace(parsed, options);
+  }
+  return PlanToDict(parsed, plan, live);
+}
+
 void BindPlan(nb::module_& m) {
   m.def(
       "plan_text",
       [](const std::string& text, const std::string& name, const std::string& convention, bool scratch,
          int torch_threads, double time_budget, std::size_t max_simulations, const std::string& allocator,
          const std::optional<std::string>& alloc_conf) {
-        peakmem::PlanOptions options;
-        options.runtime = Options(convention, scratch, torch_threads);
-        options.allocator = Allocator(allocator, alloc_conf, std::nullopt);
-        options.time_budget_seconds = time_budget;
-        options.max_simulations = max_simulations;
-        peakmem::ParsedTrace parsed = peakmem::ParseTrace(name, text);
-        peakmem::PlanResult plan;
-        {
-          nb::gil_scoped_release release;
-          plan = peakmem::PlanTrace(parsed, options);
-        }
-        return PlanToDict(parsed, plan, false);
+        return RunPlan(peakmem::ParseTrace(name, text), false, convention, scratch, torch_threads, time_budget,
+                       max_simulations, allocator, alloc_conf);
       },
       nb::arg("text"), nb::arg("name") = "<string>", nb::arg("convention") = "auto", nb::arg("scratch") = true,
       nb::arg("torch_threads") = 0, nb::arg("time_budget") = 1.0, nb::arg("max_simulations") = 20000,
@@ -473,18 +480,8 @@ void BindPlan(nb::module_& m) {
       "plan_live",
       [](nb::handle trace, const std::string& convention, bool scratch, int torch_threads, double time_budget,
          std::size_t max_simulations, const std::string& allocator, const std::optional<std::string>& alloc_conf) {
-        peakmem::PlanOptions options;
-        options.runtime = Options(convention, scratch, torch_threads);
-        options.allocator = Allocator(allocator, alloc_conf, std::nullopt);
-        options.time_budget_seconds = time_budget;
-        options.max_simulations = max_simulations;
-        peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, {});
-        peakmem::PlanResult plan;
-        {
-          nb::gil_scoped_release release;
-          plan = peakmem::PlanTrace(parsed, options);
-        }
-        return PlanToDict(parsed, plan, true);
+        return RunPlan(peakmem_python::ReadLiveTrace(trace, {}), true, convention, scratch, torch_threads,
+                       time_budget, max_simulations, allocator, alloc_conf);
       },
       nb::arg("trace"), nb::arg("convention") = "auto", nb::arg("scratch") = true, nb::arg("torch_threads") = 0,
       nb::arg("time_budget") = 1.0, nb::arg("max_simulations") = 20000, nb::arg("allocator") = "requested",
