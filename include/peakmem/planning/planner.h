@@ -5,10 +5,10 @@
 // run as a whole trace through the runtime model (frees placed after last
 // use, planned_trace.h), so every candidate's peak is the number PyTorch
 // would measure for it. The search starts from the trace's order and from
-// Inductor's heuristics (schedule_heuristics.h), keeps the lowest, then
-// improves around the peak: the few statements around it are reordered by
-// an exact search over their orders (window_search.h), and each statement
-// near the peak is tried at its
+// the orders Inductor's and XLA's schedulers pick (schedule_heuristics.h),
+// keeps the lowest, then improves around the peak: the few statements
+// around it are reordered by an exact search over their orders
+// (window_search.h), and each statement near the peak is tried at its
 // latest legal position (a producer moved next to its first consumer) and
 // at its earliest (a consumer pulled up, so that what it reads for the last
 // time is freed sooner); a move is kept only when the simulated peak drops.
