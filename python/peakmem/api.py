@@ -13,6 +13,15 @@ def _is_trace_ctx(obj: Any) -> bool:
     return hasattr(obj, "bound_symbols") and hasattr(obj, "siginfo") and hasattr(obj, "args")
 
 
+def _torch_threads(given: int | None) -> int:
+    """The intra-op thread count the runtime model sizes per-thread kernel
+    scratch with: `given`, else the process's ``torch.get_num_threads()``
+    when torch is loaded, else 0 (the C++ default: this machine's CPUs)."""
+    if given is not None:
+        return given
+    return sys.modules["torch"].get_num_threads() if "torch" in sys.modules else 0
+
+
 def to_json_export(trace: Any) -> str:
     """Exports a Thunder TraceCtx to peakmem's JSON trace form (docs/trace-json.md).
 
@@ -91,9 +100,7 @@ def analyze(
     file and ``TypeError`` for an object that is none of the above.
     """
     options = (model, convention, scratch, allocator, alloc_conf, device_memory)
-    if torch_threads is None:
-        torch_threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else 0
-    rank_and_threads = {"rank": rank, "world_size": world_size, "torch_threads": torch_threads}
+    rank_and_threads = {"rank": rank, "world_size": world_size, "torch_threads": _torch_threads(torch_threads)}
     if _is_trace_ctx(trace):
         return _core.analyze_live(trace, *options, events=events, **rank_and_threads)
     if isinstance(trace, os.PathLike):

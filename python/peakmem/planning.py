@@ -16,12 +16,11 @@ execution traces Thunder runs.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _core
-from .api import _is_trace_ctx
+from .api import _is_trace_ctx, _torch_threads
 
 __all__ = ["Plan", "plan", "plan_transform"]
 
@@ -153,12 +152,10 @@ def plan(
     allocator model; the search lowers requested bytes.
     Raises TraceError for a trace the runtime model cannot simulate.
     """
-    if torch_threads is None:
-        torch_threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else 0
     options = dict(
         convention=convention,
         scratch=scratch,
-        torch_threads=torch_threads,
+        torch_threads=_torch_threads(torch_threads),
         time_budget=time_budget,
         max_simulations=max_simulations,
         allocator=allocator,
