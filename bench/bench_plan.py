@@ -140,25 +140,15 @@ def optimal_peak(preds, elements) -> int:
 def llama_stack_traces(layers: int, checkpoint: bool):
     """The forward and backward Thunder runs for LlamaLM(layers) on a batch."""
     import torch
-    import torch.nn.functional as F
-    import torch.utils.checkpoint as cp
 
     sys.path.insert(0, str(ROOT / "tests" / "python"))
     from peakmem._thunder_compat import import_thunder
-    from step_models import LlamaLM
+    from step_models import CheckpointedLlamaLM, LlamaLM
 
     thunder = import_thunder()
 
-    class Checkpointed(LlamaLM):
-        def forward(self, idx, targets):
-            x = self.tok(idx)
-            for block in self.blocks:
-                x = cp.checkpoint(block, x, use_reentrant=False)
-            logits = self.head(self.norm(x))
-            return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
-
     torch.manual_seed(0)
-    model = (Checkpointed if checkpoint else LlamaLM)(layers=layers)
+    model = (CheckpointedLlamaLM if checkpoint else LlamaLM)(layers=layers)
     jm = thunder.jit(model)
     g = torch.Generator().manual_seed(0)
     idx = torch.randint(0, 512, (4, 128), generator=g)

@@ -81,9 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", default="80GiB")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--export", metavar="DIR",
-                    help="also write the step's traces for peakmem_bench --step_traces: "
-                         "DIR/<model>_fw.json, _bw.json (peakmem's JSON export) and _bw_arguments.json "
-                         "(the saved tensors' identity: name, external, storage group, bytes, strides)")
+                    help="also write the step as a step file for peakmem_bench --step_traces and "
+                         "`peakmem step`: DIR/<model>.step.json (peakmem.export_step)")
     args = ap.parse_args(argv)
 
     import peakmem
@@ -122,28 +121,19 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
     if args.export:
-        export(args, model, inputs, loss_fn)
+        export(args, model, inputs, loss_fn, setup)
     return 0
 
 
-def export(args, model, inputs, loss_fn) -> None:
-    """The step's two traces and the backward's argument identities, as the
-    step simulates them (peakmem.step._simulate_traces)."""
+def export(args, model, inputs, loss_fn, setup) -> None:
+    """The step as a step file (peakmem.export_step), for peakmem_bench
+    --step_traces."""
     import peakmem
-    from peakmem import step
-    from peakmem._thunder_compat import import_thunder
 
-    module = step._step_module(model, loss_fn)
-    pieces, _, _ = step._simulate_traces(import_thunder(), module, tuple(inputs), None)
     os.makedirs(args.export, exist_ok=True)
-    base = os.path.join(args.export, args.model)
-    fw, bw = pieces.traces
-    for kind, trace in (("fw", fw), ("bw", bw)):
-        with open(f"{base}_{kind}.json", "w") as f:
-            f.write(peakmem.to_json_export(trace))
-    with open(f"{base}_bw_arguments.json", "w") as f:
-        json.dump([list(a) for a in pieces.backward_arguments], f)
-    print(f"  exported {base}_fw.json, _bw.json, _bw_arguments.json")
+    path = os.path.join(args.export, f"{args.model}.step.json")
+    peakmem.export_step(model, *inputs, path=path, loss_fn=loss_fn, steps=args.steps, **setup)
+    print(f"  exported {path}")
 
 
 if __name__ == "__main__":

@@ -31,8 +31,7 @@
 //                     events
 //
 //   peakmem_bench --step_traces=DIR  (also) for every training step that
-//   bench/bench_step.py --export wrote to DIR (NAME_fw.json, NAME_bw.json,
-//   NAME_bw_arguments.json):
+//   bench/bench_step.py --export wrote to DIR (NAME.step.json, a step file):
 //   touch_step/NAME     baseline: touch every statement of both traces
 //   simulate_step/NAME  the step's simulation itself: the runtime model over
 //                     the forward (returned tensors kept: their identity
@@ -40,6 +39,9 @@
 //                     saved tensors' identity (RuntimeOptions::argument_tensors),
 //                     peak only, each through a Simulator warmed by an
 //                     untimed run; items are both traces' statements
+//   join_step/NAME      the whole step as `peakmem step` simulates it
+//                     (SimulateTrainingStep: full reports, the optimizer's
+//                     programs, the join); items as above
 // Byte rates come from SetBytesProcessed (file bytes), statement rates from
 // SetItemsProcessed (statements in the parsed trace). Counters:
 //   statements        statements in the trace
@@ -68,6 +70,8 @@
 #include <vector>
 
 #include "peakmem/analyze.h"
+#include "peakmem/frontend/step_file.h"
+#include "peakmem/models/training_step.h"
 #include "peakmem/planning/planner.h"
 #include "peakmem/sim/requested_bytes.h"
 #include "peakmem/frontend/trace_json_reader.h"
@@ -388,37 +392,33 @@ std::vector<TraceFile> FindTraces(const std::string& dir) {
   return out;
 }
 
-// A training step's two traces, parsed once (bench_step.py --export).
+// A training step (a step file bench_step.py --export wrote), read once;
+// the backward's argument tensors from one run of the forward.
 struct StepTraces {
   std::string name;
-  peakmem::ParsedTrace forward, backward;
+  peakmem::StepFile file;
   std::vector<peakmem::ArgumentTensor> backward_arguments;
   std::size_t Statements() const {
-    return forward.trace.statements.size() + backward.trace.statements.size();
+    return file.forward.trace.statements.size() + file.backward.trace.statements.size();
   }
 };
 
 std::vector<std::shared_ptr<StepTraces>> FindSteps(const std::string& dir) {
   std::vector<std::shared_ptr<StepTraces>> out;
-  const std::string suffix = "_fw.json";
+  const std::string suffix = ".step.json";
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string file = e.path().filename().string();
     if (file.size() <= suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
-    const std::string base = (fs::path(dir) / file.substr(0, file.size() - suffix.size())).string();
-    auto step = std::make_shared<StepTraces>(StepTraces{
-        fs::path(base).filename().string(), peakmem::LoadTrace(base + "_fw.json"),
-        peakmem::LoadTrace(base + "_bw.json"), {}});
-    simdjson::dom::parser parser;
-    for (simdjson::dom::array a : parser.load(base + "_bw_arguments.json").get_array()) {
-      peakmem::ArgumentTensor t;
-      t.name = std::string(std::string_view(a.at(0)));
-      t.external = bool(a.at(1));
-      t.storage_group = static_cast<int>(std::int64_t(a.at(2)));
-      t.storage_bytes = std::int64_t(a.at(3));
-      for (std::int64_t s : a.at(4).get_array()) t.strides.push_back(s);
-      step->backward_arguments.push_back(std::move(t));
-    }
+    auto step = std::make_shared<StepTraces>(StepTraces{file.substr(0, file.size() - suffix.size()),
+                                                        peakmem::LoadStepFile(e.path().string()), {}});
+    peakmem::ReportOptions report;
+    report.returned_tensors = true;
+    peakmem::RuntimeOptions forward;
+    forward.convention = peakmem::CallingConvention::kForward;
+    peakmem::BackwardArgumentTensors(step->file.spec,
+                                     peakmem::Analyze(step->file.forward, "runtime", forward, report),
+                                     &step->backward_arguments);
     out.push_back(std::move(step));
   }
   return out;
@@ -427,7 +427,7 @@ std::vector<std::shared_ptr<StepTraces>> FindSteps(const std::string& dir) {
 void BM_TouchStep(benchmark::State& state, std::shared_ptr<StepTraces> step) {
   for (auto _ : state) {
     std::uint64_t acc = 0;
-    for (const peakmem::ParsedTrace* p : {&step->forward, &step->backward}) {
+    for (const peakmem::ParsedTrace* p : {&step->file.forward, &step->file.backward}) {
       for (const peakmem::Statement& s : p->trace.statements) {
         acc += static_cast<std::uint64_t>(s.kind) + s.outputs.items.size() + s.outputs.value +
                s.args.size() + s.deleted.size();
@@ -450,17 +450,37 @@ void BM_SimulateStep(benchmark::State& state, std::shared_ptr<StepTraces> step) 
   bw_options.argument_tensors = step->backward_arguments;
   peakmem::Simulator forward, backward;
   try {
-    forward.Analyze(step->forward, "runtime", fw_options, report);
-    backward.Analyze(step->backward, "runtime", bw_options, report);
+    forward.Analyze(step->file.forward, "runtime", fw_options, report);
+    backward.Analyze(step->file.backward, "runtime", bw_options, report);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
   }
   for (auto _ : state) {
-    peakmem::Report f = forward.Analyze(step->forward, "runtime", fw_options, report);
-    peakmem::Report b = backward.Analyze(step->backward, "runtime", bw_options, report);
+    peakmem::Report f = forward.Analyze(step->file.forward, "runtime", fw_options, report);
+    peakmem::Report b = backward.Analyze(step->file.backward, "runtime", bw_options, report);
     benchmark::DoNotOptimize(f.peak_bytes + b.peak_bytes);
   }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * step->Statements()));
+  state.SetLabel(step->name);
+  state.counters["statements"] = static_cast<double>(step->Statements());
+}
+
+// The whole step as `peakmem step` runs it (models/training_step.h): both
+// traces with full reports, the optimizer's programs, the join.
+void BM_JoinStep(benchmark::State& state, std::shared_ptr<StepTraces> step) {
+  const peakmem::StepFile& f = step->file;
+  auto run = [&] {
+    return peakmem::SimulateTrainingStep(f.forward, f.backward, f.optimizer_first ? &*f.optimizer_first : nullptr,
+                                         f.optimizer_later ? &*f.optimizer_later : nullptr, f.spec);
+  };
+  try {
+    run();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(run().peak_bytes);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * step->Statements()));
   state.SetLabel(step->name);
   state.counters["statements"] = static_cast<double>(step->Statements());
@@ -501,7 +521,8 @@ int main(int argc, char** argv) {
   if (!step_dir.empty()) {
     for (const auto& step : FindSteps(step_dir)) {
       for (const auto& [what, fn] : {std::pair{std::string("touch_step/"), &BM_TouchStep},
-                                     std::pair{std::string("simulate_step/"), &BM_SimulateStep}}) {
+                                     std::pair{std::string("simulate_step/"), &BM_SimulateStep},
+                                     std::pair{std::string("join_step/"), &BM_JoinStep}}) {
         benchmark::RegisterBenchmark((what + step->name).c_str(),
                                      [step, fn = fn](benchmark::State& s) { fn(s, step); })
             ->Unit(benchmark::kMillisecond)

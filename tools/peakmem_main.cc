@@ -8,6 +8,8 @@
 //                    [--format text|json] [--output FILE]
 //   peakmem plan TRACE [--convention ...] [--no-scratch] [--torch-threads N]
 //                      [--time-budget SECONDS] [--max-simulations N] [--output PLANNED.trace]
+//   peakmem step STEP.json [--format text|json] [--steps N] [--zero-grad|--keep-grad]
+//                          [--budget SIZE] [--output FILE]
 //
 // FORMAT is any registered report writer (peakmem/report/writer.h): text,
 // json, annotated, chrome-trace, snapshot, html.
@@ -26,8 +28,10 @@
 #include <iostream>
 
 #include "peakmem/analyze.h"
+#include "peakmem/frontend/step_file.h"
 #include "peakmem/planning/planner.h"
 #include "peakmem/report/report_diff.h"
+#include "peakmem/report/training_step_report.h"
 #include "peakmem/report/writer.h"
 
 namespace {
@@ -104,6 +108,9 @@ int Guarded(const std::string& input, Body body) {
   } catch (const std::invalid_argument& e) {
     std::cerr << "peakmem: error: " << e.what() << "\n";
     return kExitUsage;
+  } catch (const peakmem::StepFileError& e) {
+    std::cerr << "peakmem: error: " << e.what() << "\n";
+    return kExitBadInput;
   } catch (const std::bad_alloc&) {
     std::cerr << "peakmem: error: out of memory reading or analysing " << input << "\n";
     return kExitBadInput;
@@ -422,6 +429,65 @@ CLI::App* AddPlan(CLI::App& app, PlanArgs& args) {
   return plan;
 }
 
+struct StepArgs {
+  std::string file;
+  std::string format = "text";
+  int steps = 0;  // 0: the file's
+  bool zero_grad = false, keep_grad = false;  // neither: the file's
+  std::string budget;
+  std::string output;
+};
+
+int RunStep(const StepArgs& args) {
+  return Guarded(args.file, [&] {
+    peakmem::TrainingStepReportOptions report;
+    report.name = args.file;
+    if (!args.budget.empty()) {
+      std::int64_t bytes = 0;
+      std::string error;
+      if (!peakmem::ParseByteSize(args.budget, &bytes, &error)) throw std::invalid_argument("--budget: " + error);
+      report.budget = bytes;
+    }
+    peakmem::StepFile step = peakmem::LoadStepFile(args.file);
+    if (args.steps > 0) step.spec.steps = args.steps;
+    if (args.zero_grad) step.spec.zero_grad = true;
+    if (args.keep_grad) step.spec.zero_grad = false;
+    report.optimizer = step.optimizer;
+    peakmem::TrainingStepResult result;
+    try {
+      result = peakmem::SimulateTrainingStep(step.forward, step.backward,
+                                             step.optimizer_first ? &*step.optimizer_first : nullptr,
+                                             step.optimizer_later ? &*step.optimizer_later : nullptr, step.spec);
+    } catch (const std::invalid_argument& e) {  // a step the model does not cover: bad input, not usage
+      throw peakmem::StepFileError(args.file + ": " + e.what());
+    } catch (const peakmem::TraceError&) {
+      throw;
+    } catch (const std::runtime_error& e) {  // traces that do not fit together
+      throw peakmem::StepFileError(args.file + ": " + e.what());
+    }
+    const std::string text = args.format == "json" ? peakmem::TrainingStepToJson(result, report)
+                                                   : peakmem::TrainingStepToText(result, report);
+    return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { sink(text); });
+  });
+}
+
+CLI::App* AddStep(CLI::App& app, StepArgs& args) {
+  CLI::App* step = app.add_subcommand(
+      "step",
+      "Simulate a whole training step from a step file (peakmem.export_step): forward, backward, "
+      "gradient accumulation and the optimizer, joined with every tensor's identity. Prints the "
+      "peak, the phase that holds it, and the bytes at the peak by category and by module.");
+  step->add_option("step_file", args.file, "Path of the step file (JSON, docs/step-file.md)")->required();
+  step->add_option("-f,--format", args.format, "Output format: 'text' or 'json'")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  step->add_option("--steps", args.steps, "Steps to run (default: the file's)")->check(CLI::Range(1, 1 << 20));
+  CLI::Option* zero = step->add_flag("--zero-grad", args.zero_grad, "zero_grad(set_to_none=True) after each step");
+  step->add_flag("--keep-grad", args.keep_grad, "Keep .grad between steps (accumulate)")->excludes(zero);
+  step->add_option("--budget", args.budget, "Bytes the step must fit in (a size such as 80GiB)");
+  step->add_option("-o,--output", args.output, "Write the report to this file, not stdout");
+  return step;
+}
 
 }  // namespace
 
@@ -442,7 +508,8 @@ int main(int argc, char** argv) {
       "                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]\n"
       "       peakmem diff A B [--model runtime|thunder] [--format text|json] [--output FILE]\n"
       "       peakmem plan TRACE [--time-budget SECONDS] [--output PLANNED.trace]\n"
-      "Run 'peakmem analyze --help', 'peakmem diff --help' or 'peakmem plan --help' for the options.\n"
+      "       peakmem step STEP.json [--format text|json] [--steps N] [--budget SIZE] [--output FILE]\n"
+      "Run 'peakmem COMMAND --help' (analyze, diff, plan, step) for the options.\n"
       "Exit codes: 0 success; 1 bad input (the message gives file:line:col, the line and a "
       "caret); 2 bad usage.");
   AnalyzeArgs analyze_args;
@@ -451,6 +518,8 @@ int main(int argc, char** argv) {
   CLI::App* diff = AddDiff(app, diff_args);
   PlanArgs plan_args;
   CLI::App* plan = AddPlan(app, plan_args);
+  StepArgs step_args;
+  CLI::App* step = AddStep(app, step_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -460,5 +529,6 @@ int main(int argc, char** argv) {
   if (analyze->parsed()) return RunAnalyze(analyze_args);
   if (diff->parsed()) return RunDiff(diff_args);
   if (plan->parsed()) return RunPlan(plan_args);
+  if (step->parsed()) return RunStep(step_args);
   return kExitUsage;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "planning_test_util.h"
+#include "training_step_test_util.h"
 
 namespace peakmem {
 namespace {
@@ -572,6 +573,49 @@ TEST_F(Cli, PlanBadInputAndUsageAreErrors) {
   EXPECT_NE(thunder.err.find("only the runtime model"), std::string::npos) << thunder.err;
   const CliResult budget = RunCli("plan " + ShellQuote(kReferenceTrace) + " --time-budget -1");
   EXPECT_EQ(budget.exit_code, 2);
+}
+
+// `peakmem step` on the hand-derived step (training_step_test_util.h; the
+// figures are derived in src/models/training_step_test.cc).
+TEST_F(Cli, StepSimulatesAStepFile) {
+  const std::string path = TempPath("step.json");
+  WriteFile(path, testing_util::StepFileJson().dump());
+  const FileState before = StateOf(path);
+  const CliResult text = RunCli("step " + ShellQuote(path) + " --budget 512");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("peak 520 bytes in the backward of step 1; final 256 bytes"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("budget 512 bytes: does not fit, headroom -8 bytes"), std::string::npos) << text.out;
+  const CliResult json = RunCli("step " + ShellQuote(path) + " --format json --steps 2 --keep-grad");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(json.out);
+  EXPECT_EQ(j.at("kind"), "training_step");
+  EXPECT_EQ(j.at("peak_bytes"), 648);  // step 2 with w.grad held (training_step_test.cc)
+  EXPECT_EQ(j.at("final_bytes"), 384);
+  EXPECT_EQ(j.at("step_at_peak"), 2);
+  EXPECT_EQ(j.at("by_category").at("gradients"), 128);
+  EXPECT_EQ(j.at("by_module").at("lin"), 512);
+  EXPECT_EQ(j.at("phases").size(), 4u);
+  EXPECT_TRUE(j.at("fits").is_null());
+  EXPECT_EQ(StateOf(path), before);
+}
+
+TEST_F(Cli, StepBadFilesAndUsageAreErrors) {
+  const CliResult missing = RunCli("step " + ShellQuote(TempPath("no_such.json")));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("cannot read the file"), std::string::npos) << missing.err;
+  const std::string path = TempPath("bad_step.json");
+  nlohmann::json f = testing_util::StepFileJson();
+  f["forward"]["saved"] = {"t0", "nope"};
+  WriteFile(path, f.dump());
+  const CliResult bad = RunCli("step " + ShellQuote(path));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("the backward's saved tensor nope is not returned by the forward"), std::string::npos)
+      << bad.err;
+  WriteFile(path, "{}");
+  EXPECT_EQ(RunCli("step " + ShellQuote(path)).exit_code, 1);
+  WriteFile(path, testing_util::StepFileJson().dump());
+  EXPECT_EQ(RunCli("step " + ShellQuote(path) + " --budget lots").exit_code, 2);
+  EXPECT_EQ(RunCli("step " + ShellQuote(path) + " --zero-grad --keep-grad").exit_code, 2);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@ Public API:
     estimate_step(model, *inputs, loss_fn=, optimizer=, steps=, zero_grad=, budget=)
                                 one training step's memory, predicted (meta inputs work)
     measure_step(...)           the same step run for real on the CPU and measured
+    export_step(model, *inputs, path=, ...)
+                                the step as a portable file: `peakmem step STEP.json`
     max_batch_size(model, make_inputs, budget, ...)
                                 the largest batch (or sequence) whose step fits
     plan(trace, time_budget=)   a statement order with a lower peak (a new TraceCtx
@@ -33,7 +35,7 @@ report_views.attach(Report)
 # Imported eagerly (it imports torch only when called), so that the name
 # `peakmem.measure` is the function, not the submodule of the same name.
 from .measure import Measurement, measure  # noqa: E402
-from .step import StepReport, estimate_step, measure_step  # noqa: E402
+from .step import StepReport, estimate_step, export_step, measure_step  # noqa: E402
 from .batch_search import BatchSearch, max_batch_size  # noqa: E402
 from .planning import Plan, plan, plan_transform  # noqa: E402
 
@@ -48,6 +50,7 @@ __all__ = [
     "TraceError",
     "analyze",
     "estimate_step",
+    "export_step",
     "available_models",
     "max_batch_size",
     "measure",

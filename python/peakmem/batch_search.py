@@ -37,7 +37,9 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     """The largest `n` in [`low`, `high`] whose step, ``estimate_step(model,
     *make_inputs(n), **step_kwargs)``, fits in `budget` bytes (or a size such
     as ``"80GiB"``). `step_kwargs` are estimate_step's (loss_fn, optimizer,
-    optimizer_kwargs, steps, zero_grad, transform, plan)."""
+    optimizer_kwargs, steps, zero_grad, transform, plan); with
+    ``plan={"recompute": True}`` each size recomputes saved tensors until it
+    fits `budget` (the report's ``recomputation`` says what and the FLOPs)."""
     from .step import _budget, estimate_step
 
     limit = _budget(budget)
@@ -45,6 +47,10 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
         raise ValueError("max_batch_size needs a budget")
     if not isinstance(low, int) or low < 1 or (high is not None and high < low):
         raise ValueError(f"need 1 <= low <= high, got low={low!r}, high={high!r}")
+    plan = step_kwargs.get("plan")
+    if isinstance(plan, dict) and plan.get("recompute") and plan.get("budget") is None:
+        # Recompute only until the step fits this budget: the fewest added FLOPs.
+        step_kwargs = {**step_kwargs, "plan": {**plan, "budget": limit}}
     reports: dict[int, Any] = {}
 
     def fits(n: int) -> bool:

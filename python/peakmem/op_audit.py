@@ -354,6 +354,11 @@ GRID: tuple[OpCase, ...] = (
     OpCase("matmul 2-d", "a @ b", ("float", "float-any-t")),
     OpCase("matmul batched", "a.unsqueeze(0).expand(3, -1, -1) @ b", ("float", "float-any-t")),
     OpCase("linear", "F.linear(a, b)", ("float", "float-any")),
+    # 1-D operands: a.unsqueeze(0).mm(b) and mv (b[:, 0] is a strided vector)
+    OpCase("matmul vector @ matrix", "b[0] @ a", ("float", "float-any-t")),
+    OpCase("matmul strided vector @ matrix", "b[:, 0] @ a.t()", ("float", "float-any-t")),
+    OpCase("matmul matrix @ vector", "a @ b[:, 0]", ("float", "float-any-t")),
+    OpCase("linear vector", "F.linear(b[:, 0], a)", ("float", "float-any-t")),
     OpCase("layer_norm", "F.layer_norm(a, a.shape[-1:])"),
     OpCase("rms norm", "a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + 1e-6)"),
     OpCase("embedding", "F.embedding(b, a)", ("float-any", "index:8")),

@@ -93,6 +93,9 @@ class OptimizerProgram:
 
     text: str
     state_names: frozenset[str]
+    # Each value's parameter (its index in `params`): the arguments, the state
+    # and the temporaries made for it (the breakdown by module).
+    owner: dict = None  # type: ignore[assignment]
 
 
 def optimizer_program(spec: OptimizerSpec, params: list[ParamInfo], first: bool) -> OptimizerProgram:
@@ -107,7 +110,7 @@ def optimizer_program(spec: OptimizerSpec, params: list[ParamInfo], first: bool)
         _adam(w, spec.group, params, first)
     else:
         _sgd(w, spec.group, params, first)
-    return OptimizerProgram(w.text(), frozenset(w.state))
+    return OptimizerProgram(w.text(), frozenset(w.state), dict(w.owner))
 
 
 class _Writer:
@@ -120,9 +123,16 @@ class _Writer:
         self.returned: list[str] = []
         self.state: list[str] = []  # the state's names, as arguments or made
         self.count = 0
+        self.owner: dict[str, int] = {}  # value -> the parameter it is made for
+        self.current = -1  # the parameter being written
+
+    def param(self, i: int) -> None:
+        """What is written next is for parameter `i`."""
+        self.current = i
 
     def arg(self, name: str, type_: str, state: bool = False) -> str:
         self.args.append((name, type_))
+        self.owner[name] = self.current
         if state:
             self.state.append(name)
         return name
@@ -143,6 +153,7 @@ class _Writer:
             name = f"t{self.count}"
             self.count += 1
         self.body.append(f"{name} = {text}  # {name}: \"{type_}\"")
+        self.owner[name] = self.current
         return name
 
     def delete(self, *names: str | None) -> None:
@@ -198,6 +209,7 @@ def _adam(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None
     decoupled = group.get("decoupled_weight_decay", False)
     names = []
     for i, info in enumerate(params):
+        w.param(i)
         p = w.arg(f"p{i}", _type(info))
         g = w.arg(f"g{i}", _type(info))
         state = [f"s{i}", f"m{i}", f"v{i}"] + ([f"x{i}"] if amsgrad else [])
@@ -207,7 +219,8 @@ def _adam(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None
                 w.arg(n, _type(info), state=True)
         names.append((p, g, state))
     if first:  # Adam._init_group: per parameter, step then the moments
-        for (p, _g, state), info in zip(names, params):
+        for i, ((p, _g, state), info) in enumerate(zip(names, params)):
+            w.param(i)
             # torch.tensor(0.0, dtype=_get_scalar_dtype(), device="cpu")
             w.call("torch.full", "()", "0.0", f"dtype={_dtype_attr(w.spec.step_dtype)}",
                    type_=_type(ParamInfo((), w.spec.step_dtype)), state=state[0])
@@ -217,7 +230,8 @@ def _adam(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None
     lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
     pending: list[str] = []  # the previous parameter's grad
     denom = None
-    for (p, g, state), info in zip(names, params):
+    for i, ((p, g, state), info) in enumerate(zip(names, params)):
+        w.param(i)
         step_t, m, v = state[:3]
         g, made = _bind_grad(w, g, info, group["maximize"], pending)
         w.call("Tensor.add_", step_t, "1")                       # step_t += 1
@@ -251,11 +265,13 @@ def _sgd(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None:
     momentum, wd, nesterov = group["momentum"], group["weight_decay"], group["nesterov"]
     names = []
     for i, info in enumerate(params):
+        w.param(i)
         p, g = w.arg(f"p{i}", _type(info)), w.arg(f"g{i}", _type(info))
         buf = w.arg(f"b{i}", _type(info), state=True) if momentum != 0 and not first else None
         names.append((i, p, g, buf))
     pending: list[str] = []
     for (i, p, g, buf), info in zip(names, params):
+        w.param(i)
         g, made = _bind_grad(w, g, info, group["maximize"], pending)
         if wd != 0:
             g, made = _decay_grad(w, g, p, info, wd, made)

@@ -18,7 +18,9 @@ inputs included.
 How the estimate is made (on ``meta`` inputs nothing is allocated): the
 module is traced with ``thunder.jit`` (one call and one ``backward`` on the
 given inputs), and the two execution traces are simulated by the runtime
-model and joined with the identity of every tensor carried across:
+model and joined with the identity of every tensor carried across (in C++,
+peakmem/models/training_step.h, which ``peakmem step STEP.json`` runs on a
+file ``export_step`` writes):
 
 * forward: called as Thunder's autograd function calls it, the caller
   holding every argument (parameters, buffers, inputs);
@@ -60,7 +62,7 @@ from typing import Any, Callable
 
 from .step_timeline import ACTIVATIONS, GRADIENTS, STATE, StepTimeline
 
-__all__ = ["StepReport", "estimate_step", "measure_step"]
+__all__ = ["StepReport", "estimate_step", "export_step", "measure_step"]
 
 CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries")
 
@@ -82,6 +84,12 @@ class StepReport:
             made), optimizer_state, activations (tensors saved for the
             backward) and temporaries (everything else: intermediates, the
             loss, the cotangent, op scratch).
+        by_module: the same bytes by ``nn.Module`` path, largest first (they
+            sum to ``peak_bytes``; ``""`` is the top: the inputs, the loss,
+            the cotangent). A parameter, its gradient and its optimizer
+            state are its module's; a tensor the traces make is the module's
+            whose parameters its op reads, else its inputs'
+            (peakmem.module_paths says how). Estimate only.
         budget: the bytes the step must fit in (``None``: not asked);
             ``fits`` and ``headroom_bytes`` then say whether and by how much.
         forward, backward: the runtime model's reports of the two traces as
@@ -96,6 +104,10 @@ class StepReport:
             Thunder, on the first call, and tracing the step with it),
             ``"peakmem"`` (everything else) and, within it, ``"simulate"``
             (the runtime model reading and simulating the two traces).
+        recomputation: with ``plan={"recompute": True}`` or a budget, what
+            was recomputed in the backward instead of saved and what it did
+            (peakmem.recompute.Recomputation: names, added FLOPs, the peak
+            before and after).
     """
 
     peak_bytes: int
@@ -103,6 +115,7 @@ class StepReport:
     phase_at_peak: str
     step_at_peak: int
     by_category: dict[str, int] = field(default_factory=dict)
+    by_module: dict[str, int] = field(default_factory=dict)
     budget: int | None = None
     fits: bool | None = None
     headroom_bytes: int | None = None
@@ -112,6 +125,7 @@ class StepReport:
     measured: bool = False
     seconds: dict[str, float] = field(default_factory=dict)
     timeline: Any = None
+    recomputation: Any = None
 
     def plot(self, ax: Any = None) -> Any:
         """The timeline on matplotlib Axes (new ones if None): live bytes by
@@ -192,13 +206,17 @@ def _run_step(jm: Any, inputs: tuple, optimizer: Any, zero_grad: bool) -> None:
         (optimizer if optimizer is not None else jm).zero_grad(set_to_none=True)
 
 
+def _storage_key(t: Any) -> Any:
+    """What identifies a tensor's storage (on meta, where every address is 0, the storage object)."""
+    s = t.untyped_storage()
+    return (t.device.type, s.data_ptr()) if t.device.type != "meta" else id(s)
+
+
 def _storage_bytes(tensors) -> int:
     """Bytes of the distinct storages behind `tensors` (a view counts its whole storage once)."""
     seen: dict[Any, int] = {}
     for t in tensors:
-        s = t.untyped_storage()
-        key = (t.device.type, s.data_ptr()) if t.device.type != "meta" else id(s)
-        seen[key] = s.nbytes()
+        seen[_storage_key(t)] = t.untyped_storage().nbytes()
     return sum(seen.values())
 
 
@@ -245,16 +263,36 @@ def _with_budget(report: StepReport, budget: int | None) -> StepReport:
 # The estimate
 
 
-def _jit(thunder: Any, module: Any, transform: Callable | None, plan: bool | dict = False) -> tuple[Any, Any]:
+def _plan_options(plan: bool | dict) -> tuple[bool | dict, dict | None]:
+    """`plan` split into the reordering each trace gets (planning.plan_transform's
+    options; False: none) and the recomputation across the two (recompute's
+    options: {"recompute": True} or {"budget": ...}; None: none)."""
+    if isinstance(plan, dict) and (plan.get("recompute") or plan.get("budget") is not None):
+        unknown = set(plan) - {"recompute", "budget", "time_budget"}
+        if unknown:
+            raise ValueError(f"plan: {', '.join(sorted(unknown))} do not apply with recompute or budget "
+                             "(its options: recompute, budget, time_budget)")
+        return False, dict(plan)
+    return plan, None
+
+
+def _jit(thunder: Any, module: Any, transform: Callable | None, plan: bool | dict = False,
+         recompute: tuple[str, ...] = ()) -> tuple[Any, Any]:
     """The jitted module (transformed), and what holds the parameters the
     step trains: the module, or the transformed module (a distributed
     transform's shards). `plan`: Thunder runs peakmem's planned forward and
-    backward (planning.plan_transform; a dict gives plan's options)."""
+    backward (planning.plan_transform; a dict gives plan's options).
+    `recompute`: forward values the backward recomputes
+    (recompute.recompute_transform)."""
     transforms = []
     if plan:
         from .planning import plan_transform
 
         transforms.append(plan_transform(**(plan if isinstance(plan, dict) else {})))
+    if recompute:
+        from .recompute import recompute_transform
+
+        transforms.append(recompute_transform(recompute))
     jm = thunder.jit(module, transforms=transforms)
     if transform is None:
         return jm, module
@@ -317,36 +355,6 @@ def _names(x: Any) -> list[str]:
     return out
 
 
-class _Timeline:
-    """The step's live bytes as the phases add to them; keeps the peak."""
-
-    def __init__(self, start: int, categories: dict[str, int]) -> None:
-        self.peak = start
-        self.at = ("forward", 1)
-        self.categories = categories
-
-    def reach(self, value: int, phase: str, step: int, categories: Callable[[], dict[str, int]]) -> None:
-        if value > self.peak:
-            self.peak = value
-            self.at = (phase, step)
-            self.categories = categories()
-
-
-def _live_by_role(report: Any, saved_names: set[str], grad_names: set[str]) -> dict[str, int]:
-    """The intermediates live at a report's peak, as step categories."""
-    out = {"activations": 0, "gradients": 0, "temporaries": 0}
-    for t in report.live_at_peak:
-        if t.role == "argument" or t.bytes == 0:
-            continue
-        if t.role == "saved" or t.name in saved_names:
-            out["activations"] += t.bytes
-        elif t.name in grad_names:
-            out["gradients"] += t.bytes
-        else:
-            out["temporaries"] += t.bytes
-    return out
-
-
 def estimate_step(
     model: Any,
     *inputs: Any,
@@ -383,6 +391,11 @@ def estimate_step(
     has Thunder run peakmem's planned forward and backward
     (``peakmem.plan_transform``), so the estimate is the planned step's.
     Each trace is planned on its own, under its usual calling convention.
+    ``plan={"recompute": True}`` instead recomputes saved tensors in the
+    backward where that lowers the step's peak, and ``plan={"budget":
+    "24GiB"}`` until the step fits (optionally ``"time_budget"``, seconds):
+    peakmem.recompute's search, judged by this step's simulation; the
+    report's ``recomputation`` says what was chosen and the FLOPs it adds.
 
     Raises ValueError for an optimizer or a loss peakmem cannot model,
     RuntimeError when Thunder cannot trace the step.
@@ -392,289 +405,189 @@ def estimate_step(
     importing = time.perf_counter() - start
     spec, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
     module = _step_module(model, loss_fn)
-    pieces, tracing, holder = _simulate_traces(thunder, module, tuple(inputs), transform, plan)
-    opt = None if spec is None else _simulate_optimizer(spec, holder, pieces.grad_bytes, steps)
-    parameters = _storage_bytes(_held_by_module(holder))
-    input_bytes = _storage_bytes(_input_tensors(tuple(inputs)))
-    report = _join_steps(pieces, opt, parameters, input_bytes, steps, zero_grad)
+    reorder, recompute = _plan_options(plan)
+    program, tracing = _step_program(thunder, module, tuple(inputs), spec, steps, zero_grad, transform,
+                                     reorder)
+    if recompute is not None:
+        program = _recomputed(program, recompute)
+    report, simulating = _simulate(program)
     total = time.perf_counter() - start
     thunder_s = importing + tracing
     return replace(_with_budget(report, limit), seconds={
-        "thunder": thunder_s, "peakmem": total - thunder_s, "simulate": pieces.simulate_s})
+        "thunder": thunder_s, "peakmem": total - thunder_s, "simulate": simulating})
+
+
+def export_step(
+    model: Any,
+    *inputs: Any,
+    path: str | None = None,
+    loss_fn: Callable | None = None,
+    optimizer: Any = None,
+    optimizer_kwargs: dict | None = None,
+    steps: int = 1,
+    zero_grad: bool = True,
+    transform: Callable | None = None,
+) -> dict:
+    """The step ``estimate_step`` would simulate, as a portable step file
+    (docs/step-file.md): both traces as printed text, the names that join
+    them, what the step holds, each value's module, and the optimizer's
+    ``step()`` programs. Written to `path` (JSON) when given; returned as
+    a dict either way. ``peakmem step STEP.json`` simulates it without
+    Python, with the same numbers as ``estimate_step``."""
+    _torch, thunder = _import_torch_and_thunder()
+    spec, _ = _check_arguments(steps, optimizer, optimizer_kwargs, None)
+    module = _step_module(model, loss_fn)
+    program, _ = _step_program(thunder, module, tuple(inputs), spec, steps, zero_grad, transform, False,
+                               later_program=True)
+    s = program.spec
+    out: dict[str, Any] = {
+        "peakmem_step": 1,
+        "steps": s["steps"], "zero_grad": s["zero_grad"], "torch_threads": s["cpu_threads"],
+        "parameter_bytes": s["parameter_bytes"], "input_bytes": s["input_bytes"],
+        "cotangent_bytes": s["cotangent_bytes"],
+        "forward": {"trace": str(program.forward), "saved": s["saved"], "outputs": s["outputs"],
+                    "flat_args": s["flat_args"]},
+        "backward": {"trace": str(program.backward), "cotangents": s["cotangents"],
+                     "grads": [g or None for g in s["grads"]]},
+        "optimizer": None,
+        "modules": {"values": s["value_modules"],
+                    "held": [{"module": m, "bytes": b, "trainable": t} for m, b, t in s["held"]]},
+    }
+    if program.optimizer_first is not None:
+        out["optimizer"] = {
+            "name": s["optimizer_name"], "description": program.optimizer,
+            "trainable_bytes": s["trainable_bytes"], "state": s["optimizer_state"],
+            "first_step": program.optimizer_first, "later_step": program.optimizer_later,
+            "modules": s["optimizer_modules"]}
+    if path is not None:
+        import json
+
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
+    return out
 
 
 @dataclass(frozen=True)
-class _Pieces:
-    """The two traces of one step, simulated, and what joins them."""
+class _StepProgram:
+    """A step ready to simulate: the forward and backward (live TraceCtx),
+    the optimizer's step() programs (text; None without one) and the dict
+    of TrainingStepSpec's fields that joins them (models/training_step.h)."""
 
-    forward: Any              # the forward's Report
-    backward: Any             # the backward's Report, its saved tensors the forward's
-    args_bytes: int           # what the forward's arguments hold
-    own_saved_bytes: int      # forward storages the backward gets as its own arguments
-    cotangent_bytes: int      # torch.ones_like(loss)
-    grad_bytes: int           # the gradients the backward returns
-    loss_bytes: int           # the forward's outputs, held until step() returns
-    saved_names: tuple[str, ...]
-    simulate_s: float         # seconds in the runtime model (both traces, read live)
-    saved_storages: frozenset[int]  # the forward's storages the backward gets as saved tensors
-    grad_storages: frozenset[int]   # the backward's storages of the gradients it returns
-    # The largest copy AccumulateGrad makes of a gradient whose strides are
-    # not its parameter's, into an empty .grad (0: every gradient is stolen).
-    grad_layout_copy: int = 0
-    # The two TraceCtx and the backward's argument_tensors (the saved
-    # tensors' identity), as simulated: what bench/bench_step.py --export
-    # writes for the C++ step-simulation benchmark.
-    traces: tuple = ()
-    backward_arguments: tuple = ()
+    forward: Any
+    backward: Any
+    optimizer_first: str | None
+    optimizer_later: str | None
+    optimizer: str  # the optimizer's description ("" without one)
+    spec: dict
 
 
-def _simulate_traces(thunder: Any, module: Any, inputs: tuple,
-                     transform: Callable | None, plan: bool | dict = False) -> tuple[_Pieces, float, Any]:
-    """The two traces simulated, the seconds Thunder took to make them, and
-    what holds the parameters (_jit)."""
+def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps: int, zero_grad: bool,
+                  transform: Callable | None, plan: bool | dict,
+                  later_program: bool = False) -> tuple[_StepProgram, float]:
+    """Traces the step; returns it ready to simulate and the seconds Thunder
+    took. `later_program`: make the optimizer's later step() program even
+    for one step (a step file may be run for more)."""
     import torch
 
-    from . import _core
+    from . import module_paths
 
     start = time.perf_counter()
     fw, bw, cotangent_bytes, holder = _trace_step(thunder, module, inputs, transform, plan)
     tracing = time.perf_counter() - start
-    # The forward, and the identity of everything it returns.
-    simulating = time.perf_counter()
-    threads = torch.get_num_threads()  # the kernels' per-thread scratch
-    fw_report = _core.analyze_live(fw, "runtime", "forward", True, returned_tensors=True, events=True,
-                                   torch_threads=threads)
-    simulated = time.perf_counter() - simulating
-    returned = {name: (storage, nbytes, list(strides), role)
-                for name, storage, nbytes, strides, role in fw_report.returned_tensors}
+    names = _trace_names(fw, bw)
+    arguments = module_paths.argument_modules(holder)
+    gradient_modules = {g: arguments[a] for a, g in zip(names["flat_args"], names["grads"])
+                        if g and a in arguments}
+    spec: dict[str, Any] = {
+        **names, "cotangent_bytes": cotangent_bytes,
+        "parameter_bytes": _storage_bytes(_held_by_module(holder)),
+        "input_bytes": _storage_bytes(_input_tensors(inputs)),
+        "steps": steps, "zero_grad": zero_grad,
+        "cpu_threads": torch.get_num_threads(),  # the kernels' per-thread scratch
+        "value_modules": module_paths.value_modules([fw, bw], arguments, gradient_modules),
+        "held": module_paths.held_tensors(holder, _storage_key),
+        "optimizer_modules": {},
+    }
+    first = later = None
+    description = ""
+    if opt_spec is not None:
+        from .optimizer_program import ParamInfo, optimizer_program
+
+        trainable = [(path, p) for path, p in holder.named_parameters() if p.requires_grad]
+        infos = [ParamInfo(tuple(int(d) for d in p.shape), p.dtype) for _, p in trainable]
+        programs = [optimizer_program(opt_spec, infos, True)]
+        if steps > 1 or later_program:
+            programs.append(optimizer_program(opt_spec, infos, False))
+        first = programs[0].text
+        later = programs[1].text if len(programs) > 1 else None
+        owners = {n: i for p in programs for n, i in p.owner.items()}
+        param_modules = [module_paths.module_of_path(path) for path, _ in trainable]
+        spec.update({
+            "trainable_bytes": _storage_bytes([p for _, p in trainable]),
+            "optimizer_state": sorted(programs[0].state_names),
+            "optimizer_name": opt_spec.name,
+            "optimizer_modules": {n: param_modules[i] for n, i in owners.items() if i >= 0},
+        })
+        group = ", ".join(f"{k}={v!r}" for k, v in opt_spec.group.items())
+        description = f"torch.optim.{opt_spec.name}({group})"
+    return _StepProgram(fw, bw, first, later, description, spec), tracing
+
+
+def _trace_names(fw: Any, bw: Any) -> dict[str, list[str]]:
+    """What the spec takes from the two traces: the names that cross between them."""
     data, (saved, _saved_other) = _return_args(fw)
-    saved_names = _names(saved)
-    # The backward, its saved tensors being the forward's.
-    spec, own_saved_bytes = _saved_identity(saved_names, returned, set(_names(data["output"])))
-    spec += [(name, True, -1, 0, []) for name in _names(bw.args[1])]  # cotangents: autograd holds them
-    simulating = time.perf_counter()
-    bw_report = _core.analyze_live(bw, "runtime", "backward", True, argument_tensors=spec,
-                                   returned_tensors=True, events=True, torch_threads=threads)
-    simulated += time.perf_counter() - simulating
-    grads, layout_copies = _accumulated_grads(bw, bw_report, _names(data["flat_args"]), returned)
-    outputs = {returned[n][0]: returned[n][1] for n in _names(data["output"])
-               if returned[n][3] != "argument"}
-    saved_storages = frozenset(returned[n][0] for n in saved_names
-                               if returned[n][3] != "argument" and returned[n][0] not in outputs)
-    return _Pieces(
-        forward=fw_report, backward=bw_report, args_bytes=_argument_bytes(fw_report),
-        own_saved_bytes=own_saved_bytes, cotangent_bytes=cotangent_bytes,
-        grad_bytes=sum(grads.values()), loss_bytes=sum(outputs.values()),
-        saved_names=tuple(saved_names), simulate_s=simulated, saved_storages=saved_storages,
-        grad_storages=frozenset(grads), grad_layout_copy=max(layout_copies, default=0),
-        traces=(fw, bw), backward_arguments=tuple(spec)), tracing, holder
-
-
-def _argument_bytes(report: Any) -> int:
-    """What a trace's arguments hold: the live bytes before its first statement."""
-    first = report.steps[0] if report.steps else None
-    return first.live_bytes - first.delta_bytes if first else 0
-
-
-@dataclass(frozen=True)
-class _OptimizerPieces:
-    """optimizer.step() simulated: the first (it creates the state) and the later ones."""
-
-    first: Any                # the runtime model's Report of the first step's program
-    later: Any                # of a later step's (None when steps == 1)
-    state_names: frozenset[str]  # the state's names in both programs
-    state_bytes: int          # what the first step creates and the optimizer keeps
-    first_state_storages: frozenset[int]  # the first program's storages of the state it makes
-
-
-def _simulate_optimizer(spec: Any, module: Any, grad_bytes: int, steps: int) -> _OptimizerPieces:
-    from . import _core
-    from .optimizer_program import ParamInfo, optimizer_program
-
-    trainable = [p for p in module.parameters() if p.requires_grad]
-    param_bytes = _storage_bytes(trainable)
-    if param_bytes != grad_bytes:
-        raise ValueError(
-            f"the backward returns {grad_bytes} bytes of gradients, the trainable parameters hold "
-            f"{param_bytes}: a parameter without a gradient, or an input that requires one, is not "
-            "modelled yet with an optimizer")
-    infos = [ParamInfo(tuple(int(d) for d in p.shape), p.dtype) for p in trainable]
-
-    def run(first: bool) -> tuple[Any, frozenset[str]]:
-        program = optimizer_program(spec, infos, first)
-        report = _core.analyze_text(program.text, f"<torch.optim.{spec.name}.step>", "runtime",
-                                    "plain", events=True)
-        if report.diagnostics:  # the program is peakmem's own: every op must be known
-            raise RuntimeError(f"the {spec.name} step program: {report.diagnostics[0]}")
-        return report, program.state_names
-
-    first, names = run(True)
-    later = run(False)[0] if steps > 1 else None
-    made = frozenset(storage for name, storage, _, _, role in first.returned_tensors
-                     if name in names and role == "intermediate")
-    return _OptimizerPieces(first=first, later=later, state_names=names,
-                            state_bytes=first.final_bytes - _argument_bytes(first),
-                            first_state_storages=made)
-
-
-def _join_steps(p: _Pieces, opt: _OptimizerPieces | None, parameters: int, input_bytes: int,
-                steps: int, zero_grad: bool) -> StepReport:
-    """The traces' timelines joined into `steps` steps (the module docstring's rules)."""
-    outside = parameters + input_bytes - p.args_bytes  # held, but not arguments of the forward
-    if outside < 0:
-        raise RuntimeError(
-            f"the forward's arguments hold {p.args_bytes} bytes, more than the module's parameters "
-            f"and buffers ({parameters}) and the inputs ({input_bytes}): tensors passed twice (tied "
-            "weights) are not modelled yet")
-    fw_cats = _live_by_role(p.forward, set(p.saved_names), set())
-    bw_cats = _live_by_role(p.backward, set(), {t[0] for t in p.backward.returned_tensors})
-    timeline = _Timeline(parameters + input_bytes, {
-        "parameters": parameters, "inputs": input_bytes, "gradients": 0, "optimizer_state": 0,
-        "activations": 0, "temporaries": 0})
-    carry = 0  # bytes of .grad held between steps
-    state = 0  # bytes of optimizer state
-    series = StepTimeline()
-
-    def holding() -> dict[str, int]:
-        return {"parameters": parameters, "inputs": input_bytes, "gradients": carry,
-                "optimizer_state": state}
-
-    for k in range(1, steps + 1):
-        held = outside + carry + state  # beyond the forward's arguments
-        series.add("forward", k, p.forward, dict.fromkeys(p.saved_storages, ACTIVATIONS), held,
-                   holding())
-        timeline.reach(held + p.forward.peak_bytes, "forward", k, lambda: {
-            "parameters": parameters, "inputs": input_bytes, "gradients": carry,
-            "optimizer_state": state, **fw_cats})
-        # After the forward: its final bytes (arguments, the loss, saved tensors);
-        # loss.backward() adds the cotangent; the backward counts the saved
-        # tensors it owns as its arguments.
-        offset = held + p.forward.final_bytes + p.cotangent_bytes - p.own_saved_bytes
-        bw_peak = offset + p.backward.peak_bytes
-        series.add("backward", k, p.backward, {
-            **{i: ACTIVATIONS for i, c in enumerate(p.backward.storage_categories()) if c == "saved"},
-            **dict.fromkeys(p.grad_storages, GRADIENTS)}, offset, holding())
-        timeline.reach(bw_peak, "backward", k, lambda: _backward_categories(
-            bw_peak, parameters, input_bytes, carry, state, bw_cats))
-        # The backward returns: what it still held but its gradients is released
-        # (release_variables); AccumulateGrad steals them into empty .grad
-        # fields, or adds them in place and frees them. Then the cotangent goes;
-        # no moment of the backward's return holds more.
-        if carry == 0:
-            if p.grad_layout_copy:
-                # Into empty .grad fields, one AccumulateGrad at a time: the
-                # backward's gradients (and the cotangent, which
-                # loss.backward() holds) beside one parameter-layout copy.
-                acc_peak = offset + p.backward.final_bytes + p.grad_layout_copy
-                timeline.reach(acc_peak, "backward", k, lambda: _accumulation_categories(
-                    acc_peak, parameters, input_bytes, p.grad_bytes + p.grad_layout_copy, state))
-            carry = p.grad_bytes
-        if opt is not None:
-            # optimizer.step(): parameters, inputs, .grad, the state and the
-            # loss (alive until step() returns) are held; the program's
-            # arguments are the parameters, their gradients and the state.
-            program = opt.first if k == 1 else opt.later
-            base = parameters + input_bytes + carry + state + p.loss_bytes
-            opt_peak = base - _argument_bytes(program) + program.peak_bytes
-            made = opt.first_state_storages if k == 1 else frozenset()
-            series.add("optimizer", k, program, dict.fromkeys(made, STATE),
-                       base - _argument_bytes(program), holding())
-            timeline.reach(opt_peak, "optimizer", k, lambda: _optimizer_categories(
-                opt_peak, program, opt.state_names, parameters, input_bytes, carry, p.loss_bytes))
-            if k == 1:
-                state = opt.state_bytes
-        if zero_grad:
-            carry = 0
-    return StepReport(
-        peak_bytes=timeline.peak, final_bytes=parameters + input_bytes + carry + state,
-        phase_at_peak=timeline.at[0], step_at_peak=timeline.at[1],
-        by_category=timeline.categories, forward=p.forward, backward=p.backward,
-        optimizer=None if opt is None else opt.first, timeline=series)
-
-
-def _saved_identity(saved_names: list[str], returned: dict, output_names: set[str]):
-    """The backward's argument_tensors for the saved tensors, and the bytes of
-    the storages it owns (each forward storage once)."""
-    spec = []
-    groups: dict[int, int] = {}
-    own = 0
-    for name in saved_names:
-        if name not in returned:
-            raise RuntimeError(f"the backward's saved tensor {name} is not returned by the forward")
-        storage, nbytes, strides, role = returned[name]
-        if role == "argument" or name in output_names:
-            spec.append((name, True, -1, 0, strides))  # a parameter, an input or the loss
-            continue
-        if storage not in groups:
-            groups[storage] = len(groups)
-            own += nbytes
-        spec.append((name, False, groups[storage], nbytes, strides))
-    return spec, own
-
-
-def _accumulated_grads(bw: Any, bw_report: Any, flat_arg_names: list[str],
-                       returned: dict) -> tuple[dict, list[int]]:
-    """The storages (and bytes) of the gradients the backward returns, and the
-    bytes of each copy AccumulateGrad makes into an empty .grad: a gradient
-    laid out unlike its parameter (a convolution weight's gradient as Thunder
-    computes it, permuted) is not stolen but copied to the parameter's
-    strides (accumulate_grad.h: obeys_layout_contract, clone_obey_contract);
-    the incoming gradient is freed when its AccumulateGrad returns."""
-    returned_by_bw = {name: (storage, nbytes, list(strides), role)
-                      for name, storage, nbytes, strides, role in bw_report.returned_tensors}
     (grads,) = _return_args(bw)[:1]
-    if len(grads) != len(flat_arg_names):
-        raise RuntimeError(
-            f"the backward returns {len(grads)} gradients for the forward's {len(flat_arg_names)} "
-            "arguments")
-    out: dict[int, int] = {}
-    copies: list[int] = []
-    for arg, g in zip(flat_arg_names, grads):
-        if g is None or not hasattr(g, "shape"):
-            continue
-        storage, nbytes, strides, role = returned_by_bw[g.name]
-        if role != "intermediate":
-            raise ValueError(
-                f"the gradient of {arg} ({g.name}) is a view of a tensor the step holds elsewhere "
-                f"({role}); AccumulateGrad would clone it: not modelled yet")
-        want = returned[arg][2]
-        shape = [int(d) for d in g.shape]
-        if any(n != 1 and a != b for n, a, b in zip(shape, strides, want)):
-            copies.append(returned[arg][1])  # a dense copy in the parameter's layout
-        if storage in out:
-            raise ValueError(
-                f"the gradients of two arguments share {g.name}'s storage: AccumulateGrad would "
-                "clone one of them; not modelled yet")
-        out[storage] = nbytes
-    return out, copies
+    return {"saved": _names(saved), "outputs": _names(data["output"]), "flat_args": _names(data["flat_args"]),
+            "grads": [g.name if g is not None and hasattr(g, "shape") else "" for g in grads],
+            "cotangents": _names(bw.args[1])}
 
 
-def _backward_categories(peak: int, parameters: int, inputs: int, carry: int, state: int,
-                         live: dict[str, int]) -> dict[str, int]:
-    cats = {"parameters": parameters, "inputs": inputs, "gradients": carry + live["gradients"],
-            "optimizer_state": state, "activations": live["activations"]}
-    cats["temporaries"] = peak - sum(cats.values())  # the loss, the cotangent, intermediates
-    return cats
+def _recomputed(program: _StepProgram, options: dict) -> _StepProgram:
+    """`program` with saved tensors recomputed in the backward
+    (peakmem.recompute.search, judged by the step's peak); the choice is
+    kept in the spec under "recomputation"."""
+    from . import _core, recompute
+
+    lean = {k: v for k, v in program.spec.items() if k not in ("value_modules", "optimizer_modules", "held")}
+
+    def peak(fw: Any, bw: Any) -> int:
+        spec = {**lean, **_trace_names(fw, bw)}
+        return _core.simulate_step(fw, bw, program.optimizer_first, program.optimizer_later, spec)["peak_bytes"]
+
+    budget = _budget(options.get("budget"))
+    choice, fw, bw = recompute.search(program.forward, program.backward, peak, budget,
+                                      options.get("time_budget", 10.0))
+    spec = {**program.spec, **_trace_names(fw, bw), "recomputation": choice}
+    return replace(program, forward=fw, backward=bw, spec=spec)
 
 
-def _accumulation_categories(peak: int, parameters: int, inputs: int, grads: int,
-                             state: int) -> dict[str, int]:
-    cats = {"parameters": parameters, "inputs": inputs, "gradients": grads,
-            "optimizer_state": state, "activations": 0}
-    cats["temporaries"] = peak - sum(cats.values())  # the loss and the cotangent
-    return cats
+def _simulate(program: _StepProgram) -> tuple[StepReport, float]:
+    """The step simulated (models/training_step.h), with its timeline; and
+    the seconds the simulation took."""
+    from . import _core
 
-
-def _optimizer_categories(peak: int, program: Any, state_names: frozenset[str], parameters: int,
-                          inputs: int, grads: int, loss: int) -> dict[str, int]:
-    """At the optimizer's peak: the state (kept or made so far), and as
-    temporaries the loss and what the step makes (denominators, decayed
-    gradients)."""
-    state = sum(t.bytes for t in program.live_at_peak if t.name in state_names)
-    cats = {"parameters": parameters, "inputs": inputs, "gradients": grads,
-            "optimizer_state": state, "activations": 0}
-    cats["temporaries"] = peak - sum(cats.values())
-    return cats
+    start = time.perf_counter()
+    r = _core.simulate_step(program.forward, program.backward, program.optimizer_first,
+                            program.optimizer_later, program.spec, events=True)
+    simulating = time.perf_counter() - start
+    reports = (r["forward"], r["backward"], r["optimizer_first"], r["optimizer_later"])
+    saved = dict.fromkeys(r["saved_storages"], ACTIVATIONS)
+    grads = dict.fromkeys(r["grad_storages"], GRADIENTS)
+    backward_groups = {**{i: ACTIVATIONS for i, c in enumerate(r["backward"].storage_categories())
+                          if c == "saved"}, **grads}
+    groups = (saved, backward_groups, dict.fromkeys(r["first_state_storages"], STATE), {})
+    spec = program.spec
+    series = StepTimeline()
+    for phase, k, which, around, carry, state in r["phases"]:
+        series.add(phase, k, reports[which], groups[which], around, {
+            "parameters": spec["parameter_bytes"], "inputs": spec["input_bytes"], "gradients": carry,
+            "optimizer_state": state})
+    report = StepReport(
+        peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
+        step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
+        forward=r["forward"], backward=r["backward"], optimizer=r["optimizer_first"], timeline=series,
+        recomputation=spec.get("recomputation"))
+    return report, simulating
 
 
 # ---------------------------------------------------------------------------
@@ -717,8 +630,14 @@ def measure_step(
     for x in _input_tensors(given) + _held_by_module(model):
         if x.device.type != "cpu":
             raise ValueError(f"measure_step runs on the CPU; a tensor is on {x.device}")
+    reorder, recompute = _plan_options(plan)
+    names: tuple[str, ...] = ()
+    if recompute is not None:  # the estimate's choice, then run
+        names = estimate_step(model, *inputs, loss_fn=loss_fn, optimizer=optimizer,
+                              optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad,
+                              transform=transform, plan=plan).recomputation.names
     module = _step_module(model, loss_fn)
-    jm, holder = _jit(thunder, module, transform, plan)
+    jm, holder = _jit(thunder, module, transform, reorder, names)
     maker = _InputMaker(torch.device("cpu"), 0)
 
     def make_optimizer():

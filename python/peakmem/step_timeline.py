@@ -124,7 +124,8 @@ class StepTimeline:
 
 def step_report_html(report: Any) -> str:
     """A StepReport in Jupyter: the summary, the bytes at the peak by
-    category and, when matplotlib is there, the timeline plot as SVG."""
+    category and by module and, when matplotlib is there, the timeline plot
+    as SVG."""
     rows = "".join(
         f"<tr><td>{html.escape(c)}</td><td style='text-align:right'>{b:,}</td></tr>"
         for c, b in report.by_category.items())
@@ -132,9 +133,14 @@ def step_report_html(report: Any) -> str:
     if report.budget is not None:
         budget = (f"<p>budget {report.budget:,} bytes: "
                   f"{'fits' if report.fits else 'does not fit'}, headroom {report.headroom_bytes:,}</p>")
+    modules = "".join(
+        f"<tr><td>{html.escape(m or '(top)')}</td><td style='text-align:right'>{b:,}</td></tr>"
+        for m, b in list(report.by_module.items())[:10])
     out = (f"<div><p><b>peak {report.peak_bytes:,} bytes</b> in the {report.phase_at_peak} of step "
            f"{report.step_at_peak}; final {report.final_bytes:,} bytes</p>{budget}"
            f"<table><tr><th>at the peak</th><th>bytes</th></tr>{rows}</table>")
+    if modules:
+        out += f"<table><tr><th>by module (the largest)</th><th>bytes</th></tr>{modules}</table>"
     if report.timeline is not None:
         try:
             import matplotlib.pyplot as plt

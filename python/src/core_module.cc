@@ -1,6 +1,7 @@
 // peakmem._core: the nanobind extension. A thin skin over peakmem/analyze.h;
 // the Python package (python/peakmem) re-exports what users should see.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -13,6 +14,7 @@
 #include "peakmem/analyze.h"
 #include "peakmem/planning/planner.h"
 #include "peakmem/frontend/trace_json_writer.h"
+#include "peakmem/models/training_step.h"
 #include "peakmem/report/allocator_summary.h"
 #include "peakmem/report/attribution.h"
 #include "peakmem/report/writer.h"
@@ -489,6 +491,97 @@ void BindPlan(nb::module_& m) {
       "Plan a live Thunder TraceCtx for a lower peak: the order as bound-symbol indices.");
 }
 
+// A trace given as printed text or as a live TraceCtx.
+peakmem::ParsedTrace AnyTrace(nb::handle trace, const std::string& name) {
+  if (nb::isinstance<nb::str>(trace)) return peakmem::ParseTrace(name, nb::cast<std::string>(trace));
+  return peakmem_python::ReadLiveTrace(trace, {});
+}
+
+template <typename T>
+T Field(const nb::dict& spec, const char* key, T fallback) {
+  return spec.contains(key) ? nb::cast<T>(spec[key]) : fallback;
+}
+
+// TrainingStepSpec from peakmem.step's dict (its keys are the struct's fields).
+peakmem::TrainingStepSpec StepSpec(const nb::dict& d) {
+  using Names = std::vector<std::string>;
+  using NameMap = std::map<std::string, std::string>;
+  peakmem::TrainingStepSpec spec;
+  spec.saved = Field(d, "saved", Names{});
+  spec.outputs = Field(d, "outputs", Names{});
+  spec.flat_args = Field(d, "flat_args", Names{});
+  spec.grads = Field(d, "grads", Names{});
+  spec.cotangents = Field(d, "cotangents", Names{});
+  spec.cotangent_bytes = Field<std::int64_t>(d, "cotangent_bytes", 0);
+  spec.parameter_bytes = Field<std::int64_t>(d, "parameter_bytes", 0);
+  spec.input_bytes = Field<std::int64_t>(d, "input_bytes", 0);
+  spec.trainable_bytes = Field<std::int64_t>(d, "trainable_bytes", -1);
+  spec.optimizer_state = Field(d, "optimizer_state", Names{});
+  spec.optimizer_name = Field(d, "optimizer_name", std::string());
+  spec.steps = Field(d, "steps", 1);
+  spec.zero_grad = Field(d, "zero_grad", true);
+  spec.cpu_threads = Field(d, "cpu_threads", 0);
+  for (const auto& [k, v] : Field(d, "value_modules", NameMap{})) spec.value_modules.emplace(k, v);
+  for (const auto& [k, v] : Field(d, "optimizer_modules", NameMap{})) spec.optimizer_modules.emplace(k, v);
+  using Held = std::vector<std::tuple<std::string, std::int64_t, bool>>;
+  for (const auto& [module, bytes, trainable] : Field(d, "held", Held{})) spec.held.push_back({module, bytes, trainable});
+  return spec;
+}
+
+nb::dict StepToDict(peakmem::TrainingStepResult r) {
+  nb::dict d;
+  d["peak_bytes"] = r.peak_bytes;
+  d["final_bytes"] = r.final_bytes;
+  d["phase_at_peak"] = r.phase_at_peak;
+  d["step_at_peak"] = r.step_at_peak;
+  nb::dict categories, modules;
+  for (const auto& [k, v] : r.by_category) categories[k.c_str()] = v;
+  for (const auto& [k, v] : r.by_module) modules[k.c_str()] = v;
+  d["by_category"] = categories;
+  d["by_module"] = modules;
+  nb::list phases;
+  for (const peakmem::TrainingStepPhase& p : r.phases) {
+    phases.append(nb::make_tuple(p.phase, p.step, p.program, p.around, p.gradients, p.optimizer_state));
+  }
+  d["phases"] = phases;
+  d["saved_storages"] = r.saved_storages;
+  d["grad_storages"] = r.grad_storages;
+  d["first_state_storages"] = r.first_state_storages;
+  d["grad_bytes"] = r.grad_bytes;
+  d["forward"] = PyReport(std::move(r.forward));
+  d["backward"] = PyReport(std::move(r.backward));
+  d["optimizer_first"] = r.optimizer_first ? nb::cast(PyReport(std::move(*r.optimizer_first))) : nb::none();
+  d["optimizer_later"] = r.optimizer_later ? nb::cast(PyReport(std::move(*r.optimizer_later))) : nb::none();
+  return d;
+}
+
+void BindStep(nb::module_& m) {
+  m.def(
+      "simulate_step",
+      [](nb::handle forward, nb::handle backward, const std::optional<std::string>& optimizer_first,
+         const std::optional<std::string>& optimizer_later, const nb::dict& spec_dict, bool events) {
+        const peakmem::TrainingStepSpec spec = StepSpec(spec_dict);
+        const peakmem::ParsedTrace fw = AnyTrace(forward, "<forward>");
+        const peakmem::ParsedTrace bw = AnyTrace(backward, "<backward>");
+        const std::string opt_name = "<torch.optim." + spec.optimizer_name + ".step>";
+        std::optional<peakmem::ParsedTrace> first, later;
+        if (optimizer_first) first = peakmem::ParseTrace(opt_name, *optimizer_first);
+        if (optimizer_later) later = peakmem::ParseTrace(opt_name, *optimizer_later);
+        peakmem::TrainingStepResult result;
+        {
+          nb::gil_scoped_release release;
+          result = peakmem::SimulateTrainingStep(fw, bw, first ? &*first : nullptr, later ? &*later : nullptr,
+                                                 spec, events);
+        }
+        return StepToDict(std::move(result));
+      },
+      nb::arg("forward"), nb::arg("backward"), nb::arg("optimizer_first") = nb::none(),
+      nb::arg("optimizer_later") = nb::none(), nb::arg("spec") = nb::dict(), nb::arg("events") = false,
+      "One training step (peakmem/models/training_step.h): the forward and backward as live "
+      "TraceCtx or printed text, the optimizer's step() programs as text, the spec as a dict of "
+      "TrainingStepSpec's fields (held: (module, bytes, trainable) tuples).");
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -505,6 +598,7 @@ NB_MODULE(_core, m) {
   BindReport(m);
   BindAnalyze(m);
   BindPlan(m);
+  BindStep(m);
 
   m.def("available_models", &peakmem::AvailableModels);
 
@@ -518,6 +612,20 @@ NB_MODULE(_core, m) {
       nb::arg("symbol"),
       "The op registry's rule for a Thunder symbol name in words, or None when peakmem does not "
       "know the op.");
+
+  m.def(
+      "op_recompute_cost",
+      [](const std::string& symbol) -> std::string {
+        const peakmem::OpInfo* op = peakmem::FindOp(symbol);
+        switch (op == nullptr ? peakmem::RecomputeCost::kNotRecomputed : peakmem::RecomputeCostOf(*op)) {
+          case peakmem::RecomputeCost::kView: return "view";
+          case peakmem::RecomputeCost::kPerElement: return "per-element";
+          default: return "";
+        }
+      },
+      nb::arg("symbol"),
+      "What recomputing the op's output costs (semantics/op_registry.h RecomputeCostOf): 'view', "
+      "'per-element', or '' when it is not recomputed (unknown ops included).");
 
   m.def(
       "parse_byte_size",

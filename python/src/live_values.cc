@@ -275,7 +275,8 @@ Expr LiveReader::ToExpr(PyObject* p, int depth) {
 }
 
 // Tuples, lists and dicts (exact: their subclasses, and sets, too) as
-// container expressions; false for anything else.
+// container expressions, slices (not exact) as calls of `slice`; false for
+// anything else.
 bool LiveReader::ToContainerExpr(PyObject* p, int depth, Expr* e) {
   const bool exact = options_.exact;
   const std::size_t base = expr_stack_.size();
@@ -305,6 +306,13 @@ bool LiveReader::ToContainerExpr(PyObject* p, int depth, Expr* e) {
     PythonRuns();
     e->kind = Expr::Kind::kSet;
     for (nb::handle item : nb::handle(p)) push(item.ptr());
+  } else if (!exact && PySlice_Check(p)) {
+    // slice(start, stop, step), as the printed trace spells it: what a view's
+    // strides follow (semantics/view_strides.cc, basic indexing).
+    e->kind = Expr::Kind::kCall;
+    e->text = "slice";
+    const auto* slice = reinterpret_cast<PySliceObject*>(p);
+    for (PyObject* item : {slice->start, slice->stop, slice->step}) push(item);
   } else {
     return false;
   }

@@ -205,9 +205,11 @@ void RuntimeModel::RecordReturned(const Expr& e, int depth, std::set<std::string
     if (o.kind != Object::Kind::kTensor || !seen->insert(name).second) return;
     const StorageRecord& storage = stream_.storages()[o.storage];
     const Dims& strides = StridesOf(o);
+    const Dims& shape = ValueOf(e.value).type->shape;
     report_.returned_tensors.push_back({std::string(name), o.storage, storage.bytes,
                                         std::vector<std::int64_t>(strides.begin(), strides.end()),
-                                        storage.role});
+                                        storage.role,
+                                        std::vector<std::int64_t>(shape.begin(), shape.end())});
     return;
   }
   for (const Expr& item : e.items) RecordReturned(item, depth + 1, seen);

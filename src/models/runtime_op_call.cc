@@ -90,6 +90,17 @@ bool BlasTakes(std::int64_t rows, std::int64_t cols, std::int64_t s0, std::int64
   return row_major || col_major;
 }
 
+// The same as gemv and the mm of a row take a matrix (ATen's addmv_impl_cpu
+// and addmm_impl_cpu_ on a [1, k] operand): unit stride in one dimension,
+// required even where the dimension has size 1 (measured: a [2, 1] view with
+// strides (2, 2) is cloned), and a leading stride at least the other size
+// unless that is 1.
+bool BlasTakesWithUnitStride(std::int64_t rows, std::int64_t cols, std::int64_t s0, std::int64_t s1) {
+  const bool col_major = s0 == 1 && (cols == 1 || s1 >= std::max<std::int64_t>(1, rows));
+  const bool row_major = s1 == 1 && (rows == 1 || s0 >= std::max<std::int64_t>(1, cols));
+  return col_major || row_major;
+}
+
 // Bytes of a contiguous copy of `numel` elements of `dtype`.
 std::int64_t CopyBytes(std::int64_t numel, const DType* dtype) { return numel * dtype->bits / 8; }
 
@@ -104,6 +115,11 @@ std::int64_t CopyBytes(std::int64_t numel, const DType* dtype) { return numel * 
 // measures two 24-byte clones on top of the output). ATen's matmul on the
 // CPU (LinearAlgebra.cpp, _matmul_impl):
 //   - 2-D @ 2-D is mm, with those clones;
+//   - 1-D @ 2-D is a.unsqueeze(0).mm(b): the vector is cloned unless its
+//     stride is 1 (found by the differential tester: `F.linear(v, w)` of a
+//     1-D v and an expanded w clones w); 2-D @ 1-D is mv, which clones only
+//     a matrix BLAS cannot take (measured: a strided or stride-0 vector is
+//     taken as it is);
 //   - N-D (N >= 3) @ 1-D or 2-D (or the reverse, on b transposed) folds
 //     the larger operand's leading dimensions into one when they view as
 //     one (should_fold), then mm; 2-D @ N-D then copies the transposed
@@ -276,6 +292,18 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
       if (!BlasTakes(o.shape[0], o.shape[1], o.strides[0], o.strides[1])) bytes += o.bytes;
     }
     return bytes;
+  }
+  if ((linear || op->name == "matmul") && da == 1 && db == 2) {
+    // a.unsqueeze(0).mm(b): the row [1, k] is cloned unless its elements
+    // are adjacent (a stride-0 or strided vector is), the matrix unless it
+    // has a unit stride.
+    const bool row_taken = a.shape[0] <= 1 || a.strides[0] == 1;
+    return (row_taken ? 0 : a.bytes) +
+           (BlasTakesWithUnitStride(b.shape[0], b.shape[1], b.strides[0], b.strides[1]) ? 0 : b.bytes);
+  }
+  if (op->name == "matmul" && da == 2 && db == 1) {
+    // mv: the matrix unless it has a unit stride; gemv takes the vector at any stride.
+    return BlasTakesWithUnitStride(a.shape[0], a.shape[1], a.strides[0], a.strides[1]) ? 0 : a.bytes;
   }
   if ((!linear && op->name != "matmul") || da == 0 || db == 0 || (da < 3 && db < 3)) return 0;
   if ((da >= 3 && db <= 2) || (db >= 3 && da <= 2)) {

@@ -34,8 +34,8 @@ const std::vector<OpInfo> kViews = {
     {"chunk", E::kViewOfInput, L::kSameStrides},
     {"tensor_split", E::kViewOfInput, L::kSameStrides},
     {"narrow", E::kViewOfInput, L::kSameStrides},
-    {"slice_prim", E::kViewOfInput, L::kSameStrides},
-    {"torch_slice_prim_impl", E::kViewOfInput, L::kSameStrides},
+    {"slice_prim", E::kViewOfInput, L::kSlice},
+    {"torch_slice_prim_impl", E::kViewOfInput, L::kSlice},
     {"getitem", E::kViewOfInput, L::kSameStrides},
     {"detach", E::kViewOfInput, L::kSameStrides},
     {"alias", E::kViewOfInput, L::kSameStrides},
@@ -441,13 +441,21 @@ const OpInfo* FindCallOp(std::string_view callee, std::string_view symbol_name) 
 
 const std::vector<OpInfo>& AllOps() { return Table(); }
 
+RecomputeCost RecomputeCostOf(const OpInfo& op) {
+  if (op.random || op.collective) return RecomputeCost::kNotRecomputed;
+  if (op.effect == OpEffect::kViewOfInput) return RecomputeCost::kView;
+  if (op.effect == OpEffect::kMaybeView) return RecomputeCost::kPerElement;
+  if (op.effect == OpEffect::kAllocates && op.layout == LayoutRule::kElementwise) return RecomputeCost::kPerElement;
+  return RecomputeCost::kNotRecomputed;
+}
+
 std::string DescribeOp(const OpInfo& op) {
   static constexpr std::string_view kEffects[] = {
       "allocates", "view of its input", "view or copy by layout", "returns an input",
       "in place",  "no output",         "fusion region"};
   static constexpr std::string_view kLayouts[] = {
       "contiguous",     "elementwise layout", "preserves the input's layout",
-      "stride order",   "same strides",       "permute",
+      "stride order",   "same strides",       "slice (strides times steps)", "permute",
       "transpose",      "unsqueeze",          "drops dims",
       "expand",         "broadcast_in_dim",   "reshape",
       "basic indexing", "layout not followed"};

@@ -111,3 +111,32 @@ TEST(OpRegistry, WhatTheOpAuditFoundIsDeclared) {
 
 }  // namespace
 }  // namespace peakmem
+
+namespace peakmem {
+namespace {
+
+RecomputeCost CostOf(std::string_view symbol) {
+  const OpInfo* op = FindOp(symbol);
+  EXPECT_NE(op, nullptr) << symbol;
+  return op == nullptr ? RecomputeCost::kNotRecomputed : RecomputeCostOf(*op);
+}
+
+// The planner recomputes only views and pointwise ops (issue: never matmul,
+// attention, reductions or random ops).
+TEST(RecomputeCost, OnlyViewsAndPointwiseOpsAreRecomputed) {
+  EXPECT_EQ(CostOf("mul"), RecomputeCost::kPerElement);
+  EXPECT_EQ(CostOf("gelu"), RecomputeCost::kPerElement);
+  EXPECT_EQ(CostOf("reshape"), RecomputeCost::kPerElement);  // a view or a copy
+  EXPECT_EQ(CostOf("transpose"), RecomputeCost::kView);
+  EXPECT_EQ(CostOf("matmul"), RecomputeCost::kNotRecomputed);
+  EXPECT_EQ(CostOf("linear"), RecomputeCost::kNotRecomputed);
+  EXPECT_EQ(CostOf("sum"), RecomputeCost::kNotRecomputed);
+  EXPECT_EQ(CostOf("softmax"), RecomputeCost::kNotRecomputed);
+  EXPECT_EQ(CostOf("scaled_dot_product_attention"), RecomputeCost::kNotRecomputed);
+  EXPECT_EQ(CostOf("dropout"), RecomputeCost::kNotRecomputed);
+  EXPECT_EQ(CostOf("uniform"), RecomputeCost::kNotRecomputed);
+  EXPECT_EQ(CostOf("add_"), RecomputeCost::kNotRecomputed);  // in place
+}
+
+}  // namespace
+}  // namespace peakmem

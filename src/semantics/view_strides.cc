@@ -169,6 +169,22 @@ std::optional<Dims> BroadcastStrides(LayoutRule rule, const Statement& s, const 
   return strides;
 }
 
+// prims.slice_prim(x, start_indices, end_indices, strides=None): each
+// dimension's stride times its step (found by the differential tester:
+// `x[::2] @ m` reads a stride-2 vector).
+std::optional<Dims> SliceStrides(const Statement& s, const Dims& in_shape, const Dims& in_strides) {
+  const Expr* steps = s.args.size() >= 4 ? &s.args[3] : nullptr;
+  for (const auto& [name, e] : s.kwargs) {
+    if (name == "strides") steps = &e;
+  }
+  if (steps == nullptr || (steps->kind == Expr::Kind::kConstant && steps->text == "None")) return in_strides;
+  const auto list = IntList(*steps);
+  if (!list || list->size() != in_shape.size()) return std::nullopt;
+  Dims strides = in_strides;
+  for (std::size_t d = 0; d < strides.size(); ++d) strides[d] *= (*list)[d];
+  return strides;
+}
+
 // x[key] with basic indexing (Tensor.__getitem__): each item of the key
 // takes input dimensions in order: an int drops one, a slice keeps one with
 // its stride times the step, None inserts a size-1 dimension (stride as
@@ -235,6 +251,9 @@ std::optional<Dims> ViewOutputStrides(LayoutRule rule, const Statement& s, const
     case LayoutRule::kSameStrides:
       if (out_shape.size() == in_shape.size()) return in_strides;
       return std::nullopt;
+    case LayoutRule::kSlice:
+      if (out_shape.size() != in_shape.size()) return std::nullopt;
+      return SliceStrides(s, in_shape, in_strides);
     case LayoutRule::kPermute:
       return PermuteStrides(s, in_shape, in_strides, error);
     case LayoutRule::kTranspose:

@@ -62,6 +62,13 @@ def checked_json(text: str | bytes, kind: str = "report") -> Any:
     return data
 
 
+def cli() -> str:
+    """The peakmem CLI the tests run: $PEAKMEM_CLI, else build/peakmem."""
+    path = os.environ.get("PEAKMEM_CLI", str(REPO / "build" / "peakmem"))
+    assert Path(path).is_file(), f"the peakmem CLI is not at {path} (build it, or set PEAKMEM_CLI)"
+    return path
+
+
 @pytest.fixture(scope="session")
 def thunder():
     from peakmem._thunder_compat import import_thunder

@@ -160,6 +160,21 @@ class LlamaLM(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
+class CheckpointedLlamaLM(LlamaLM):
+    """LlamaLM with every block under activation checkpointing
+    (torch.utils.checkpoint): the backward recomputes each block's forward
+    instead of keeping its activations."""
+
+    def forward(self, idx, targets):
+        import torch.utils.checkpoint as cp
+
+        x = self.tok(idx)
+        for block in self.blocks:
+            x = cp.checkpoint(block, x, use_reentrant=False)
+        logits = self.head(self.norm(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
 class ViTBlock(nn.Module):
     """Patch embedding by unfold and a linear layer, a pre-norm encoder block,
     mean pooling and a classifier head."""

@@ -15,7 +15,6 @@ snapshot writer's alloc / free_completed entries, in order.
 
 from __future__ import annotations
 
-import os
 import pickle
 import subprocess
 from pathlib import Path
@@ -23,19 +22,13 @@ from pathlib import Path
 import pytest
 
 import peakmem
-from conftest import checked_json
+from conftest import checked_json, cli
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "corpus"
 TRACES = sorted(CORPUS.glob("*/*.trace"))
 REFERENCE = REPO / "tests" / "data" / "nvfusion_broadcast_fw.trace"
 SMALL_SIZE = 1 << 20  # kSmallSize
-
-
-def cli() -> str:
-    path = os.environ.get("PEAKMEM_CLI", str(REPO / "build" / "peakmem"))
-    assert Path(path).is_file(), f"the peakmem CLI is not at {path} (build it, or set PEAKMEM_CLI)"
-    return path
 
 
 def test_reference_trace_in_python():

@@ -14,7 +14,6 @@ The CLI is $PEAKMEM_CLI, or build/peakmem in the checkout.
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import subprocess
 from collections import defaultdict
@@ -22,17 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import checked_json
+from conftest import checked_json, cli
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "corpus"
 TRACES = sorted(CORPUS.glob("*/*.trace"))
-
-
-def cli() -> str:
-    path = os.environ.get("PEAKMEM_CLI", str(REPO / "build" / "peakmem"))
-    assert Path(path).is_file(), f"the peakmem CLI is not at {path} (build it, or set PEAKMEM_CLI)"
-    return path
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -54,6 +54,9 @@ def test_estimate_equals_measurement(thunder, entry: Entry):
     estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
     assert (estimated.peak_bytes, estimated.final_bytes) == (measured.peak_bytes, measured.final_bytes)
     assert sum(estimated.by_category.values()) == estimated.peak_bytes
+    # By module: the same bytes; the inputs (and the loss) are the top's.
+    assert sum(estimated.by_module.values()) == estimated.peak_bytes
+    assert estimated.by_module.get("", 0) >= estimated.by_category["inputs"]
     assert estimated.by_category["parameters"] == measured.by_category["parameters"]
     assert estimated.phase_at_peak in ("forward", "backward", "optimizer")
     check_timeline(estimated, entry.setup)
@@ -63,6 +66,32 @@ def test_estimate_equals_measurement(thunder, entry: Entry):
     meta_inputs = tuple(x.to("meta") for x in inputs)
     on_meta = peakmem.estimate_step(meta_model, *meta_inputs, loss_fn=entry.loss_fn, **entry.setup)
     assert (on_meta.peak_bytes, on_meta.final_bytes) == (estimated.peak_bytes, estimated.final_bytes)
+
+
+@pytest.mark.parametrize("name", ["gpt_lm_sgd_accumulating", "mlp_adamw_3_steps",
+                                  "cnn_sgd_momentum_2_steps"])
+def test_a_step_file_gives_the_measured_step_without_python(thunder, tmp_path, name: str):
+    """export_step's file, simulated by the CLI (`peakmem step`), equals
+    the measured step: the traces travel as printed text, the join runs in
+    C++ alone."""
+    import json
+    import subprocess
+
+    import peakmem
+    from conftest import cli
+
+    entry = next(e for e in ENTRIES if e.name == name)
+    model, inputs = _fresh(entry)
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
+    path = tmp_path / "step.json"
+    written = peakmem.export_step(model, *inputs, path=str(path), loss_fn=entry.loss_fn, **entry.setup)
+    assert json.loads(path.read_text()) == json.loads(json.dumps(written))
+    out = subprocess.run([cli(), "step", str(path), "--format", "json"], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert (r["peak_bytes"], r["final_bytes"]) == (measured.peak_bytes, measured.final_bytes)
+    assert sum(r["by_category"].values()) == sum(r["by_module"].values()) == r["peak_bytes"]
 
 
 def test_corpus_is_big_enough():
@@ -185,6 +214,8 @@ def test_step_report_plots_and_shows_in_jupyter(thunder):
     assert f"peak {report.peak_bytes} bytes" in ax.get_legend_handles_labels()[1]
     view = report._repr_html_()
     assert f"peak {report.peak_bytes:,} bytes" in view and "<svg" in view
+    top_module, top_bytes = next(iter(report.by_module.items()))
+    assert f"<td>{top_module}</td><td style='text-align:right'>{top_bytes:,}</td>" in view
     measured = peakmem.measure_step(MLP(), torch.randn(64, 256), loss_fn=mse_loss)
     with pytest.raises(ValueError, match="no timeline"):
         measured.plot()

@@ -93,6 +93,7 @@ struct ReturnedTensor {
   std::int64_t storage_bytes = 0;
   std::vector<std::int64_t> strides;
   StorageRole role = StorageRole::kIntermediate;  // kArgument: the caller's own tensor (or a view of it)
+  std::vector<std::int64_t> shape;  // the tensor's (its strides' dimensions)
 };
 
 struct Report {

@@ -30,7 +30,8 @@ enum class LayoutRule : unsigned char {
   kElementwise,     // TensorIterator's output layout over the tensor inputs
   kPreserve,        // like the first tensor input (empty_like with preserve_format)
   kStrideOrder,     // prims.stride_order(x, order): order[d] ranks dim d's stride (0 = innermost)
-  kSameStrides,     // a view with the input's strides (slices, split, chunk, narrow, detach)
+  kSameStrides,     // a view with the input's strides (split, chunk, narrow, detach)
+  kSlice,           // prims.slice_prim(x, starts, ends, steps): each stride times its step
   kPermute,         // permute(x, dims)
   kTranspose,       // transpose(x, d0, d1) / t(x)
   kUnsqueeze,       // unsqueeze(x, dim)
@@ -142,6 +143,17 @@ std::vector<std::string_view> ThunderAliasOps();
 // docs/op-audit.md): its effect, output layout and scratch rule, then any
 // flag ("allocates, elementwise layout, scratch: wrapped scalars").
 std::string DescribeOp(const OpInfo& op);
+
+// What recomputing an op's output costs, for a planner that recomputes
+// values in the backward instead of saving them: only views and pointwise
+// ops qualify (never matmul, attention, reductions, random ops or
+// collectives, whose outputs are kContiguous, random or collective).
+enum class RecomputeCost : unsigned char {
+  kNotRecomputed,
+  kView,         // free: a view of its input (its storage is the input's)
+  kPerElement,   // one pass over its output: pointwise, or a view-or-copy (reshape)
+};
+RecomputeCost RecomputeCostOf(const OpInfo& op);
 
 // Whether a symbol names a fusion region (nvFusion3, TorchCompile0).
 bool IsFusionName(std::string_view symbol_name);

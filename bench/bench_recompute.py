@@ -1,0 +1,186 @@
+"""Recomputation and budget mode (peakmem.recompute) on whole training steps.
+
+    .venv/bin/python bench/bench_recompute.py [--torch-threads 2] [--json OUT] [--quick]
+
+1. The training-step corpus (tests/python/step_models.py), each step as
+   Thunder runs it (Thunder 0.2.6's CPU path saves every forward value the
+   backward reads: it recomputes nothing) against peakmem's recomputation
+   (``plan={"recompute": True}``: as low as it goes): the peak before and
+   after, the FLOPs added, the search's time, and the planned step run by
+   Thunder with the rewritten traces and measured (measure_step): measured
+   = predicted, or the run stops with an error.
+2. Stacked Llama blocks (LlamaLM, 4 layers, batch 4): Thunder as is, full
+   activation checkpointing of every block (torch.utils.checkpoint: the
+   backward re-runs each block's forward, matmuls and attention included),
+   and peakmem's recomputation (pointwise ops and views only); each step
+   measured.
+3. Budget mode: the largest batch whose step fits a fixed budget
+   (max_batch_size, on ``meta``), without planning and with
+   ``plan={"recompute": True}`` (each size recomputes until it fits), with
+   the FLOPs added at that size; the budget is the unplanned step's peak at
+   batch 4, so the unplanned answer is 4.
+4. Monotone in the budget: one step (GPT, batch 4) under budgets from the
+   lowest recomputation reaches to the unplanned peak: the FLOPs added
+   never grow as the budget does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+
+
+def corpus(args):
+    import torch
+
+    import peakmem
+    from step_models import ENTRIES
+
+    rows = []
+    print("| step | Thunder (no recomputation) | recomputed | measured | lower | values | FLOPs added | search s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for e in ENTRIES[: 6 if args.quick else None]:
+        torch.manual_seed(0)
+        model, inputs = e.make(), e.inputs()
+        r = peakmem.estimate_step(model, *inputs, loss_fn=e.loss_fn, plan={"recompute": True}, **e.setup)
+        rc = r.recomputation
+        m = peakmem.measure_step(model, *inputs, loss_fn=e.loss_fn, plan={"recompute": True}, **e.setup)
+        if (m.peak_bytes, m.final_bytes) != (r.peak_bytes, r.final_bytes):
+            raise SystemExit(f"error: {e.name}: measured {m.peak_bytes}/{m.final_bytes}, "
+                             f"predicted {r.peak_bytes}/{r.final_bytes}")
+        lower = 1 - rc.peak_after / rc.peak_before
+        rows.append({"step": e.name, "before": rc.peak_before, "after": rc.peak_after, "measured": m.peak_bytes,
+                     "recomputed": len(rc.names), "added_flops": rc.added_flops, "seconds": rc.seconds,
+                     "simulations": rc.simulations})
+        print(f"| {e.name} | {rc.peak_before:,} | {rc.peak_after:,} | {m.peak_bytes:,} | {100 * lower:.1f}% | "
+              f"{len(rc.names)} | {rc.added_flops:,} | {rc.seconds:.2f} |")
+    if rows:
+        mean = sum(1 - x["after"] / x["before"] for x in rows) / len(rows)
+        best = max(rows, key=lambda x: 1 - x["after"] / x["before"])
+        print(f"\nmean reduction {100 * mean:.1f}%, best {100 * (1 - best['after'] / best['before']):.1f}% "
+              f"({best['step']})")
+    return rows
+
+
+def llama_checkpointing(args):
+    import torch
+
+    import peakmem
+    from step_models import CheckpointedLlamaLM, LlamaLM
+
+    g = torch.Generator().manual_seed(0)
+    idx, targets = torch.randint(0, 512, (4, 128), generator=g), torch.randint(0, 512, (4, 128), generator=g)
+    out = {}
+    print(f"\n| LlamaLM x{args.layers}, batch 4, one step | peak | measured | what the backward recomputes |")
+    print("|---|---:|---:|---|")
+    for name, cls, plan in (("Thunder as is", LlamaLM, False),
+                            ("full activation checkpointing", CheckpointedLlamaLM, False),
+                            ("peakmem recomputation", LlamaLM, {"recompute": True})):
+        torch.manual_seed(0)
+        model = cls(layers=args.layers)
+        r = peakmem.estimate_step(model, idx, targets, plan=plan)
+        m = peakmem.measure_step(model, idx, targets, plan=plan)
+        if m.peak_bytes != r.peak_bytes:
+            raise SystemExit(f"error: {name}: measured {m.peak_bytes}, predicted {r.peak_bytes}")
+        what = {"Thunder as is": "nothing",
+                "full activation checkpointing": "every block's forward (matmuls and attention included)"}.get(
+            name, f"{len(r.recomputation.names) if r.recomputation else 0} pointwise values, "
+                  f"{r.recomputation.added_flops if r.recomputation else 0:,} FLOPs")
+        out[name] = {"peak": r.peak_bytes, "measured": m.peak_bytes, "recomputes": what}
+        print(f"| {name} | {r.peak_bytes:,} | {m.peak_bytes:,} | {what} |")
+    return out
+
+
+def scalable_models():
+    import torch
+
+    from step_models import GPT, GPTBlock, LlamaLM, MixerBlock, mse_loss, sum_loss
+
+    def tokens(b):
+        return (torch.randint(0, 512, (b, 128), device="meta"), torch.randint(0, 512, (b, 128), device="meta"))
+
+    return [
+        ("GPT (2 blocks, dim 256)", lambda: GPT(), tokens, None),
+        ("LlamaLM (2 blocks, dim 256)", lambda: LlamaLM(), tokens, None),
+        ("GPT block, sum loss", lambda: GPTBlock(), lambda b: (torch.randn(b, 128, 256, device="meta"),), sum_loss),
+        ("MLP-Mixer block, MSE", lambda: MixerBlock(), lambda b: (torch.randn(b, 128, 256, device="meta"),),
+         mse_loss),
+    ]
+
+
+def budget_mode(args):
+    import torch
+
+    import peakmem
+
+    rows = []
+    print("\n| model (AdamW) | budget | largest batch, no planning | with recomputation | FLOPs added there |")
+    print("|---|---:|---:|---:|---:|")
+    for name, make, inputs, loss_fn in scalable_models()[: 2 if args.quick else None]:
+        torch.manual_seed(0)
+        model = make().to("meta")
+        kw = {"loss_fn": loss_fn, "optimizer": torch.optim.AdamW}
+        budget = peakmem.estimate_step(model, *inputs(4), **kw).peak_bytes
+        plain = peakmem.max_batch_size(model, inputs, budget, high=64, **kw)
+        planned = peakmem.max_batch_size(model, inputs, budget, high=64, plan={"recompute": True}, **kw)
+        rc = planned.report.recomputation
+        rows.append({"model": name, "budget": budget, "batch": plain.batch_size,
+                     "batch_recomputed": planned.batch_size, "added_flops": rc.added_flops if rc else 0})
+        print(f"| {name} | {budget:,} | {plain.batch_size} | {planned.batch_size} | "
+              f"{rc.added_flops if rc else 0:,} |")
+    return rows
+
+
+def monotone(args):
+    import torch
+
+    import peakmem
+    from step_models import GPT
+
+    torch.manual_seed(0)
+    model = GPT().to("meta")
+    idx = torch.randint(0, 512, (4, 128), device="meta")
+    full = peakmem.estimate_step(model, idx, idx, plan={"recompute": True}).recomputation
+    lo, hi = full.peak_after, full.peak_before
+    rows = []
+    print("\n| GPT, batch 4: budget | peak | fits | values recomputed | FLOPs added |")
+    print("|---:|---:|---|---:|---:|")
+    for k in range(6):
+        budget = lo + (hi - lo) * k // 5
+        rc = peakmem.estimate_step(model, idx, idx, plan={"budget": budget}).recomputation
+        rows.append({"budget": budget, "peak": rc.peak_after, "fits": rc.fits, "recomputed": len(rc.names),
+                     "added_flops": rc.added_flops})
+        print(f"| {budget:,} | {rc.peak_after:,} | {rc.fits} | {len(rc.names)} | {rc.added_flops:,} |")
+    flops = [r["added_flops"] for r in rows]
+    if flops != sorted(flops, reverse=True) or not all(r["fits"] for r in rows):
+        raise SystemExit("error: budget mode is not monotone in the budget")
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--torch-threads", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=4, help="Llama blocks in part 2")
+    ap.add_argument("--quick", action="store_true", help="a few corpus steps and models only")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.torch_threads)
+    start = time.perf_counter()
+    out = {"corpus": corpus(args), "llama_checkpointing": llama_checkpointing(args),
+           "budget_mode": budget_mode(args), "monotone": monotone(args)}
+    print(f"\n{time.perf_counter() - start:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+// One training step as one program: the forward, the backward, gradient
+// accumulation and the optimizer's step(), `steps` times in a row, simulated
+// by the runtime model and joined with the identity of every tensor carried
+// across them (python/peakmem/step.py's module docstring states the step and
+// the rules; this is where they are implemented, for estimate_step and for
+// `peakmem step STEP.json` alike).
+//
+// The step, as measure_step runs it:
+//
+//   loss = model(*inputs)        # the forward trace; the caller holds every argument
+//   loss.backward()              # the backward trace, called as Thunder's autograd
+//                                # function calls it; AccumulateGrad into .grad
+//   optimizer.step()             # peakmem.optimizer_program's program
+//   optimizer.zero_grad(set_to_none=True)   # when zero_grad
+//
+// with the parameters, buffers and inputs held throughout.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "peakmem/ir/parsed_trace.h"
+#include "peakmem/models/runtime_model.h"
+#include "peakmem/report/report.h"
+
+namespace peakmem {
+
+// What joins the traces: the names they use for what crosses between them,
+// and what the step holds outside them.
+struct TrainingStepSpec {
+  // The forward's tensors saved for the backward, in the order the backward
+  // unpacks them (the forward's return: `(saved_tensors, saved_other)`).
+  std::vector<std::string> saved;
+  // The forward's outputs (the loss): held until step() returns.
+  std::vector<std::string> outputs;
+  // The forward's flat arguments, in order; the backward returns one gradient
+  // (or none) for each.
+  std::vector<std::string> flat_args;
+  // The backward's returned gradient for each flat argument ("" for none).
+  std::vector<std::string> grads;
+  // The backward's cotangent arguments: autograd holds them.
+  std::vector<std::string> cotangents;
+  std::int64_t cotangent_bytes = 0;  // torch.ones_like(loss)
+  // Bytes of the distinct storages the module holds (parameters and
+  // buffers) and the caller's input tensors.
+  std::int64_t parameter_bytes = 0;
+  std::int64_t input_bytes = 0;
+  // With an optimizer: what its trainable parameters hold (-1: not checked),
+  // the names its state has in its step() programs, and its class's name.
+  std::int64_t trainable_bytes = -1;
+  std::vector<std::string> optimizer_state;
+  std::string optimizer_name;
+  int steps = 1;
+  bool zero_grad = true;
+  int cpu_threads = 0;  // RuntimeOptions::cpu_threads
+  // Each forward and backward value's nn.Module path ("" for the top),
+  // for the breakdown by module (python/peakmem/module_paths.py); empty: none.
+  std::map<std::string, std::string, std::less<>> value_modules;
+  // The same for the optimizer programs' values (a parameter's state and
+  // temporaries: the parameter's module).
+  std::map<std::string, std::string, std::less<>> optimizer_modules;
+  // The module path of each parameter or buffer storage the module holds,
+  // its bytes, and whether the optimizer trains it (in the optimizer's
+  // order: the backward's gradients and the state follow it).
+  struct HeldTensor {
+    std::string module;
+    std::int64_t bytes = 0;
+    bool trainable = false;
+  };
+  std::vector<HeldTensor> held;
+};
+
+// One trace run of the step, as the timeline shows it.
+struct TrainingStepPhase {
+  std::string phase;  // "forward", "backward" or "optimizer"
+  int step = 1;       // 1-based
+  // Which report ran: 0 the forward, 1 the backward, 2 the optimizer's
+  // first step() (it makes the state), 3 a later one.
+  int program = 0;
+  std::int64_t around = 0;           // bytes held beside the trace's own
+  std::int64_t gradients = 0;        // of them, .grad kept from earlier steps
+  std::int64_t optimizer_state = 0;  // and the optimizer's state
+};
+
+struct TrainingStepResult {
+  std::int64_t peak_bytes = 0;
+  std::int64_t final_bytes = 0;
+  std::string phase_at_peak = "forward";
+  int step_at_peak = 1;
+  // The bytes held at the peak by category: parameters, inputs, gradients,
+  // optimizer_state, activations, temporaries (they sum to peak_bytes).
+  std::vector<std::pair<std::string, std::int64_t>> by_category;
+  // The same by nn.Module path (empty without TrainingStepSpec::value_modules),
+  // largest first; "" is the top module (the loss, the cotangent, inputs).
+  std::vector<std::pair<std::string, std::int64_t>> by_module;
+  Report forward, backward;
+  std::optional<Report> optimizer_first, optimizer_later;
+  std::vector<TrainingStepPhase> phases;
+  // Storages of the forward saved for the backward and owned by the
+  // forward, of the backward's returned gradients, and of the state the
+  // optimizer's first step() makes: the timeline's categories.
+  std::vector<StorageId> saved_storages, grad_storages, first_state_storages;
+  std::int64_t grad_bytes = 0;  // the gradients the backward returns
+};
+
+// The backward's argument tensors as the step passes them
+// (RuntimeOptions::argument_tensors): each saved tensor the forward's own
+// (a parameter, input or output is external; saved views of one forward
+// storage are one storage with the forward's strides), and the cotangents
+// autograd holds. `forward`: the forward's report with its returned
+// tensors. Adds to `out`; returns the bytes of the storages the backward
+// owns. Throws std::runtime_error for a saved tensor the forward does not return.
+std::int64_t BackwardArgumentTensors(const TrainingStepSpec& spec, const Report& forward,
+                                     std::vector<ArgumentTensor>* out);
+
+// Simulates the step. `optimizer_first`/`optimizer_later`: the optimizer's
+// first and later step() programs (null: no optimizer; `later` is needed
+// when spec.steps > 1). `events`: the reports keep their allocation event
+// streams (the timeline). Throws std::invalid_argument for a step peakmem
+// does not model (a gradient that is a view of a held tensor, two gradients
+// sharing a storage, gradients that do not match the trainable parameters)
+// and TraceError / std::runtime_error for traces that do not fit together.
+TrainingStepResult SimulateTrainingStep(const ParsedTrace& forward, const ParsedTrace& backward,
+                                        const ParsedTrace* optimizer_first,
+                                        const ParsedTrace* optimizer_later,
+                                        const TrainingStepSpec& spec, bool events = false);
+
+}  // namespace peakmem

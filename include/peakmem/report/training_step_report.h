@@ -1,0 +1,29 @@
+// A training step's result (models/training_step.h) as `peakmem step`
+// prints it: text for people, JSON for scripts (docs/step-file.md, "The
+// report").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "peakmem/models/training_step.h"
+
+namespace peakmem {
+
+struct TrainingStepReportOptions {
+  std::string name;                   // the step file, for the heading
+  std::string optimizer;              // its description ("" without one)
+  std::optional<std::int64_t> budget;  // bytes the step must fit in
+  std::size_t modules = 10;           // the text lists this many modules, the largest
+};
+
+std::string TrainingStepToText(const TrainingStepResult& step, const TrainingStepReportOptions& options);
+// {"schema_version", "kind": "training_step", "peak_bytes", "final_bytes",
+//  "phase_at_peak", "step_at_peak", "by_category", "by_module", "budget",
+//  "fits", "headroom_bytes", "phases": [{"phase", "step", "peak_bytes",
+//  "around_bytes"}], "diagnostics"}.
+std::string TrainingStepToJson(const TrainingStepResult& step, const TrainingStepReportOptions& options,
+                               int indent = 2);
+
+}  // namespace peakmem

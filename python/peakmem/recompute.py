@@ -1,0 +1,329 @@
+"""Recomputation: forward values the backward makes again instead of saving.
+
+A training step's backward reads tensors the forward saved; each is held
+from the forward's end to its last use in the backward. A saved tensor made
+by a cheap, deterministic op (a view or a pointwise op: the op registry's
+``RecomputeCostOf``, never matmul, attention, reductions or random ops) can
+be dropped from the saved list and made again in the backward, from inputs
+the backward has: tensors still saved, or values recomputed before it. An
+input that is neither is saved in its place (a forward argument, a
+parameter or an input, costs nothing saved: the step holds it anyway).
+
+The search (``search``) is greedy and judged by the exact step simulation:
+each round tries every candidate on top of the choices so far, re-simulates
+the whole step's peak (peakmem.step: forward, backward, gradients,
+optimizer, with every tensor's identity) and keeps the one that lowers the
+peak the most per added FLOP (one FLOP per output element of a pointwise
+op, none for a view); a candidate that does not lower the peak is never
+kept. With a budget it stops as soon as the step fits, so a larger budget
+stops earlier along the same sequence of choices: the recomputation, and
+the FLOPs it adds, shrink as the budget grows.
+
+The rewritten traces are made the way Thunder makes its own
+(thunder/transforms/autodiff.py: split_into_forward_and_backward; frees by
+thunder.executors.passes.del_last_used), so they run: ``recompute_transform``
+applies a choice inside ``thunder.jit`` (it rewrites the forward and then the
+backward Thunder hands it), which is how ``measure_step`` proves a plan by
+running it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["Recomputation", "candidates", "recompute_transform", "rewrite", "search"]
+
+
+@dataclass(frozen=True)
+class Recomputation:
+    """What the search chose, and what it did to the step's peak.
+
+    Attributes:
+        names: the forward values recomputed in the backward, in forward order.
+        added_flops: the work the backward does again (one per output element
+            of each recomputed pointwise op; views are free).
+        peak_before, peak_after: the step's peak without and with it (bytes).
+        budget: the bytes asked for (None: as low as it goes); fits: whether
+            the peak is within it.
+        steps: each kept choice as (name, peak after it, FLOPs added by it).
+        simulations: step simulations run; seconds: the search's wall time;
+        time_budget_reached: the search stopped on its time budget.
+    """
+
+    names: tuple[str, ...] = ()
+    added_flops: int = 0
+    peak_before: int = 0
+    peak_after: int = 0
+    budget: int | None = None
+    fits: bool | None = None
+    steps: tuple[tuple[str, int, int], ...] = ()
+    simulations: int = 0
+    seconds: float = 0.0
+    time_budget_reached: bool = False
+
+
+def _prims():
+    from thunder.core import prims
+
+    return prims
+
+
+def _return_parts(fw: Any) -> tuple[Any, dict, tuple, tuple]:
+    """The forward's return bound symbol, its dict, its saved tensors and saved others."""
+    ret = fw.bound_symbols[-1]
+    if ret.sym.id != _prims().PrimIDs.RETURN:
+        raise ValueError(f"the forward does not end with a return (its last op is {ret.sym.name})")
+    data, (saved, other) = ret.args
+    return ret, data, tuple(saved), tuple(other)
+
+
+def _producers(fw: Any) -> dict[str, Any]:
+    """Each forward value's producing bound symbol."""
+    out: dict[str, Any] = {}
+    for b in fw.bound_symbols:
+        for p in b.flat_proxy_outs:
+            out.setdefault(p.name, b)
+    return out
+
+
+@dataclass
+class _Candidate:
+    name: str
+    bsym: Any
+    flops: int
+    inputs: tuple[str, ...]  # the tensor values its op reads
+
+
+def candidates(fw: Any) -> list[_Candidate]:
+    """The saved tensors the backward could make again, in forward order:
+    made by a view or pointwise op (``_core.op_recompute_cost``), one tensor
+    output, tensor inputs only among its proxies, not a forward output."""
+    from thunder.core.proxies import TensorProxy
+
+    from . import _core
+
+    _, data, saved, _other = _return_parts(fw)
+    outputs = {p.name for p in _flat_proxies(data.get("output"))}
+    args = {p.name for p in _flat_proxies(data.get("flat_args"))}
+    producers = _producers(fw)
+    out: list[_Candidate] = []
+    for t in saved:
+        if t.name in outputs or t.name in args or t.name not in producers:
+            continue
+        b = producers[t.name]
+        cost = _core.op_recompute_cost(b.sym.name)
+        proxies_in = list(b.flat_proxy_args)
+        if not cost or len(b.flat_proxy_outs) != 1:
+            continue
+        if any(not isinstance(p, TensorProxy) for p in proxies_in):
+            continue
+        flops = 0 if cost == "view" else int(t.numel)
+        out.append(_Candidate(t.name, b, flops, tuple(p.name for p in proxies_in)))
+    return out
+
+
+def _flat_proxies(x: Any) -> list:
+    from thunder.core.proxies import Proxy
+
+    if isinstance(x, Proxy):
+        return [x]
+    if isinstance(x, dict):
+        return [p for v in x.values() for p in _flat_proxies(v)]
+    if isinstance(x, (list, tuple)):
+        return [p for v in x for p in _flat_proxies(v)]
+    return []
+
+
+def _closure(fw: Any, names: list[str], by_name: dict[str, _Candidate]) -> tuple[list[str], list[Any]]:
+    """The saved list when `names` are recomputed (in the forward's order,
+    inputs the backward would lack saved in their place: a forward argument
+    saved costs the step nothing, it is held anyway) and the bound symbols
+    that recompute them, in forward order."""
+    _, _data, saved, _other = _return_parts(fw)
+    chosen = set(names)
+    order = [b for b in fw.bound_symbols if any(p.name in chosen for p in b.flat_proxy_outs)]
+    kept = [t.name for t in saved if t.name not in chosen]
+    available = set(kept)
+    for b in order:
+        for n in by_name[b.flat_proxy_outs[0].name].inputs:
+            if n not in available:
+                kept.append(n)  # an input the backward lacks: saved instead
+                available.add(n)
+        available.add(b.flat_proxy_outs[0].name)
+    return kept, order
+
+
+def rewrite(fw: Any, bw: Any, names: list[str]) -> tuple[Any, Any]:
+    """The forward and backward with `names` recomputed in the backward."""
+    by_name = {c.name: c for c in candidates(fw)}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise ValueError(f"cannot recompute {', '.join(missing)}: not a saved tensor made by a view or "
+                         "pointwise op in this forward trace")
+    kept, order = _closure(fw, list(names), by_name)
+    return rewrite_forward(fw, kept), rewrite_backward(fw, bw, kept, order)
+
+
+def _proxies_by_name(trace: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for b in trace.bound_symbols:
+        for p in list(b.flat_proxy_outs) + list(b.flat_proxy_args):
+            out.setdefault(p.name, p)
+    for p in _flat_proxies(list(trace.args)):
+        out.setdefault(p.name, p)
+    return out
+
+
+def rewrite_forward(fw: Any, kept: list[str]) -> Any:
+    """`fw` returning `kept` as its saved tensors, its frees made again."""
+    from thunder.core.trace import from_trace
+    from thunder.executors.passes import del_last_used
+
+    prims = _prims()
+    ret, data, _saved, other = _return_parts(fw)
+    proxies = _proxies_by_name(fw)
+    new_ret = ret.from_bsym(args=(data, (tuple(proxies[n] for n in kept), other)))
+    out = from_trace(fw)
+    out.bound_symbols = [b for b in fw.bound_symbols[:-1] if b.sym.id != prims.PrimIDs.DEL] + [new_ret]
+    return del_last_used(out)
+
+
+def rewrite_backward(fw: Any, bw: Any, kept: list[str], recompute: list[Any]) -> Any:
+    """`bw` taking `kept` as its saved tensors and running the `recompute`
+    bound symbols (the forward's) where their values are first read, built
+    as Thunder builds a backward
+    (split_into_forward_and_backward), its frees made again."""
+    from thunder.core.proxies import CollectionProxy
+    from thunder.core.trace import TraceCtx, tracectx
+    from thunder.executors.passes import del_last_used
+
+    prims = _prims()
+    _, _data, _saved, other = _return_parts(fw)
+    proxies = _proxies_by_name(fw)
+    prologue_ids = {prims.PrimIDs.UNPACK_TRIVIAL, prims.PrimIDs.UNPACK_SEQUENCE, prims.PrimIDs.DEL}
+    grad_outs = None
+    body = []
+    for b in bw.bound_symbols:
+        if b.sym.id == prims.PrimIDs.UNPACK_SEQUENCE and b.args and getattr(b.args[0], "name", "") == "cotangents":
+            grad_outs = list(b.output)
+        if b.sym.id in prologue_ids or b.sym.name == "clear_mutable_collection":
+            continue
+        body.append(b)
+    if grad_outs is None:
+        raise ValueError("the backward does not unpack its cotangents as Thunder's backward traces do")
+
+    def backward_fn(saved_for_backward, cotangents):
+        pass
+
+    out = TraceCtx(fn=backward_fn)
+    out.tags.update(getattr(bw, "tags", ()))
+    out.names = set(bw.names) - {"C0", "C1", "saved_for_backward", "cotangents"}
+    out.name_ctr = bw.name_ctr
+    with tracectx(out):
+        c0 = CollectionProxy([proxies[n] for n in kept], name="C0")
+        c1 = CollectionProxy(list(other), name="C1")
+        saved = CollectionProxy([c0, c1], name="saved_for_backward")
+        cotangents = CollectionProxy(grad_outs, name="cotangents")
+        out.args = ([c0.collection(), c1.collection()], cotangents.collection())
+        prims.unpack_trivial(saved, name="saved_for_backward")
+        prims.unpack_trivial(cotangents, name="cotangents")
+        prims.unpack_sequence(saved, len(saved.coll))
+        prims.unpack_sequence(cotangents, len(cotangents.coll))
+        prims.unpack_sequence(c0, len(c0.coll))
+        prims.unpack_sequence(c1, len(c1.coll))
+    out.bound_symbols += _placed(recompute, body)
+    return del_last_used(out, clear_mutable_collections=True)
+
+
+def _placed(recompute: list[Any], body: list[Any]) -> list[Any]:
+    """`body` with each `recompute` bound symbol just before the first that
+    reads its output (the latest it may run: its value is alive the
+    shortest), the last in forward order placed first so that a value's
+    recomputation precedes the recomputations that read it."""
+    out = list(body)
+    for b in reversed(recompute):
+        name = b.flat_proxy_outs[0].name
+        at = next((i for i, x in enumerate(out) if any(p.name == name for p in x.flat_proxy_args)), len(out))
+        out.insert(at, b.from_bsym())
+    return out
+
+
+def search(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], budget: int | None = None,
+           time_budget: float = 10.0) -> tuple[Recomputation, Any, Any]:
+    """The greedy search of the module docstring. `simulate(fw, bw)` is the
+    step's peak with those traces. Returns the choice and the rewritten
+    forward and backward (`fw`, `bw` themselves when nothing is recomputed)."""
+    start = time.perf_counter()
+    pool = candidates(fw)
+    by_name = {c.name: c for c in pool}
+    before = simulate(fw, bw)
+    simulations = 1
+    current, chosen, flops, steps = before, [], 0, []
+    best_traces = (fw, bw)
+    reached = False
+    while budget is None or current > budget:
+        best = None
+        for c in pool:
+            if c.name in chosen:
+                continue
+            if time.perf_counter() - start > time_budget:
+                reached = True
+                break
+            trial = chosen + [c.name]
+            traces = rewrite(fw, bw, trial)
+            peak = simulate(*traces)
+            simulations += 1
+            if peak >= current:
+                continue
+            score = (current - peak) / max(1, c.flops)
+            if best is None or (score, -peak) > (best[0], -best[1]):
+                best = (score, peak, c, traces)
+        if best is None:
+            break
+        _, current, c, best_traces = best
+        chosen.append(c.name)
+        flops += c.flops
+        steps.append((c.name, current, c.flops))
+        if reached:
+            break
+    order = {c.name: i for i, c in enumerate(pool)}
+    result = Recomputation(
+        names=tuple(sorted(chosen, key=order.__getitem__)), added_flops=flops, peak_before=before,
+        peak_after=current, budget=budget, fits=None if budget is None else current <= budget,
+        steps=tuple(steps), simulations=simulations, seconds=time.perf_counter() - start,
+        time_budget_reached=reached)
+    return result, best_traces[0], best_traces[1]
+
+
+def recompute_transform(names: list[str] | tuple[str, ...]) -> Any:
+    """A Thunder transform recomputing `names` in the backward:
+    ``thunder.jit(model, transforms=[recompute_transform(plan.names)])``.
+    Thunder hands ``transform_trace_post_optimization`` the forward, then the
+    backward (thunder/__init__.py); the forward is kept to rewrite the
+    backward with."""
+    from thunder.core.transform_common import Transform
+
+    class RecomputeTransform(Transform):
+        def __init__(self) -> None:
+            self.names = list(names)
+            self.forward: Any = None
+
+        def transform_trace_post_optimization(self, computation_trace: Any, **kwargs: Any) -> Any:
+            if not self.names:
+                return computation_trace
+            if self.forward is None:
+                self.forward = computation_trace
+                by_name = {c.name: c for c in candidates(computation_trace)}
+                missing = [n for n in self.names if n not in by_name]
+                if missing:
+                    raise ValueError(f"cannot recompute {', '.join(missing)}: this forward trace does not "
+                                     "save them (the plan was made for another trace)")
+                kept, self._order = _closure(computation_trace, self.names, by_name)
+                self._kept = kept
+                return rewrite_forward(computation_trace, kept)
+            return rewrite_backward(self.forward, computation_trace, self._kept, self._order)
+
+    return RecomputeTransform()
+
