@@ -146,14 +146,15 @@ def monotone(args):
     torch.manual_seed(0)
     model = GPT().to("meta")
     idx = torch.randint(0, 512, (4, 128), device="meta")
-    full = peakmem.estimate_step(model, idx, idx, plan={"recompute": True}).recomputation
+    targets = torch.randint(0, 512, (4, 128), device="meta")
+    full = peakmem.estimate_step(model, idx, targets, plan={"recompute": True}).recomputation
     lo, hi = full.peak_after, full.peak_before
     rows = []
     print("\n| GPT, batch 4: budget | peak | fits | values recomputed | FLOPs added |")
     print("|---:|---:|---|---:|---:|")
     for k in range(6):
         budget = lo + (hi - lo) * k // 5
-        rc = peakmem.estimate_step(model, idx, idx, plan={"budget": budget}).recomputation
+        rc = peakmem.estimate_step(model, idx, targets, plan={"budget": budget}).recomputation
         rows.append({"budget": budget, "peak": rc.peak_after, "fits": rc.fits, "recomputed": len(rc.names),
                      "added_flops": rc.added_flops})
         print(f"| {budget:,} | {rc.peak_after:,} | {rc.fits} | {len(rc.names)} | {rc.added_flops:,} |")
@@ -168,14 +169,17 @@ def main() -> int:
     ap.add_argument("--torch-threads", type=int, default=2)
     ap.add_argument("--layers", type=int, default=4, help="Llama blocks in part 2")
     ap.add_argument("--quick", action="store_true", help="a few corpus steps and models only")
+    ap.add_argument("--only", nargs="*", choices=["corpus", "llama_checkpointing", "budget_mode", "monotone"],
+                    help="run these parts only")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(args.torch_threads)
     start = time.perf_counter()
-    out = {"corpus": corpus(args), "llama_checkpointing": llama_checkpointing(args),
-           "budget_mode": budget_mode(args), "monotone": monotone(args)}
+    parts = {"corpus": corpus, "llama_checkpointing": llama_checkpointing, "budget_mode": budget_mode,
+             "monotone": monotone}
+    out = {name: run(args) for name, run in parts.items() if not args.only or name in args.only}
     print(f"\n{time.perf_counter() - start:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")

@@ -41,7 +41,7 @@ CORPUS = REPO / "tests" / "data" / "distributed"
 WORLD_SIZES = (2, 4, 8)
 # Strategies stored as entries; every other strategy in program.STRATEGIES
 # must print the same traces as the stored one it names.
-STORED = ("fsdp-zero2", "ddp")
+STORED = ("fsdp-zero2", "ddp", "tp-column", "tp-row")
 EQUIVALENT_TO = {
     "fsdp-zero3": "fsdp-zero2",
     "fsdp-zero2-layer": "fsdp-zero2",

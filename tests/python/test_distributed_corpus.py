@@ -7,7 +7,7 @@ made by scripts/make_distributed_corpus.py under torch's fake process group).
 (b) Thunder's get_alloc_memory: the `thunder` model equals the stored
     estimate, except for one difference of Thunder's own, derived below.
 (c) live: one rank re-traced and measured now prints the stored traces and
-    is predicted to the byte.
+    is predicted to the byte (FSDP, and tensor parallelism).
 (d) the strategies Thunder prints alike are each listed in equivalent.json.
 """
 
@@ -36,7 +36,7 @@ def measured(entry: str) -> dict:
 
 def test_the_corpus_covers_the_strategies_world_sizes_and_ranks():
     seen = {(m["strategy"], m["world_size"], m["rank"]) for m in map(measured, ENTRIES)}
-    for strategy in ("fsdp-zero2", "ddp"):
+    for strategy in ("fsdp-zero2", "ddp", "tp-column", "tp-row"):
         for ws in (2, 4, 8):
             assert {(strategy, ws, 0), (strategy, ws, ws - 1)} <= seen
 
@@ -72,6 +72,17 @@ def test_thunder_model_equals_get_alloc_memory(entry, kind):
         shards = argument_bytes(entry, kind) - x_bytes
         assert want["peak"] - got[0] == UNSHARDED_PARAMETER_BYTES - shards
         assert [k for k, _ in want["breakdown"]] == list(got[1])
+    elif entry.startswith("tp-"):
+        # The same for tensor parallelism, forward and backward: each sharded
+        # parameter the trace takes (fc1's weight and bias column-wise, fc2's
+        # weight row-wise) Thunder counts at its unsharded size, f32
+        # 256 x 128 (131,072 bytes) or 256 (1,024); everything else agrees.
+        unsharded = {"weight": 131_072, "bias": 1_024}
+        layer = "fc1" if entry.startswith("tp-column") else "fc2"
+        differ = {k: (v, got[1][k]) for k, v in want["breakdown"] if got[1][k] != v}
+        assert differ and all(k.startswith(f"argument t_blocks_") and f"_{layer}_" in k for k in differ)
+        assert all(w == unsharded[k.rsplit("_", 1)[1]] for k, (w, _) in differ.items())
+        assert want["peak"] - got[0] == sum(w - g for w, g in differ.values())
     else:
         assert got[0] == want["peak"]
         assert list(got[1].items()) == [tuple(p) for p in want["breakdown"]]
@@ -99,6 +110,21 @@ def test_what_collectives_allocated_is_its_own_category():
     assert [a["category"] for a in gathered] == ["output"]  # the head's weight, saved
 
 
+def test_tensor_parallel_shards_the_layers_and_syncs_their_outputs():
+    # Column-wise: each block's fc1 (256 x 128 weight, 256 bias) split by rows
+    # over W ranks, its output all-gathered to [4W, 32, 256 / W]... back to
+    # the full features; row-wise: fc2 (128 x 256) split by columns, its
+    # partial output all-reduced. The traces say so, and nothing is unknown.
+    for strategy, collective in (("tp-column", "torch_all_gather_prim_impl"),
+                                 ("tp-row", "torch_all_reduce_prim_impl")):
+        for ws in (2, 4, 8):
+            text = (DISTRIBUTED / f"{strategy}-ws{ws}-rank0" / "fw.trace").read_text()
+            assert text.count(f"= {collective}(") == 2, (strategy, ws)
+            layer, shape = ("fc1", f"f32[{256 // ws}, 128]") if strategy == "tp-column" else \
+                ("fc2", f"f32[128, {256 // ws}]")
+            assert f'# t_blocks_0_{layer}_weight: "cpu {shape}"' in text, (strategy, ws)
+
+
 def test_strategies_thunder_prints_alike_are_declared():
     equivalent = json.loads((DISTRIBUTED / "equivalent.json").read_text())
     for strategy in ("fsdp-zero3", "fsdp-zero2-layer", "fsdp-zero2-block", "fsdp-zero3-layer", "fsdp-zero3-block"):
@@ -106,10 +132,11 @@ def test_strategies_thunder_prints_alike_are_declared():
             assert equivalent[f"{strategy}-ws{ws}-rank0"] == f"fsdp-zero2-ws{ws}-rank0"
 
 
-def test_a_rank_retraced_now_is_predicted_to_the_byte(tmp_path):
-    entry = "fsdp-zero2-ws4-rank3"
+@pytest.mark.parametrize("strategy", ["fsdp-zero2", "tp-row"])
+def test_a_rank_retraced_now_is_predicted_to_the_byte(tmp_path, strategy):
+    entry = f"{strategy}-ws4-rank3"
     script = REPO / "scripts" / "make_distributed_corpus.py"
-    subprocess.run([sys.executable, str(script), "--child", "entry", "fsdp-zero2", "4", "3", str(tmp_path)],
+    subprocess.run([sys.executable, str(script), "--child", "entry", strategy, "4", "3", str(tmp_path)],
                    check=True, capture_output=True)
     now = json.loads((tmp_path / "measured.json").read_text())
     for kind in ("fw", "bw"):

@@ -26,7 +26,8 @@ def run(strategy: str, world_size: int, rank: int) -> list[dict]:
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-@pytest.mark.parametrize("strategy,world_size,rank", [("fsdp-zero2", 4, 3), ("ddp", 2, 1)])
+@pytest.mark.parametrize("strategy,world_size,rank", [("fsdp-zero2", 4, 3), ("ddp", 2, 1), ("tp-column", 4, 3),
+                                                     ("tp-row", 2, 1)])
 def test_a_ranks_step_is_estimated_to_the_byte(strategy, world_size, rank):
     results = run(strategy, world_size, rank)
     assert len(results) == 6
@@ -35,5 +36,11 @@ def test_a_ranks_step_is_estimated_to_the_byte(strategy, world_size, rank):
         assert r["meta"] == r["estimate"], r
     # FSDP holds the rank's shards (the head's 30 rows padded to 32: 136,480
     # bytes on 4 ranks, tests/data/distributed/README.md); DDP every parameter.
+    # Tensor parallel shards each block's layer: column-wise fc1 (256 x 128
+    # weight and 256 bias, 132,096 bytes) to a quarter on 4 ranks, 99,072
+    # fewer bytes a block; row-wise fc2's weight (128 x 256, 131,072 bytes;
+    # its bias is not sharded) to a half on 2 ranks, 65,536 fewer a block.
     held = {r["parameters"] for r in results}
-    assert held == ({136_480} if strategy.startswith("fsdp") else {UNSHARDED})
+    want = {"fsdp-zero2": 136_480, "ddp": UNSHARDED, "tp-column": UNSHARDED - 2 * 99_072,
+            "tp-row": UNSHARDED - 2 * 65_536}[strategy]
+    assert held == {want}

@@ -69,6 +69,39 @@ def _ddp(jitted, device):
     return td.ddp(jitted)
 
 
+def _tensor_parallel(kind):
+    """Thunder's column_parallel / row_parallel (thunder/distributed/
+    tensor_parallel/column_wise.py, row_wise.py) as those functions apply
+    them, on `device`: their transform sets its device to cuda:rank in
+    __post_init__ whatever the caller wants (common.py), so it is set to
+    `device` after. Column-wise shards each block's fc1 (its output
+    all-gathered), row-wise each block's fc2 (its output all-reduced),
+    wherever the model sits in the jitted module (a step's loss wraps it)."""
+
+    def apply(jitted, device):
+        import re
+
+        from thunder.core.transforms import add_transform
+        from thunder.distributed import copy_default_process_group
+        from thunder.distributed.tensor_parallel.column_wise import TransformForColumnWiseParallel
+        from thunder.distributed.tensor_parallel.row_wise import TransformForRowWiseParallel
+        from thunder.transforms import MaterializationTransform
+        import torch.distributed as dist
+
+        group = copy_default_process_group()
+        cls, layer = ((TransformForColumnWiseParallel, "fc1") if kind == "column"
+                      else (TransformForRowWiseParallel, "fc2"))
+        transform = cls(rank=dist.get_rank(group), world_size=dist.get_world_size(group), process_group=group,
+                        target_modules=[n for n, _ in jitted._model.named_modules()
+                                        if re.search(rf"(^|\.)blocks\.\d+\.{layer}$", n)])
+        transform.device = device
+        materialize = MaterializationTransform(device=device,
+                                               init=MaterializationTransform.init_from_original_module_init())
+        return add_transform(jitted, transform=[transform, materialize])
+
+    return apply
+
+
 STRATEGIES = {
     "fsdp-zero2": _fsdp("ZERO2", "NONE"),
     "fsdp-zero3": _fsdp("ZERO3", "NONE"),
@@ -77,4 +110,6 @@ STRATEGIES = {
     "fsdp-zero3-layer": _fsdp("ZERO3", "LAYER"),
     "fsdp-zero3-block": _fsdp("ZERO3", "BLOCK"),
     "ddp": _ddp,
+    "tp-column": _tensor_parallel("column"),
+    "tp-row": _tensor_parallel("row"),
 }
