@@ -49,6 +49,7 @@ struct AnalyzeArgs {
   int threads = 0;
   int rank = 0;
   int world_size = 0;
+  std::string dtensor_layout;
   std::string allocator = "requested";
   std::string alloc_conf;  // empty: PYTORCH_CUDA_ALLOC_CONF's
   std::string device_memory;
@@ -161,6 +162,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
     text_options.threads = args.threads;
     text_options.fusion_subsymbols_only = true;  // the models read no others
     text_options.rank = args.rank;
+    text_options.dtensor_layout = args.dtensor_layout;
     text_options.world_size = args.world_size;
     kept_trace = new peakmem::ParsedTrace(peakmem::LoadTrace(args.trace, text_options));
     // --format took only registered names.
@@ -311,6 +313,10 @@ CLI::App* AddAnalyze(CLI::App& app, AnalyzeArgs& args) {
                    "the shard it holds (their types give the mesh and placements)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  analyze->add_option("--dtensor-layout", args.dtensor_layout,
+                      "The mesh and placements of DTensor types that print none (older printers' "
+                      "'DTensor cuda:0 f32[16, 16]'), as the current printer writes them after the "
+                      "shape: \" mesh=DeviceMesh((4,), 'cuda', stride=(1,)), placements=(Shard(dim=0),)\"");
   analyze
       ->add_option("--world-size", args.world_size,
                    "The world size of a distributed program, where the trace does not say it (a "

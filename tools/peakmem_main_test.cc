@@ -618,5 +618,30 @@ TEST_F(Cli, StepBadFilesAndUsageAreErrors) {
   EXPECT_EQ(RunCli("step " + ShellQuote(path) + " --zero-grad --keep-grad").exit_code, 2);
 }
 
+// An older printer's DTensor type (no mesh or placements) with the layout
+// given on the command line: `a` is f32[10, 16] sharded by rows over 4 ranks
+// (torch.chunk: 3, 3, 3, 1 rows), and `b = a * a` the same: rank 3 holds one
+// row of each, 64 + 64 bytes; rank 0 three, 192 + 192.
+TEST_F(Cli, OlderDTensorTypesReadWithTheLayoutGiven) {
+  const std::string path = TempPath("older_dtensor.trace");
+  WriteFile(path,
+            "def f(a):\n"
+            "  # a: \"DTensor cuda:0 f32[10, 16]\"\n"
+            "  b = dtensor_mul_prim(a, a)  # b: \"DTensor cuda:0 f32[10, 16]\"\n"
+            "  return b\n");
+  const std::string layout =
+      ShellQuote(" mesh=DeviceMesh((4,), 'cuda', stride=(1,)), placements=(Shard(dim=0),)");
+  const CliResult rank3 = RunCli("analyze " + ShellQuote(path) + " --format json --rank 3 --dtensor-layout " + layout);
+  ASSERT_EQ(rank3.exit_code, 0) << rank3.err;
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(rank3.out);
+  EXPECT_EQ(j.at("peak_bytes"), 128);
+  const CliResult rank0 = RunCli("analyze " + ShellQuote(path) + " --format json --dtensor-layout " + layout);
+  ASSERT_EQ(rank0.exit_code, 0) << rank0.err;
+  EXPECT_EQ(nlohmann::ordered_json::parse(rank0.out).at("peak_bytes"), 384);
+  const CliResult none = RunCli("analyze " + ShellQuote(path));
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("'a': the DTensor type names no mesh and placements"), std::string::npos) << none.err;
+}
+
 }  // namespace
 }  // namespace peakmem

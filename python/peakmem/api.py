@@ -48,6 +48,7 @@ def analyze(
     rank: int = 0,
     world_size: int = 0,
     torch_threads: int | None = None,
+    dtensor_layout: str = "",
 ) -> _core.Report:
     """Analyses a trace with one model and returns a Report.
 
@@ -82,6 +83,11 @@ def analyze(
     trace says) gives the world size where the trace does not say it (a
     collective's shapes or a DTensor mesh do); a trace that says another
     raises ``peakmem.TraceError``. ``report.distributed`` tells both.
+    `dtensor_layout`: the mesh and placements of DTensor types that print
+    none (older printers' ``DTensor cuda:0 f32[16, 16]``), as the current
+    printer writes them after the shape (``" mesh=DeviceMesh((4,), 'cuda',
+    stride=(1,)), placements=(Shard(dim=0),)"``); every such value is read
+    so. Empty (the default): such a type is an error naming the value.
 
     `torch_threads`: the intra-op threads PyTorch runs the trace's CPU
     kernels with (some kernels' scratch is per thread: a strided 1x1
@@ -100,7 +106,8 @@ def analyze(
     file and ``TypeError`` for an object that is none of the above.
     """
     options = (model, convention, scratch, allocator, alloc_conf, device_memory)
-    rank_and_threads = {"rank": rank, "world_size": world_size, "torch_threads": _torch_threads(torch_threads)}
+    rank_and_threads = {"rank": rank, "world_size": world_size, "torch_threads": _torch_threads(torch_threads),
+                        "dtensor_layout": dtensor_layout}
     if _is_trace_ctx(trace):
         return _core.analyze_live(trace, *options, events=events, **rank_and_threads)
     if isinstance(trace, os.PathLike):

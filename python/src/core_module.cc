@@ -308,14 +308,16 @@ peakmem::ReportOptions WithEvents(bool events) {
   return options;
 }
 
-// Reading for rank `rank` (DTensor types' shards, ir/dtensor_layout.h).
-peakmem::TextReadOptions RankRead(int rank, int world_size) {
+// Reading for rank `rank` (DTensor types' shards, ir/dtensor_layout.h;
+// `dtensor_layout` for those that print none).
+peakmem::TextReadOptions RankRead(int rank, int world_size, const std::string& dtensor_layout = "") {
   if (rank < 0) throw std::invalid_argument("rank must be >= 0, got " + std::to_string(rank));
   if (world_size < 0)
     throw std::invalid_argument("world_size must be >= 0, got " + std::to_string(world_size));
   peakmem::TextReadOptions options;
   options.rank = rank;
   options.world_size = world_size;
+  options.dtensor_layout = dtensor_layout;
   return options;
 }
 
@@ -326,19 +328,20 @@ void BindAnalyze(nb::module_& m) {
       [](const std::string& text, const std::string& name, const std::string& model,
          const std::string& convention, bool scratch, const std::string& allocator,
          const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool events, int rank, int world_size, int torch_threads) {
+         const std::optional<std::string>& device_memory, bool events, int rank, int world_size, int torch_threads,
+         const std::string& dtensor_layout) {
         const peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
         return PyReport(
-            peakmem::Analyze(peakmem::ParseTrace(name, text, RankRead(rank, world_size)), model,
+            peakmem::Analyze(peakmem::ParseTrace(name, text, RankRead(rank, world_size, dtensor_layout)), model,
                              options, WithEvents(events), priced));
       },
       nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
       nb::arg("convention") = "auto", nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
-      nb::arg("torch_threads") = 0,
+      nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "",
       "Analyse printed trace text (or peakmem's JSON export).");
 
   m.def(
@@ -347,7 +350,7 @@ void BindAnalyze(nb::module_& m) {
          const std::string& allocator, const std::optional<std::string>& alloc_conf,
          const std::optional<std::string>& device_memory, bool steps,
          const std::vector<ArgumentSpec>& argument_tensors, bool returned_tensors, bool events,
-         int rank, int world_size, int torch_threads) {
+         int rank, int world_size, int torch_threads, const std::string& dtensor_layout) {
         peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
         for (const ArgumentSpec& a : argument_tensors) {
           options.argument_tensors.push_back({std::get<0>(a), std::get<1>(a), std::get<2>(a),
@@ -361,6 +364,7 @@ void BindAnalyze(nb::module_& m) {
         peakmem_python::LiveReadOptions read_options;
         read_options.lean = model == "thunder" && !steps;
         read_options.rank = RankRead(rank, world_size).rank;  // checks both
+        read_options.dtensor_layout = dtensor_layout;
         peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, read_options);
         parsed.rank = rank;
         parsed.world_size = world_size;
@@ -372,7 +376,7 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("steps") = true, nb::arg("argument_tensors") = std::vector<ArgumentSpec>{},
       nb::arg("returned_tensors") = false, nb::arg("events") = false, nb::arg("rank") = 0,
-      nb::arg("world_size") = 0, nb::arg("torch_threads") = 0,
+      nb::arg("world_size") = 0, nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "",
       "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table; "
       "argument_tensors: (name, external, storage_group, storage_bytes, strides) per argument "
       "tensor whose identity the caller knows (peakmem.step); returned_tensors: fill "
@@ -382,19 +386,21 @@ void BindAnalyze(nb::module_& m) {
       "analyze_file",
       [](const std::string& path, const std::string& model, const std::string& convention,
          bool scratch, const std::string& allocator, const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory, bool events, int rank, int world_size, int torch_threads) {
+         const std::optional<std::string>& device_memory, bool events, int rank, int world_size, int torch_threads,
+         const std::string& dtensor_layout) {
         const peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
-        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path, RankRead(rank, world_size)),
+        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path, RankRead(rank, world_size, dtensor_layout)),
                                          model, options, WithEvents(events), priced));
       },
       nb::arg("path"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
-      nb::arg("torch_threads") = 0,
-      "Analyse a trace file (text or JSON). rank: the rank DTensor types are read for.");
+      nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "",
+      "Analyse a trace file (text or JSON). rank: the rank DTensor types are read for; dtensor_layout: "
+      "the layout of those that print none.");
 }
 
 // The planner (peakmem/planning/planner.h) for peakmem.plan

@@ -38,6 +38,8 @@ struct LiveReadOptions {
   // The rank DTensor values are read for: their shard (ir/dtensor_layout.h),
   // from the type Thunder prints (a DTensorProxy's shape is the global one).
   int rank = 0;
+  // TextReadOptions::dtensor_layout.
+  std::string dtensor_layout;
 };
 
 peakmem::ParsedTrace ReadLiveTrace(nanobind::handle trace, const LiveReadOptions& options = {});

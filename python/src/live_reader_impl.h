@@ -93,6 +93,7 @@ class LiveReader {
   LiveReader(std::shared_ptr<const peakmem::SourceFile> source, const LiveReadOptions& options)
       : names_(ThunderNames::Get()), builder_(std::move(source)), options_(options) {
     builder_.SetRank(options.rank);
+    builder_.SetDTensorLayout(options.dtensor_layout);
   }
 
   peakmem::Trace Read(nb::handle trace);

@@ -14,7 +14,7 @@ namespace peakmem {
 namespace {
 
 ParsedTrace ReadJson(std::shared_ptr<const SourceFile> source, const ReadOptions& options) {
-  return ReadTraceJson(std::move(source), options.text.rank);
+  return ReadTraceJson(std::move(source), options.text.rank, options.text.dtensor_layout);
 }
 
 bool AnyText(std::string_view) { return true; }

@@ -55,6 +55,7 @@ class TextReader {
   void KeepFusionSubSymbolsOnly(bool only) { fusion_subsymbols_only_ = only; }
   // See TextReadOptions::rank.
   void SetRank(int rank) { builder_.SetRank(rank); }
+  void SetDTensorLayout(std::string layout) { builder_.SetDTensorLayout(std::move(layout)); }
 
   // ---- reading in chunks (see ReadInChunks)
   // Room for the statements of `newlines` lines, and for the names of

@@ -28,6 +28,7 @@ class JsonReader {
 
   Trace Read();
   void SetRank(int rank) { builder_.SetRank(rank); }
+  void SetDTensorLayout(std::string layout) { builder_.SetDTensorLayout(std::move(layout)); }
 
  private:
   [[noreturn]] void Fail(SourceLocation at, const std::string& message) const {
@@ -627,9 +628,10 @@ bool LooksLikeJson(std::string_view text) {
   return false;
 }
 
-ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source, int rank) {
+ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source, int rank, std::string_view dtensor_layout) {
   JsonReader reader(source);
   reader.SetRank(rank);
+  reader.SetDTensorLayout(std::string(dtensor_layout));
   ParsedTrace parsed;
   parsed.trace = reader.Read();
   // The format lets an output's type be omitted ("Omitted when unknown",

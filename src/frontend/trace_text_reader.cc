@@ -26,6 +26,7 @@ Trace ReadInOnePass(const std::shared_ptr<const SourceFile>& source,
   TextReader reader(source);
   reader.KeepFusionSubSymbolsOnly(options.fusion_subsymbols_only);
   reader.SetRank(options.rank);
+  reader.SetDTensorLayout(options.dtensor_layout);
   return reader.Read();
 }
 
@@ -46,9 +47,9 @@ ParsedTrace ReadTraceText(std::shared_ptr<const SourceFile> source,
     }
   }
   std::vector<ChunkRange> ranges;
-  // Chunk readers read DTensor types for rank 0 (the default); another rank
-  // reads in one pass.
-  if (threads > 1 && options.rank == 0)
+  // Chunk readers read DTensor types for rank 0 (the default) without a
+  // default layout; another rank, or a layout given, reads in one pass.
+  if (threads > 1 && options.rank == 0 && options.dtensor_layout.empty())
     ranges = PlanChunks(source->text(), threads, min_chunk_bytes);
   if (ranges.size() > 1) {
     parsed.trace = ReadInChunks(source, std::move(ranges), &parsed.chunks_joined,

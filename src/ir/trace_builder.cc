@@ -209,7 +209,7 @@ void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocatio
     return;
   }
   TypeStringError error;
-  std::optional<ValueType> type = ParseTypeString(type_text, &error, rank_);
+  std::optional<ValueType> type = ParseTypeString(type_text, &error, rank_, dtensor_layout_);
   if (!type) {
     Fail({type_at.line, type_at.column + static_cast<int>(error.offset)},
          error.names_value ? "'" + std::string(trace_.value(id).name) + "': " + error.message

@@ -230,7 +230,7 @@ std::optional<std::string> ThunderDeviceRepr(std::string_view text, std::size_t 
 
 // "DTensor <device> <dtype>[global shape]<layout>" (dtensor_layout.h).
 std::optional<ValueType> ParseDTensorType(std::string_view text, std::size_t base_at, int rank,
-                                          TypeStringError* error) {
+                                          std::string_view default_layout, TypeStringError* error) {
   const std::size_t close = text.find(']', base_at);
   if (close == std::string_view::npos)
     return Fail(error, text.size(), "expected ']' after the DTensor's shape");
@@ -243,14 +243,18 @@ std::optional<ValueType> ParseDTensorType(std::string_view text, std::size_t bas
   if (global->kind != ValueKind::kTensor)
     return Fail(error, base_at, "expected '<device> <dtype>[shape]' after 'DTensor'");
   DTensorLayout layout;
-  if (!ParseDTensorLayout(text.substr(close + 1), &layout, error)) {
-    error->offset += close + 1;
+  std::string_view layout_text = text.substr(close + 1);
+  const bool defaulted = layout_text.find_first_not_of(' ') == std::string_view::npos && !default_layout.empty();
+  if (defaulted) layout_text = default_layout;
+  if (!ParseDTensorLayout(layout_text, &layout, error)) {
+    if (defaulted) error->message = "the DTensor layout given for types that print none: " + error->message;
+    error->offset = defaulted ? close + 1 : error->offset + close + 1;
     error->names_value = true;
     return std::nullopt;
   }
   ValueType local = *global;
   local.text = std::string(text);
-  local.dtensor_layout = std::string(text.substr(close + 1));
+  local.dtensor_layout = std::string(layout_text);
   local.global_shape = global->shape;
   if (std::string why = LocalShardShape(global->shape, layout, rank, &local.shape); !why.empty()) {
     auto failed = Fail(error, close + 1, "its shard is unknown: " + why);
@@ -267,9 +271,10 @@ std::optional<ValueType> ParseDTensorType(std::string_view text, std::size_t bas
 
 }  // namespace
 
-std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error, int rank) {
+std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error, int rank,
+                                         std::string_view default_layout) {
   constexpr std::string_view kDTensor = "DTensor ";
-  if (StartsWith(text, kDTensor)) return ParseDTensorType(text, kDTensor.size(), rank, error);
+  if (StartsWith(text, kDTensor)) return ParseDTensorType(text, kDTensor.size(), rank, default_layout, error);
   ValueType type;
   type.text = std::string(text);
   if (auto kind = NonTensorKind(text)) {

@@ -185,6 +185,37 @@ TEST(ValueType, DTensorBytesAreTheRanksShard) {
   EXPECT_EQ(error.message, "its shard is unknown: rank 4 is not in its mesh of 4 ranks");
 }
 
+// Older printers write no mesh or placements (`DTensor cuda:0 f32[10, 16]`);
+// given a default layout, such a type is read as if it printed that one.
+// Shard(dim=0) over a (2, 2) mesh's first dimension and Replicate over the
+// second: 10 rows in 2 chunks of 5; ranks 0 and 1 (mesh row 0) hold rows
+// 0-4, ranks 2 and 3 rows 5-9: [5, 16], 320 bytes each.
+TEST(ValueType, DTensorWithoutLayoutTakesTheDefaultGiven) {
+  const std::string older = "DTensor cuda:0 f32[10, 16]";
+  const std::string layout =
+      " mesh=DeviceMesh((2, 2), 'cuda', stride=(2, 1)), placements=(Shard(dim=0), Replicate())";
+  TypeStringError error;
+  auto rank3 = ParseTypeString(older, &error, 3, layout);
+  ASSERT_TRUE(rank3) << error.message;
+  EXPECT_EQ(rank3->shape, (Dims{5, 16}));
+  EXPECT_EQ(rank3->bytes, 320u);
+  EXPECT_EQ(rank3->thunder_bytes, 640u);  // the global tensor, as Thunder counts it
+  EXPECT_EQ(rank3->dtensor_layout, layout);
+  // A type that prints its own layout keeps it.
+  auto own = ParseTypeString(
+      "DTensor cuda:0 f32[10, 16] mesh=DeviceMesh((4,), 'cuda', stride=(1,)), placements=(Shard(dim=0),)",
+      &error, 3, layout);
+  ASSERT_TRUE(own) << error.message;
+  EXPECT_EQ(own->shape, (Dims{1, 16}));
+  // Without a default it is an error naming the value; a malformed default says so.
+  EXPECT_FALSE(ParseTypeString(older, &error, 0));
+  EXPECT_TRUE(error.names_value);
+  EXPECT_NE(error.message.find("names no mesh and placements"), std::string::npos);
+  EXPECT_FALSE(ParseTypeString(older, &error, 0, " mesh=nonsense"));
+  EXPECT_NE(error.message.find("the DTensor layout given for types that print none"), std::string::npos)
+      << error.message;
+}
+
 TEST(ValueType, ZeroDimensionalTensorHasOneElement) {
   const ValueType type = MustParse("cpu f32[]");
   EXPECT_EQ(type.kind, ValueKind::kTensor);

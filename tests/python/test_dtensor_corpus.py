@@ -80,6 +80,24 @@ def test_an_older_dtensor_type_without_mesh_is_an_error_naming_the_value():
         peakmem.analyze(old)
 
 
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.startswith(("mul-shard0-", "exp-mul-uneven-"))])
+def test_an_older_printers_trace_with_its_layout_given_is_the_measured_rank(entry):
+    # The older printer writes `DTensor cpu f32[10, 16]` and no layout: the
+    # same trace with every layout removed, read with the one layout its
+    # values share given, is the rank measured.
+    import re
+
+    want = MEASURED[entry]
+    text = (DTENSOR / f"{entry}.trace").read_text()
+    layouts = set(re.findall(r'(?<=\]) mesh=DeviceMesh\(.*?\), placements=\(.*?\)(?=")', text))
+    assert len(layouts) == 1, layouts
+    (layout,) = layouts
+    old = text.replace(layout, "")
+    assert "mesh=" not in old
+    report = peakmem.analyze(old, rank=want["rank"], dtensor_layout=layout)
+    assert (report.peak_bytes, report.final_bytes) == (want["peak_bytes"], want["final_bytes"])
+
+
 def test_a_rank_retraced_and_measured_now_matches_the_corpus(tmp_path):
     import subprocess
     import sys

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace peakmem {
 
@@ -27,6 +28,11 @@ struct TextReadOptions {
   // world size the user gives (0: as the trace says; semantics/distribution.h).
   int rank = 0;
   int world_size = 0;
+  // The mesh and placements of DTensor types that print none (older
+  // printers: `DTensor cuda:0 f32[16, 16]`), written as the current printer
+  // writes them after the shape: " mesh=DeviceMesh((4,), 'cuda',
+  // stride=(1,)), placements=(Shard(dim=0),)". Empty: such a type is an error.
+  std::string dtensor_layout;
 };
 
 // Options for every front end; each reads the part that applies to it.

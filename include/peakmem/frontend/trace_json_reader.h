@@ -21,7 +21,10 @@ namespace peakmem {
 // True when the text looks like JSON (its first non-blank character is '{').
 bool LooksLikeJson(std::string_view text);
 
-// `rank`: the rank DTensor types are read for (ir/dtensor_layout.h).
-ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source, int rank = 0);
+// `rank`: the rank DTensor types are read for (ir/dtensor_layout.h);
+// `dtensor_layout`: the layout of DTensor types that print none
+// (TextReadOptions::dtensor_layout).
+ParsedTrace ReadTraceJson(std::shared_ptr<const SourceFile> source, int rank = 0,
+                          std::string_view dtensor_layout = {});
 
 }  // namespace peakmem

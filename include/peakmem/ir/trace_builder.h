@@ -63,6 +63,8 @@ class TraceBuilder {
   // The rank DTensor types are read for (ParseTypeString); 0 by default.
   void SetRank(int rank) { rank_ = rank; }
   int rank() const { return rank_; }
+  // The mesh and placements of DTensor types that print none (ParseTypeString).
+  void SetDTensorLayout(std::string layout) { dtensor_layout_ = std::move(layout); }
   // Parses `type_text` as a Thunder type string and gives it to `id`
   // (each distinct string is parsed once).
   void SetType(ValueId id, std::string_view type_text, SourceLocation type_at);
@@ -137,6 +139,7 @@ class TraceBuilder {
 
   std::shared_ptr<const SourceFile> source_;
   int rank_ = 0;
+  std::string dtensor_layout_;
   Trace trace_;
   // Every name the trace has bound, to its latest value and, once that value
   // is deleted, the line of its `del` (kLive while live). Names are never

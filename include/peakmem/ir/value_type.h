@@ -97,8 +97,12 @@ const ValueType& UnknownValueType();
 // `rank`: the process a DTensor type is read for (dtensor_layout.h): its
 // shape, numel and bytes are that rank's shard; thunder_bytes stay the
 // global tensor's, as Thunder's get_alloc_memory counts a DTensor proxy.
+// `default_layout`: the mesh and placements (" mesh=DeviceMesh(...),
+// placements=(...)", as the current printer writes them after the shape)
+// of a DTensor type that prints none (older printers: `DTensor cuda:0
+// f32[16, 16]`); empty: such a type is an error.
 std::optional<ValueType> ParseTypeString(std::string_view text, TypeStringError* error,
-                                         int rank = 0);
+                                         int rank = 0, std::string_view default_layout = {});
 
 // Builds a tensor type from parts (used by the JSON reader and tests); the
 // same checks as ParseTypeString apply.
