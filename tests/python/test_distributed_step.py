@@ -1,4 +1,5 @@
-"""One rank's whole training step under Thunder's FSDP and DDP, estimated by
+"""One rank's whole training step under Thunder's FSDP, DDP and tensor
+parallelism, estimated by
 peakmem.estimate_step(transform=...) and measured by measure_step in the same
 process under torch's fake process group (tests/python/distributed_steps.py,
 one process per rank): equal to the byte, peak and final, for no optimizer,
@@ -44,3 +45,28 @@ def test_a_ranks_step_is_estimated_to_the_byte(strategy, world_size, rank):
     want = {"fsdp-zero2": 136_480, "ddp": UNSHARDED, "tp-column": UNSHARDED - 2 * 99_072,
             "tp-row": UNSHARDED - 2 * 65_536}[strategy]
     assert held == {want}
+
+
+def test_a_world_size_that_does_not_divide_a_sharded_layer_is_an_error_naming_it():
+    # Tensor parallelism splits fc1's 256 rows over the ranks without padding
+    # (thunder/distributed/__init__.py _shard_tensor, allow_padding_for_fsdp=False):
+    # 3 ranks cannot, and the estimate says which parameter and why.
+    script = f"""
+import sys, torch
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+sys.path.insert(0, {str(HERE.parents[1] / "scripts")!r})
+import make_distributed_corpus as m
+m.make_corpus.import_thunder()
+import peakmem
+dist.init_process_group("fake", rank=0, world_size=3, store=FakeStore())
+program = m.load_program()
+try:
+    peakmem.estimate_step(program.make_model(), *program.make_inputs(), loss_fn=lambda o, x: o.sum(),
+                          transform=lambda jm: program.STRATEGIES["tp-column"](jm, torch.device("cpu")))
+except RuntimeError as e:
+    print(e)
+"""
+    done = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True)
+    assert "the transform failed" in done.stdout
+    assert "'model.blocks.0.fc1.weight' (256) to be divisible by the world size (3)" in done.stdout
