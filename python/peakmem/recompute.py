@@ -155,14 +155,22 @@ def _closure(fw: Any, names: list[str], by_name: dict[str, _Candidate]) -> tuple
     return kept, order
 
 
-def rewrite(fw: Any, bw: Any, names: list[str]) -> tuple[Any, Any]:
-    """The forward and backward with `names` recomputed in the backward."""
-    by_name = {c.name: c for c in candidates(fw)}
+def _plan(fw: Any, names: list[str], by_name: dict[str, _Candidate] | None = None) -> tuple[list[str], list[Any]]:
+    """_closure for `names`, each checked to be a candidate of `fw`
+    (`by_name`: candidates(fw) by name, when the caller has them)."""
+    if by_name is None:
+        by_name = {c.name: c for c in candidates(fw)}
     missing = [n for n in names if n not in by_name]
     if missing:
         raise ValueError(f"cannot recompute {', '.join(missing)}: not a saved tensor made by a view or "
-                         "pointwise op in this forward trace")
-    kept, order = _closure(fw, list(names), by_name)
+                         "pointwise op in this forward trace (a plan made for another trace?)")
+    return _closure(fw, list(names), by_name)
+
+
+def rewrite(fw: Any, bw: Any, names: list[str],
+            by_name: dict[str, _Candidate] | None = None) -> tuple[Any, Any]:
+    """The forward and backward with `names` recomputed in the backward."""
+    kept, order = _plan(fw, names, by_name)
     return rewrite_forward(fw, kept), rewrite_backward(fw, bw, kept, order)
 
 
@@ -272,7 +280,7 @@ def search(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], budget: int | 
                 reached = True
                 break
             trial = chosen + [c.name]
-            traces = rewrite(fw, bw, trial)
+            traces = rewrite(fw, bw, trial, by_name)
             peak = simulate(*traces)
             simulations += 1
             if peak >= current:
@@ -315,14 +323,8 @@ def recompute_transform(names: list[str] | tuple[str, ...]) -> Any:
                 return computation_trace
             if self.forward is None:
                 self.forward = computation_trace
-                by_name = {c.name: c for c in candidates(computation_trace)}
-                missing = [n for n in self.names if n not in by_name]
-                if missing:
-                    raise ValueError(f"cannot recompute {', '.join(missing)}: this forward trace does not "
-                                     "save them (the plan was made for another trace)")
-                kept, self._order = _closure(computation_trace, self.names, by_name)
-                self._kept = kept
-                return rewrite_forward(computation_trace, kept)
+                self._kept, self._order = _plan(computation_trace, self.names)
+                return rewrite_forward(computation_trace, self._kept)
             return rewrite_backward(self.forward, computation_trace, self._kept, self._order)
 
     return RecomputeTransform()
