@@ -17,11 +17,14 @@ peak the most per added FLOP (one FLOP per output element of a pointwise
 op, none for a view); a candidate that does not lower the peak is never
 kept. With a budget it stops as soon as the step fits, so a larger budget
 stops earlier along the same sequence of choices: the recomputation, and
-the FLOPs it adds, shrink as the budget grows.
+the FLOPs it adds, shrink as the budget grows. The search is bounded by a
+number of simulations (the same choice on every machine) and, when asked,
+by wall time (then the choice can depend on the machine's speed).
 
 The rewritten traces are made the way Thunder makes its own
-(thunder/transforms/autodiff.py: split_into_forward_and_backward; frees by
-thunder.executors.passes.del_last_used), so they run: ``recompute_transform``
+(thunder/transforms/autodiff.py: split_into_forward_and_backward; frees
+placed by thunder.executors.passes.del_last_used's rule, see ``Frees``), so
+they run: ``recompute_transform``
 applies a choice inside ``thunder.jit`` (it rewrites the forward and then the
 backward Thunder hands it), which is how ``measure_step`` proves a plan by
 running it.
@@ -49,7 +52,8 @@ class Recomputation:
             the peak is within it.
         steps: each kept choice as (name, peak after it, FLOPs added by it).
         simulations: step simulations run; seconds: the search's wall time;
-        time_budget_reached: the search stopped on its time budget.
+        time_budget_reached, simulation_limit_reached: the search stopped
+            on its time budget, or on its number of simulations.
     """
 
     names: tuple[str, ...] = ()
@@ -62,6 +66,7 @@ class Recomputation:
     simulations: int = 0
     seconds: float = 0.0
     time_budget_reached: bool = False
+    simulation_limit_reached: bool = False
 
 
 def _prims():
@@ -167,11 +172,74 @@ def _plan(fw: Any, names: list[str], by_name: dict[str, _Candidate] | None = Non
     return _closure(fw, list(names), by_name)
 
 
+class Frees:
+    """thunder.executors.passes.del_last_used's rule, applied to many
+    variants of one pair of traces: walking backwards, the first statement
+    (other than a comment or an unpack_trivial) that names a value not yet
+    seen, and not among the trace's outputs, is followed by one ``del`` of
+    those values (in the order its outputs then its arguments name them);
+    with `clear_mutable_collections`, a collection among them is cleared
+    just before. The ``del`` statements are made once per set of names and
+    reused: the search's variants share nearly all of them, and binding
+    them is most of what Thunder's pass costs. test_recompute.py checks the
+    traces equal Thunder's own pass's."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, ...], Any] = {}
+        self._cleared: dict[str, Any] = {}
+
+    def _del(self, values: list[Any]) -> Any:
+        key = tuple(v.name for v in values)
+        if key not in self._made:
+            self._made[key] = _prims().python_del.bind(*values, output=None)
+        return self._made[key]
+
+    def _clear(self, value: Any) -> Any:
+        from thunder.executors.pythonex import clear_mutable_collection
+
+        if value.name not in self._cleared:
+            self._cleared[value.name] = clear_mutable_collection.bind(value, output=None)
+        return self._cleared[value.name]
+
+    def __call__(self, trace: Any, clear_mutable_collections: bool = False) -> Any:
+        from thunder.core.proxies import CollectionProxy, Proxy
+        from thunder.core.pytree import tree_flatten
+        from thunder.core.trace import from_trace
+        from thunder.core.utils import sequencify
+        from thunder.executors.passes import comment_symbols
+
+        prims = _prims()
+        flat_outs, _ = tree_flatten(sequencify(trace.output))
+        seen = {o.name for o in flat_outs if isinstance(o, Proxy)}
+        out: list[Any] = []
+        for b in reversed(trace.bound_symbols):
+            if b.sym.id in comment_symbols:
+                out.append(b)
+                continue
+            if b.sym.id == prims.PrimIDs.DEL:
+                continue
+            dead = []
+            for x in (*b.flat_proxy_outs, *b.flat_proxy_args):
+                if x.name not in seen:
+                    seen.add(x.name)
+                    dead.append(x)
+            if dead and b.sym.id is not prims.PrimIDs.RETURN:
+                out.append(self._del(dead))
+                if clear_mutable_collections:
+                    out.extend(self._clear(x) for x in dead if isinstance(x, CollectionProxy))
+            out.append(b)
+        made = from_trace(trace)
+        made.bound_symbols = out[::-1]
+        return made
+
+
 def rewrite(fw: Any, bw: Any, names: list[str],
-            by_name: dict[str, _Candidate] | None = None) -> tuple[Any, Any]:
-    """The forward and backward with `names` recomputed in the backward."""
+            by_name: dict[str, _Candidate] | None = None, frees: Frees | None = None) -> tuple[Any, Any]:
+    """The forward and backward with `names` recomputed in the backward
+    (`frees`: a Frees to reuse across calls on the same traces)."""
     kept, order = _plan(fw, names, by_name)
-    return rewrite_forward(fw, kept), rewrite_backward(fw, bw, kept, order)
+    frees = frees or Frees()
+    return rewrite_forward(fw, kept, frees), rewrite_backward(fw, bw, kept, order, frees)
 
 
 def _proxies_by_name(trace: Any) -> dict[str, Any]:
@@ -184,10 +252,9 @@ def _proxies_by_name(trace: Any) -> dict[str, Any]:
     return out
 
 
-def rewrite_forward(fw: Any, kept: list[str]) -> Any:
+def rewrite_forward(fw: Any, kept: list[str], frees: Frees | None = None) -> Any:
     """`fw` returning `kept` as its saved tensors, its frees made again."""
     from thunder.core.trace import from_trace
-    from thunder.executors.passes import del_last_used
 
     prims = _prims()
     ret, data, _saved, other = _return_parts(fw)
@@ -195,17 +262,16 @@ def rewrite_forward(fw: Any, kept: list[str]) -> Any:
     new_ret = ret.from_bsym(args=(data, (tuple(proxies[n] for n in kept), other)))
     out = from_trace(fw)
     out.bound_symbols = [b for b in fw.bound_symbols[:-1] if b.sym.id != prims.PrimIDs.DEL] + [new_ret]
-    return del_last_used(out)
+    return (frees or Frees())(out)
 
 
-def rewrite_backward(fw: Any, bw: Any, kept: list[str], recompute: list[Any]) -> Any:
+def rewrite_backward(fw: Any, bw: Any, kept: list[str], recompute: list[Any], frees: Frees | None = None) -> Any:
     """`bw` taking `kept` as its saved tensors and running the `recompute`
     bound symbols (the forward's) where their values are first read, built
     as Thunder builds a backward
     (split_into_forward_and_backward), its frees made again."""
     from thunder.core.proxies import CollectionProxy
     from thunder.core.trace import TraceCtx, tracectx
-    from thunder.executors.passes import del_last_used
 
     prims = _prims()
     _, _data, _saved, other = _return_parts(fw)
@@ -242,7 +308,7 @@ def rewrite_backward(fw: Any, bw: Any, kept: list[str], recompute: list[Any]) ->
         prims.unpack_sequence(c0, len(c0.coll))
         prims.unpack_sequence(c1, len(c1.coll))
     out.bound_symbols += _placed(recompute, body)
-    return del_last_used(out, clear_mutable_collections=True)
+    return (frees or Frees())(out, clear_mutable_collections=True)
 
 
 def _placed(recompute: list[Any], body: list[Any]) -> list[Any]:
@@ -259,28 +325,35 @@ def _placed(recompute: list[Any], body: list[Any]) -> list[Any]:
 
 
 def search(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], budget: int | None = None,
-           time_budget: float = 10.0) -> tuple[Recomputation, Any, Any]:
+           time_budget: float | None = None,
+           max_simulations: int = 5000) -> tuple[Recomputation, Any, Any]:
     """The greedy search of the module docstring. `simulate(fw, bw)` is the
-    step's peak with those traces. Returns the choice and the rewritten
-    forward and backward (`fw`, `bw` themselves when nothing is recomputed)."""
+    step's peak with those traces. `max_simulations` bounds the search (the
+    same choice on every machine); `time_budget` (seconds, None: none) also
+    bounds it by wall time. A round cut short keeps the best it tried.
+    Returns the choice and the rewritten forward and backward (`fw`, `bw`
+    themselves when nothing is recomputed)."""
     start = time.perf_counter()
     pool = candidates(fw)
     by_name = {c.name: c for c in pool}
+    frees = Frees()
     before = simulate(fw, bw)
     simulations = 1
     current, chosen, flops, steps = before, [], 0, []
     best_traces = (fw, bw)
-    reached = False
+    out_of_time = out_of_simulations = False
     while budget is None or current > budget:
         best = None
         for c in pool:
             if c.name in chosen:
                 continue
-            if time.perf_counter() - start > time_budget:
-                reached = True
+            if time_budget is not None and time.perf_counter() - start > time_budget:
+                out_of_time = True
                 break
-            trial = chosen + [c.name]
-            traces = rewrite(fw, bw, trial, by_name)
+            if simulations >= max_simulations:
+                out_of_simulations = True
+                break
+            traces = rewrite(fw, bw, chosen + [c.name], by_name, frees)
             peak = simulate(*traces)
             simulations += 1
             if peak >= current:
@@ -294,14 +367,14 @@ def search(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], budget: int | 
         chosen.append(c.name)
         flops += c.flops
         steps.append((c.name, current, c.flops))
-        if reached:
+        if out_of_time or out_of_simulations:
             break
     order = {c.name: i for i, c in enumerate(pool)}
     result = Recomputation(
         names=tuple(sorted(chosen, key=order.__getitem__)), added_flops=flops, peak_before=before,
         peak_after=current, budget=budget, fits=None if budget is None else current <= budget,
         steps=tuple(steps), simulations=simulations, seconds=time.perf_counter() - start,
-        time_budget_reached=reached)
+        time_budget_reached=out_of_time, simulation_limit_reached=out_of_simulations)
     return result, best_traces[0], best_traces[1]
 
 

@@ -268,10 +268,10 @@ def _plan_options(plan: bool | dict) -> tuple[bool | dict, dict | None]:
     options; False: none) and the recomputation across the two (recompute's
     options: {"recompute": True} or {"budget": ...}; None: none)."""
     if isinstance(plan, dict) and (plan.get("recompute") or plan.get("budget") is not None):
-        unknown = set(plan) - {"recompute", "budget", "time_budget"}
+        unknown = set(plan) - {"recompute", "budget", "time_budget", "max_simulations"}
         if unknown:
             raise ValueError(f"plan: {', '.join(sorted(unknown))} do not apply with recompute or budget "
-                             "(its options: recompute, budget, time_budget)")
+                             "(its options: recompute, budget, time_budget, max_simulations)")
         return False, dict(plan)
     return plan, None
 
@@ -393,7 +393,9 @@ def estimate_step(
     Each trace is planned on its own, under its usual calling convention.
     ``plan={"recompute": True}`` instead recomputes saved tensors in the
     backward where that lowers the step's peak, and ``plan={"budget":
-    "24GiB"}`` until the step fits (optionally ``"time_budget"``, seconds):
+    "24GiB"}`` until the step fits (optionally ``"max_simulations"``, 5000
+    by default, and ``"time_budget"``, seconds, none by default: a plan
+    bounded by wall time can differ between machines):
     peakmem.recompute's search, judged by this step's simulation; the
     report's ``recomputation`` says what was chosen and the FLOPs it adds.
 
@@ -556,7 +558,7 @@ def _recomputed(program: _StepProgram, options: dict) -> _StepProgram:
 
     budget = _budget(options.get("budget"))
     choice, fw, bw = recompute.search(program.forward, program.backward, peak, budget,
-                                      options.get("time_budget", 10.0))
+                                      options.get("time_budget"), options.get("max_simulations", 5000))
     spec = {**program.spec, **_trace_names(fw, bw), "recomputation": choice}
     return replace(program, forward=fw, backward=bw, spec=spec)
 

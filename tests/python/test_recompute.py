@@ -73,6 +73,7 @@ def test_budget_mode_is_monotone_in_the_budget(thunder):
     lowest, highest = full.peak_after, full.peak_before
     budgets = [lowest, (lowest + highest) // 2, highest]
     results = [peakmem.estimate_step(model, *inputs, plan={"budget": b}).recomputation for b in budgets]
+    assert not full.time_budget_reached and not full.simulation_limit_reached
     for b, r in zip(budgets, results):
         assert r.fits and r.peak_after <= b
     flops = [r.added_flops for r in results]
@@ -93,6 +94,36 @@ def test_recompute_bad_options_and_plans_are_errors(thunder):
 
     model, inputs = GPT(), (torch.randint(0, 512, (2, 128)), torch.randint(0, 512, (2, 128)))
     with pytest.raises(ValueError, match="do not apply with recompute"):
-        peakmem.estimate_step(model, *inputs, plan={"recompute": True, "max_simulations": 3})
+        peakmem.estimate_step(model, *inputs, plan={"recompute": True, "scratch": False})
     with pytest.raises(Exception, match="cannot recompute t_nope"):
         thunder.jit(model, transforms=[recompute_transform(["t_nope"])])(*inputs)
+
+
+def test_search_frees_are_thunders_own(thunder):
+    """The search places frees itself (recompute.Frees, reusing its del
+    statements); they must be exactly where Thunder's del_last_used puts
+    them, in the forward and in the backward (with collections cleared)."""
+    from thunder.executors.passes import del_last_used
+
+    from peakmem import recompute
+
+    def statements(trace):
+        return [(b.sym.name, [p.name for p in b.flat_proxy_outs], [p.name for p in b.flat_proxy_args])
+                for b in trace.bound_symbols]
+
+    entry = _entry("gpt_lm_loss_inside")
+    model, inputs = _fresh(entry)
+    jm = thunder.jit(model)
+    jm(*inputs)
+    fw, bw = thunder.last_traces(jm)[-1], thunder.last_backward_traces(jm)[-1]
+    pool = recompute.candidates(fw)
+    assert len(pool) >= 3
+    frees = recompute.Frees()
+    for names in ([], [pool[0].name], [c.name for c in pool[:3]], [c.name for c in pool]):
+        ours = recompute.rewrite(fw, bw, names, frees=frees)
+        kept, order = recompute._plan(fw, names)
+        thunders = (recompute.rewrite_forward(fw, kept, del_last_used),
+                    recompute.rewrite_backward(fw, bw, kept, order, del_last_used))
+        for a, b in zip(ours, thunders):
+            assert any(s[0] == "python_del" for s in statements(a))
+            assert statements(a) == statements(b)
