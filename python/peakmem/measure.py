@@ -274,23 +274,42 @@ class _InputMaker:
             return {k: self.from_proxies(v) for k, v in x.items()}
         return x
 
-    def copy_given(self, x: Any, memo: dict | None = None) -> Any:
-        """Copies of the tensors in `x`; a tensor given twice is copied once
-        (`memo`: id -> copy), so that the copies hold what the originals do."""
+    def copy_given(self, x: Any, memo: dict | None = None, whole_storages: bool = False) -> Any:
+        """Copies of the tensors in `x`, each dense; a tensor given twice is
+        copied once (`memo`: what is copied so far). With `whole_storages`
+        they hold what the originals do, as a training step's inputs are
+        counted: each distinct storage is copied once, whole (a view of a
+        larger tensor keeps its storage's size, offset and strides; two
+        views of one storage stay views of one copy). A DTensor's local
+        shard is copied into a DTensor of the same mesh and placements."""
         torch = self.torch
         memo = {} if memo is None else memo
         if isinstance(x, torch.Tensor):
             if id(x) not in memo:
-                t = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=self.device)
-                t.copy_(x.detach())
+                local = getattr(x, "_local_tensor", None)
+                src = (x if local is None else local).detach()
+                if whole_storages:
+                    storage = src.untyped_storage()
+                    key = ("storage", storage.data_ptr(), src.dtype)
+                    if key not in memo:  # one allocation, the storage's size
+                        memo[key] = torch.empty(storage.nbytes() // src.element_size(), dtype=src.dtype,
+                                                device=self.device)
+                    t = memo[key].as_strided(src.shape, src.stride(), src.storage_offset())
+                else:
+                    t = torch.empty_strided(src.shape, src.stride(), dtype=src.dtype, device=self.device)
+                t.copy_(src)
+                if local is not None:
+                    from torch.distributed.tensor import DTensor
+
+                    t = DTensor.from_local(t, x.device_mesh, x.placements, shape=x.shape, stride=x.stride())
                 memo[id(x)] = t
             return memo[id(x)]
         if isinstance(x, list):
-            return [self.copy_given(i, memo) for i in x]
+            return [self.copy_given(i, memo, whole_storages) for i in x]
         if isinstance(x, tuple):
-            return tuple(self.copy_given(i, memo) for i in x)
+            return tuple(self.copy_given(i, memo, whole_storages) for i in x)
         if isinstance(x, dict):
-            return {k: self.copy_given(v, memo) for k, v in x.items()}
+            return {k: self.copy_given(v, memo, whole_storages) for k, v in x.items()}
         return x
 
 

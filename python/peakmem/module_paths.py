@@ -88,10 +88,10 @@ def value_modules(traces: list[Any], arguments: dict[str, str],
     return out
 
 
-def held_tensors(holder: Any, storage_key: Any) -> list[tuple[str, int, bool]]:
+def held_tensors(holder: Any, storage_key: Any, storage_bytes: Any) -> list[tuple[str, int, bool]]:
     """(module, bytes, trainable) for each distinct storage of `holder`'s
     parameters and buffers, parameters first in the optimizer's order.
-    `storage_key(t)` identifies a tensor's storage."""
+    `storage_key(t)` identifies a tensor's storage, `storage_bytes(t)` its size."""
     seen: set[Any] = set()
     out: list[tuple[str, int, bool]] = []
     named = [(p, t, t.requires_grad) for p, t in holder.named_parameters()]
@@ -101,5 +101,5 @@ def held_tensors(holder: Any, storage_key: Any) -> list[tuple[str, int, bool]]:
         if key in seen:
             continue
         seen.add(key)
-        out.append((module_of_path(path), t.untyped_storage().nbytes(), trainable))
+        out.append((module_of_path(path), storage_bytes(t), trainable))
     return out

@@ -4,7 +4,7 @@ The step, as both functions run it (``steps`` times in a row)::
 
     def step():
         loss = model(*inputs)              # or loss_fn(model(*inputs), *inputs), traced together
-        loss.backward()
+        loss.backward()                    # gradient="ones": loss.backward(torch.ones_like(loss))
         if optimizer is not None:
             optimizer.step()
         if zero_grad:
@@ -31,7 +31,8 @@ file ``export_step`` writes):
   that tensor (held elsewhere, it costs the backward nothing and is never
   freed by it), two saved views of one forward storage are one storage with
   the forward's strides, and the cotangent (``torch.ones_like(loss)``, made
-  by ``loss.backward()``) is held by autograd until ``backward`` returns;
+  by ``loss.backward()``, or by the caller with ``gradient="ones"``) is
+  held until ``backward`` returns;
 * gradients, as ``AccumulateGrad`` accumulates them
   (torch/csrc/autograd/functions/accumulate_grad.h): into an empty ``.grad``
   the backward's gradient is stolen (no copy) when it obeys the layout
@@ -183,40 +184,73 @@ def _step_module(model: Any, loss_fn: Callable | None):
     return WithLoss()
 
 
-def _check_loss(loss: Any) -> None:
+def _check_gradient(gradient: str | None) -> None:
+    if gradient not in (None, "ones"):
+        raise ValueError(f"gradient must be None (a scalar loss) or 'ones' "
+                         f"(loss.backward(torch.ones_like(loss))), got {gradient!r}")
+
+
+def _backward(loss: Any, gradient: str | None) -> int:
+    """Runs the step's backward from `loss` as the user's code does; returns
+    the cotangent's bytes (this rank's shard for a DTensor)."""
     import torch
 
     if not isinstance(loss, torch.Tensor):
-        raise ValueError(f"the loss must be a scalar tensor; the step returned a {type(loss).__name__}")
-    if loss.dim() != 0:
+        raise ValueError(f"the loss must be a tensor; the step returned a {type(loss).__name__}")
+    if gradient is None and loss.dim() != 0:
         raise ValueError(
             f"the loss must be a scalar tensor; the step returned shape {tuple(loss.shape)} "
-            "(pass loss_fn=, or reduce the model's output)")
+            "(pass loss_fn=, reduce the model's output, or gradient='ones')")
     if not loss.requires_grad:
         raise ValueError("the loss does not require grad: no parameter of the model takes part in it")
+    if gradient is None:
+        loss.backward()
+    else:
+        loss.backward(torch.ones_like(loss))
+    local = _local(loss)
+    return local.element_size() * local.numel()
 
 
-def _run_step(jm: Any, inputs: tuple, optimizer: Any, zero_grad: bool) -> None:
+def _run_step(jm: Any, inputs: tuple, optimizer: Any, zero_grad: bool, gradient: str | None) -> None:
     loss = jm(*inputs)
-    _check_loss(loss)
-    loss.backward()
+    _backward(loss, gradient)
     if optimizer is not None:
         optimizer.step()
     if zero_grad:
         (optimizer if optimizer is not None else jm).zero_grad(set_to_none=True)
 
 
+def _local(t: Any) -> Any:
+    """What this rank allocates for `t`: a DTensor's local shard, else `t`."""
+    local = getattr(t, "_local_tensor", None)
+    return t if local is None else local
+
+
+def _rank_and_world_size() -> dict[str, int]:
+    """The rank this process runs as (DTensor values are read as its shards)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return {"rank": dist.get_rank(), "world_size": dist.get_world_size()}
+    return {"rank": 0, "world_size": 0}
+
+
 def _storage_key(t: Any) -> Any:
-    """What identifies a tensor's storage (on meta, where every address is 0, the storage object)."""
-    s = t.untyped_storage()
+    """What identifies a tensor's storage (on meta, where every address is 0,
+    the storage object; a DTensor's is its local shard's)."""
+    s = _local(t).untyped_storage()
     return (t.device.type, s.data_ptr()) if t.device.type != "meta" else id(s)
+
+
+def _storage_nbytes(t: Any) -> int:
+    return _local(t).untyped_storage().nbytes()
 
 
 def _storage_bytes(tensors) -> int:
     """Bytes of the distinct storages behind `tensors` (a view counts its whole storage once)."""
     seen: dict[Any, int] = {}
     for t in tensors:
-        seen[_storage_key(t)] = t.untyped_storage().nbytes()
+        seen[_storage_key(t)] = _storage_nbytes(t)
     return sum(seen.values())
 
 
@@ -303,15 +337,16 @@ def _jit(thunder: Any, module: Any, transform: Callable | None, plan: bool | dic
     return jm, jm
 
 
-def _trace_step(thunder: Any, module: Any, inputs: tuple, transform: Callable | None, plan: bool | dict = False):
+def _trace_step(thunder: Any, module: Any, inputs: tuple, transform: Callable | None, plan: bool | dict = False,
+                gradient: str | None = None):
     """Runs the jitted module once, forward and backward, for its traces."""
     jm, holder = _jit(thunder, module, transform, plan)
     params = list(holder.parameters())
     grads_before = [p.grad for p in params]
     try:
         loss = jm(*inputs)
-        _check_loss(loss)
-        loss.backward()
+        cotangent_bytes = _backward(loss, gradient)
+        relaid = _gradients_placed_otherwise(holder, dict(zip(map(id, params), grads_before)))
     except ValueError:
         raise
     except Exception as e:  # what Thunder cannot trace or run
@@ -330,8 +365,22 @@ def _trace_step(thunder: Any, module: Any, inputs: tuple, transform: Callable | 
     bw = thunder.last_backward_traces(jm)[-1]
     if bw is None:
         raise RuntimeError("Thunder made no backward trace for the step")
-    cotangent_bytes = loss.element_size() * loss.numel()
-    return fw, bw, cotangent_bytes, holder
+    return fw, bw, cotangent_bytes, holder, relaid
+
+
+def _gradients_placed_otherwise(holder: Any, before: dict[int, Any]) -> list[str]:
+    """The DTensor parameters whose new gradient is placed otherwise than
+    they are (Thunder's DTensor mul returns a Shard gradient for a
+    Replicate operand): DTensor redistributes such a gradient inside the
+    optimizer's ops, which the optimizer program does not model."""
+    out = []
+    for path, p in holder.named_parameters():
+        g = p.grad
+        if g is None or g is before.get(id(p)) or not hasattr(p, "placements") or not hasattr(g, "placements"):
+            continue
+        if tuple(g.placements) != tuple(p.placements):
+            out.append(f"'{path}' is placed {tuple(p.placements)} and its gradient {tuple(g.placements)}")
+    return out
 
 
 def _return_args(trace: Any) -> tuple:
@@ -359,6 +408,7 @@ def estimate_step(
     model: Any,
     *inputs: Any,
     loss_fn: Callable | None = None,
+    gradient: str | None = None,
     optimizer: Any = None,
     optimizer_kwargs: dict | None = None,
     steps: int = 1,
@@ -371,6 +421,9 @@ def estimate_step(
 
     `model` is an ``nn.Module`` called as ``model(*inputs)``; ``loss_fn(output,
     *inputs)`` returns the scalar loss (``None``: the model returns it).
+    ``gradient="ones"`` instead runs ``loss.backward(torch.ones_like(loss))``
+    on a loss of any shape (a DTensor program's output, say: Thunder 0.2.6
+    has no DTensor reduction to make a scalar with).
     `inputs` may be real tensors or on the ``meta`` device (then nothing is
     allocated: the model's parameters should be on ``meta`` too). `optimizer`
     is a class (``torch.optim.SGD``, ``Adam`` or ``AdamW``, with their own
@@ -408,8 +461,9 @@ def estimate_step(
     spec, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
     module = _step_module(model, loss_fn)
     reorder, recompute = _plan_options(plan)
+    _check_gradient(gradient)
     program, tracing = _step_program(thunder, module, tuple(inputs), spec, steps, zero_grad, transform,
-                                     reorder)
+                                     reorder, gradient=gradient)
     if recompute is not None:
         program = _recomputed(program, recompute)
     report, simulating = _simulate(program)
@@ -424,6 +478,7 @@ def export_step(
     *inputs: Any,
     path: str | None = None,
     loss_fn: Callable | None = None,
+    gradient: str | None = None,
     optimizer: Any = None,
     optimizer_kwargs: dict | None = None,
     steps: int = 1,
@@ -439,12 +494,14 @@ def export_step(
     _torch, thunder = _import_torch_and_thunder()
     spec, _ = _check_arguments(steps, optimizer, optimizer_kwargs, None)
     module = _step_module(model, loss_fn)
+    _check_gradient(gradient)
     program, _ = _step_program(thunder, module, tuple(inputs), spec, steps, zero_grad, transform, False,
-                               later_program=True)
+                               later_program=True, gradient=gradient)
     s = program.spec
     out: dict[str, Any] = {
         "peakmem_step": 1,
         "steps": s["steps"], "zero_grad": s["zero_grad"], "torch_threads": s["cpu_threads"],
+        "rank": s["rank"], "world_size": s["world_size"],
         "parameter_bytes": s["parameter_bytes"], "input_bytes": s["input_bytes"],
         "cotangent_bytes": s["cotangent_bytes"],
         "forward": {"trace": str(program.forward), "saved": s["saved"], "outputs": s["outputs"],
@@ -485,7 +542,7 @@ class _StepProgram:
 
 def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps: int, zero_grad: bool,
                   transform: Callable | None, plan: bool | dict,
-                  later_program: bool = False) -> tuple[_StepProgram, float]:
+                  later_program: bool = False, gradient: str | None = None) -> tuple[_StepProgram, float]:
     """Traces the step; returns it ready to simulate and the seconds Thunder
     took. `later_program`: make the optimizer's later step() program even
     for one step (a step file may be run for more)."""
@@ -494,7 +551,11 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
     from . import module_paths
 
     start = time.perf_counter()
-    fw, bw, cotangent_bytes, holder = _trace_step(thunder, module, inputs, transform, plan)
+    fw, bw, cotangent_bytes, holder, relaid = _trace_step(thunder, module, inputs, transform, plan, gradient)
+    if relaid and opt_spec is not None:
+        raise ValueError("a DTensor parameter's gradient is placed otherwise than the parameter: "
+                         + "; ".join(relaid) + ". The optimizer's redistribution of it is not modelled "
+                         "(without an optimizer the step is)")
     tracing = time.perf_counter() - start
     names = _trace_names(fw, bw)
     arguments = module_paths.argument_modules(holder)
@@ -505,9 +566,10 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
         "parameter_bytes": _storage_bytes(_held_by_module(holder)),
         "input_bytes": _storage_bytes(_input_tensors(inputs)),
         "steps": steps, "zero_grad": zero_grad,
+        **_rank_and_world_size(),
         "cpu_threads": torch.get_num_threads(),  # the kernels' per-thread scratch
         "value_modules": module_paths.value_modules([fw, bw], arguments, gradient_modules),
-        "held": module_paths.held_tensors(holder, _storage_key),
+        "held": module_paths.held_tensors(holder, _storage_key, _storage_nbytes),
         "optimizer_modules": {},
     }
     first = later = None
@@ -516,7 +578,7 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
         from .optimizer_program import ParamInfo, optimizer_program
 
         trainable = [(path, p) for path, p in holder.named_parameters() if p.requires_grad]
-        infos = [ParamInfo(tuple(int(d) for d in p.shape), p.dtype) for _, p in trainable]
+        infos = [ParamInfo(tuple(int(d) for d in _local(p).shape), p.dtype) for _, p in trainable]
         programs = [optimizer_program(opt_spec, infos, True)]
         if steps > 1 or later_program:
             programs.append(optimizer_program(opt_spec, infos, False))
@@ -525,7 +587,9 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
         owners = {n: i for p in programs for n, i in p.owner.items()}
         param_modules = [module_paths.module_of_path(path) for path, _ in trainable]
         spec.update({
-            "trainable_bytes": _storage_bytes([p for _, p in trainable]),
+            # What their gradients hold (a DTensor's: its local shard,
+            # dense even where distribute_tensor's padded storage is larger).
+            "trainable_bytes": sum(_local(p).numel() * p.element_size() for _, p in trainable),
             "optimizer_state": sorted(programs[0].state_names),
             "optimizer_name": opt_spec.name,
             "optimizer_modules": {n: param_modules[i] for n, i in owners.items() if i >= 0},
@@ -600,6 +664,7 @@ def measure_step(
     model: Any,
     *inputs: Any,
     loss_fn: Callable | None = None,
+    gradient: str | None = None,
     optimizer: Any = None,
     optimizer_kwargs: dict | None = None,
     steps: int = 1,
@@ -622,6 +687,7 @@ def measure_step(
     parameters and inputs only (the profiler does not say what a block is).
     """
     _, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
+    _check_gradient(gradient)
     kwargs = dict(optimizer_kwargs or {})
     torch, thunder = _import_torch_and_thunder()
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -635,7 +701,7 @@ def measure_step(
     reorder, recompute = _plan_options(plan)
     names: tuple[str, ...] = ()
     if recompute is not None:  # the estimate's choice, then run
-        names = estimate_step(model, *inputs, loss_fn=loss_fn, optimizer=optimizer,
+        names = estimate_step(model, *inputs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
                               optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad,
                               transform=transform, plan=plan).recomputation.names
     module = _step_module(model, loss_fn)
@@ -646,7 +712,8 @@ def measure_step(
         return None if optimizer is None else optimizer(holder.parameters(), **kwargs)
 
     try:  # the warm-up: Thunder compiles here
-        _run_step(jm, maker.copy_given(given), make_optimizer(), zero_grad=True)
+        _run_step(jm, maker.copy_given(given, whole_storages=True), make_optimizer(), zero_grad=True,
+                  gradient=gradient)
     except ValueError:
         raise
     except Exception as e:
@@ -662,9 +729,9 @@ def measure_step(
     try:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             with record_function(_INPUTS_RANGE):
-                copies = maker.copy_given(given)
+                copies = maker.copy_given(given, whole_storages=True)
             for _ in range(steps):
-                _run_step(jm, copies, opt, zero_grad)
+                _run_step(jm, copies, opt, zero_grad, gradient)
         events = _cpu_allocation_events(prof)
         input_bytes = _storage_bytes(_input_tensors(copies))
         del copies, opt

@@ -498,9 +498,21 @@ void BindPlan(nb::module_& m) {
 }
 
 // A trace given as printed text or as a live TraceCtx.
-peakmem::ParsedTrace AnyTrace(nb::handle trace, const std::string& name) {
-  if (nb::isinstance<nb::str>(trace)) return peakmem::ParseTrace(name, nb::cast<std::string>(trace));
-  return peakmem_python::ReadLiveTrace(trace, {});
+// A live TraceCtx or printed text, read for `rank` of `world_size` (0: as
+// the trace says): the DTensor shards that rank holds.
+peakmem::ParsedTrace AnyTrace(nb::handle trace, const std::string& name, int rank = 0, int world_size = 0) {
+  const peakmem::TextReadOptions text_options = RankRead(rank, world_size);
+  peakmem::ParsedTrace parsed;
+  if (nb::isinstance<nb::str>(trace)) {
+    parsed = peakmem::ParseTrace(name, nb::cast<std::string>(trace), text_options);
+  } else {
+    peakmem_python::LiveReadOptions options;
+    options.rank = text_options.rank;
+    parsed = peakmem_python::ReadLiveTrace(trace, options);
+  }
+  parsed.rank = rank;
+  parsed.world_size = world_size;
+  return parsed;
 }
 
 template <typename T>
@@ -567,8 +579,10 @@ void BindStep(nb::module_& m) {
       [](nb::handle forward, nb::handle backward, const std::optional<std::string>& optimizer_first,
          const std::optional<std::string>& optimizer_later, const nb::dict& spec_dict, bool events) {
         const peakmem::TrainingStepSpec spec = StepSpec(spec_dict);
-        const peakmem::ParsedTrace fw = AnyTrace(forward, "<forward>");
-        const peakmem::ParsedTrace bw = AnyTrace(backward, "<backward>");
+        // DTensor values are read for the rank the step runs as.
+        const int rank = Field(spec_dict, "rank", 0), world_size = Field(spec_dict, "world_size", 0);
+        const peakmem::ParsedTrace fw = AnyTrace(forward, "<forward>", rank, world_size);
+        const peakmem::ParsedTrace bw = AnyTrace(backward, "<backward>", rank, world_size);
         const std::string opt_name = "<torch.optim." + spec.optimizer_name + ".step>";
         std::optional<peakmem::ParsedTrace> first, later;
         if (optimizer_first) first = peakmem::ParseTrace(opt_name, *optimizer_first);

@@ -97,8 +97,8 @@ class Fields {
   std::string path_;
 };
 
-ParsedTrace TraceField(const Fields& f, const std::string& key) {
-  return ParseTrace(f.file() + "#" + f.Sub(key), f.String(key));
+ParsedTrace TraceField(const Fields& f, const std::string& key, const TextReadOptions& options = {}) {
+  return ParseTrace(f.file() + "#" + f.Sub(key), f.String(key), options);
 }
 
 }  // namespace
@@ -118,7 +118,16 @@ StepFile ParseStepFile(const std::string& name, const std::string& text) {
   }
   const Fields fw = top.Object("forward");
   const Fields bw = top.Object("backward");
-  StepFile out{TraceField(fw, "trace"), TraceField(bw, "trace"), std::nullopt, std::nullopt, {}, ""};
+  // A distributed step's rank: its DTensor values are read as that rank's
+  // shards (optional; 0 of the world size the traces say).
+  TextReadOptions read;
+  if (top.Has("rank")) read.rank = top.Int("rank", 0);
+  if (top.Has("world_size")) read.world_size = top.Int("world_size", 0);
+  if (read.world_size > 0 && read.rank >= read.world_size) {
+    top.Fail("rank", "is " + std::to_string(read.rank) + ", not below the world size " +
+                         std::to_string(read.world_size));
+  }
+  StepFile out{TraceField(fw, "trace", read), TraceField(bw, "trace", read), std::nullopt, std::nullopt, {}, ""};
   TrainingStepSpec& spec = out.spec;
   spec.saved = fw.Names("saved");
   spec.outputs = fw.Names("outputs");

@@ -66,6 +66,20 @@ TEST(StepFile, MalformedFilesNameTheField) {
   EXPECT_THROW(ParseStepFile("step.json", "{not json"), StepFileError);
 }
 
+TEST(StepFile, TheRankItWasExportedAsReadsTheTraces) {
+  nlohmann::json f = StepFileJson();
+  EXPECT_EQ(ParseStepFile("step.json", f.dump()).forward.rank, 0);  // optional: rank 0
+  f["rank"] = 3;
+  f["world_size"] = 4;
+  const StepFile read = ParseStepFile("step.json", f.dump());
+  EXPECT_EQ(read.forward.rank, 3);
+  EXPECT_EQ(read.backward.world_size, 4);
+  f["rank"] = 4;
+  EXPECT_NE(ErrorOf(f).find("'rank' is 4, not below the world size 4"), std::string::npos);
+  f["rank"] = -1;
+  EXPECT_NE(ErrorOf(f).find("'rank' must be an integer >= 0"), std::string::npos);
+}
+
 TEST(StepFile, ABadTraceInsideIsATraceErrorNamingIt) {
   nlohmann::json f = StepFileJson();
   f["backward"]["trace"] = "def backward_fn(a):\n  t0 = torch.mul(a, \n";

@@ -49,7 +49,8 @@ struct TrainingStepSpec {
   // buffers) and the caller's input tensors.
   std::int64_t parameter_bytes = 0;
   std::int64_t input_bytes = 0;
-  // With an optimizer: what its trainable parameters hold (-1: not checked),
+  // With an optimizer: what its trainable parameters' gradients hold, each its
+  // parameter's (local) elements times their size (-1: not checked),
   // the names its state has in its step() programs, and its class's name.
   std::int64_t trainable_bytes = -1;
   std::vector<std::string> optimizer_state;
