@@ -1,8 +1,10 @@
 #include "peakmem/analyze.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "peakmem/frontend/frontend.h"
+#include "peakmem/models/nccl_buffers.h"
 #include "peakmem/models/runtime_model.h"
 #include "peakmem/models/thunder_model.h"
 #include "peakmem/semantics/distribution.h"
@@ -56,6 +58,23 @@ Report RunPriced(const ParsedTrace& trace, const std::string& model,
   return report;
 }
 
+}  // namespace
+
+std::optional<NcclEstimate> DefaultNcclEstimate(const Distribution& d, NcclOptions options) {
+  if (!d.distributed || d.world_size < 1) return std::nullopt;
+  options.world_size = d.world_size;
+  options.collectives.clear();
+  for (const std::string& op : d.collective_ops) {
+    const std::string c = NcclCollectiveOf(op);
+    if (!c.empty() && std::find(options.collectives.begin(), options.collectives.end(), c) == options.collectives.end())
+      options.collectives.push_back(c);
+  }
+  if (options.collectives.empty()) return std::nullopt;
+  return EstimateNcclBuffers(options);
+}
+
+namespace {
+
 // The distribution (before the model: a world size the trace contradicts
 // fails at once), then the priced run.
 Report AnalyzeWith(const ParsedTrace& trace, const std::string& model,
@@ -65,6 +84,7 @@ Report AnalyzeWith(const ParsedTrace& trace, const std::string& model,
       DistributionOf(trace.trace, *trace.source, trace.rank, trace.world_size);
   Report report = RunPriced(trace, model, runtime_options, report_options, allocator, workspace);
   for (const std::string& d : distribution.disagreements) report.diagnostics.push_back(d);
+  report.nccl = DefaultNcclEstimate(distribution);
   report.distribution = std::move(distribution);
   return report;
 }

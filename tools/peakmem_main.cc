@@ -50,6 +50,7 @@ struct AnalyzeArgs {
   int rank = 0;
   int world_size = 0;
   std::string dtensor_layout;
+  peakmem::NcclOptions nccl;  // the NCCL estimate's (world size and collectives: the trace's)
   std::string allocator = "requested";
   std::string alloc_conf;  // empty: PYTORCH_CUDA_ALLOC_CONF's
   std::string device_memory;
@@ -174,6 +175,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
     kept_report = new peakmem::Report(peakmem::Analyze(
         *kept_trace, args.model, RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads),
         report_options, allocator));
+    kept_report->nccl = peakmem::DefaultNcclEstimate(kept_report->distribution, args.nccl);
     const peakmem::Report& report = *kept_report;
     writing.text = TextOptionsFor(args, report.steps.size());
     // Before the output file is made.
@@ -324,6 +326,19 @@ CLI::App* AddAnalyze(CLI::App& app, AnalyzeArgs& args) {
                    "the trace says")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  analyze
+      ->add_option("--nccl-channels", args.nccl.channels,
+                   "NCCL's estimate for a distributed trace (docs/nccl-buffers.md): its collective "
+                   "channels (NCCL's INFO log says 'N coll channels')")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  analyze
+      ->add_option("--gpus-per-node", args.nccl.gpus_per_node,
+                   "NCCL's estimate: GPUs in a node (a larger world crosses nodes over the network)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  analyze->add_flag("--nccl-nvls", args.nccl.nvls,
+                    "NCCL's estimate: NVSwitch multicast (NVLS) buffers, as on H100/H200 SXM systems");
   analyze
       ->add_option("-j,--threads", args.threads,
                    "Threads that read a big printed trace (one chunk of its body each; the "

@@ -2,6 +2,7 @@
 // get a Report. The CLI and the Python extension both call only this.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ Report Analyze(const ParsedTrace& trace, const std::string& model,
                const RuntimeOptions& runtime_options = {},
                const ReportOptions& report_options = {},
                const AllocatorOptions& allocator = {});
+
+// NCCL's buffers for a distributed trace (Report::nccl): `options` with the
+// trace's world size and the collectives its ops run; none when the world
+// size is unknown or the trace runs no collective.
+std::optional<NcclEstimate> DefaultNcclEstimate(const Distribution& distribution, NcclOptions options = {});
 
 // Analyze for callers that run models over and over (an optimization pass
 // scoring schedules, the benchmarks): it keeps the models' working memory

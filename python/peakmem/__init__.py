@@ -19,6 +19,8 @@ Public API:
     plan(trace, time_budget=)   a statement order with a lower peak (a new TraceCtx
                                 that runs, or planned text), judged by the runtime model
     plan_transform()            the planner as a Thunder transform (thunder.jit(..., transforms=[...]))
+    nccl_estimate(world_size, collectives, ...)
+                                NCCL's own buffers on a rank: an estimate, apart
     thunder.get_alloc_memory    drop-in for Thunder's own estimator
 """
 
@@ -38,6 +40,7 @@ from .measure import Measurement, measure  # noqa: E402
 from .step import StepReport, estimate_step, export_step, measure_step  # noqa: E402
 from .batch_search import BatchSearch, max_batch_size  # noqa: E402
 from .planning import Plan, plan, plan_transform  # noqa: E402
+from .distribution import nccl_estimate  # noqa: E402
 
 __all__ = [
     "BatchSearch",
@@ -55,6 +58,7 @@ __all__ = [
     "max_batch_size",
     "measure",
     "measure_step",
+    "nccl_estimate",
     "plan",
     "plan_transform",
     "thunder",

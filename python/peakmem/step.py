@@ -109,6 +109,10 @@ class StepReport:
             was recomputed in the backward instead of saved and what it did
             (peakmem.recompute.Recomputation: names, added FLOPs, the peak
             before and after).
+        nccl_estimate: for a rank of a distributed step whose traces run
+            collectives (estimate only): NCCL's own device buffers, outside
+            PyTorch's allocator and apart from every figure above
+            (peakmem.distribution.nccl_estimate with its defaults).
     """
 
     peak_bytes: int
@@ -127,6 +131,7 @@ class StepReport:
     seconds: dict[str, float] = field(default_factory=dict)
     timeline: Any = None
     recomputation: Any = None
+    nccl_estimate: dict | None = None
 
     def plot(self, ax: Any = None) -> Any:
         """The timeline on matplotlib Axes (new ones if None): live bytes by
@@ -404,6 +409,35 @@ def _names(x: Any) -> list[str]:
     return out
 
 
+def _with_strategy(fn: Callable) -> Callable:
+    """`strategy`, `world_size` and `rank` (peakmem.distribution): `fn` runs
+    as that rank of a fake process group, with the strategy's transform."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(model: Any, *inputs: Any, strategy: str | None = None, world_size: int | None = None,
+            rank: int = 0, **kwargs: Any) -> Any:
+        if strategy is None:
+            if world_size is not None or rank != 0:
+                raise ValueError("world_size= and rank= go with strategy= (with transform=, the caller's "
+                                 "process group says them)")
+            return fn(model, *inputs, **kwargs)
+        from .distribution import fake_process_group, strategy_transform
+
+        if kwargs.get("transform") is not None:
+            raise ValueError("pass strategy= or transform=, not both")
+        if world_size is None:
+            raise ValueError(f"strategy={strategy!r} needs world_size=")
+        held = _held_by_module(model)
+        device = held[0].device if held else None
+        transform = strategy_transform(strategy, device)
+        with fake_process_group(world_size, rank):
+            return fn(model, *inputs, transform=transform, **kwargs)
+
+    return run
+
+
+@_with_strategy
 def estimate_step(
     model: Any,
     *inputs: Any,
@@ -416,6 +450,9 @@ def estimate_step(
     budget: int | str | None = None,
     transform: Callable | None = None,
     plan: bool | dict = False,
+    strategy: str | None = None,  # these three: _with_strategy's
+    world_size: int | None = None,
+    rank: int = 0,
 ) -> StepReport:
     """Predicts the memory of ``steps`` training steps of `model` on `inputs`.
 
@@ -439,6 +476,10 @@ def estimate_step(
     initialises the process group; torch's fake process group
     (``torch.testing._internal.distributed.fake_pg``) is rank r of any world
     size in one process, so a cluster's rank is estimated on a laptop.
+    ``strategy="fsdp"`` (``"fsdp-zero3"``, ``"ddp"``) with ``world_size=``
+    and ``rank=`` does that itself: Thunder's transform for the strategy,
+    run as that rank of a fake process group made for the call
+    (peakmem.distribution).
 
     `plan` (default False): True (or a dict of ``peakmem.plan``'s options)
     has Thunder run peakmem's planned forward and backward
@@ -467,12 +508,20 @@ def estimate_step(
     if recompute is not None:
         program = _recomputed(program, recompute)
     report, simulating = _simulate(program)
+    world_size = program.spec.get("world_size", 0)
+    if world_size > 1:
+        from .distribution import nccl_estimate, traces_collectives
+
+        collectives = traces_collectives(program.forward, program.backward)
+        if collectives:
+            report = replace(report, nccl_estimate=nccl_estimate(world_size, collectives))
     total = time.perf_counter() - start
     thunder_s = importing + tracing
     return replace(_with_budget(report, limit), seconds={
         "thunder": thunder_s, "peakmem": total - thunder_s, "simulate": simulating})
 
 
+@_with_strategy
 def export_step(
     model: Any,
     *inputs: Any,
@@ -484,6 +533,9 @@ def export_step(
     steps: int = 1,
     zero_grad: bool = True,
     transform: Callable | None = None,
+    strategy: str | None = None,  # these three: _with_strategy's
+    world_size: int | None = None,
+    rank: int = 0,
 ) -> dict:
     """The step ``estimate_step`` would simulate, as a portable step file
     (docs/step-file.md): both traces as printed text, the names that join
@@ -660,6 +712,7 @@ def _simulate(program: _StepProgram) -> tuple[StepReport, float]:
 # The measurement
 
 
+@_with_strategy
 def measure_step(
     model: Any,
     *inputs: Any,
@@ -672,6 +725,9 @@ def measure_step(
     budget: int | str | None = None,
     transform: Callable | None = None,
     plan: bool | dict = False,
+    strategy: str | None = None,  # these three: _with_strategy's
+    world_size: int | None = None,
+    rank: int = 0,
 ) -> StepReport:
     """Runs ``steps`` training steps of `model` for real on the CPU and
     measures them: the truth ``estimate_step`` is checked against.

@@ -14,6 +14,7 @@
 #include "peakmem/analyze.h"
 #include "peakmem/planning/planner.h"
 #include "peakmem/frontend/trace_json_writer.h"
+#include "peakmem/models/nccl_buffers.h"
 #include "peakmem/models/training_step.h"
 #include "peakmem/report/allocator_summary.h"
 #include "peakmem/report/attribution.h"
@@ -24,6 +25,22 @@
 namespace nb = nanobind;
 
 namespace {
+
+// models/nccl_buffers.h's estimate as a dict (the JSON report's nccl_estimate).
+nb::dict NcclToDict(const peakmem::NcclEstimate& e) {
+  nb::dict out;
+  out["total_bytes"] = e.total_bytes;
+  out["ring_bytes"] = e.ring_bytes;
+  out["tree_bytes"] = e.tree_bytes;
+  out["nvls_bytes"] = e.nvls_bytes;
+  out["channel_structures_bytes"] = e.channel_structures_bytes;
+  out["crosses_nodes"] = e.crosses_nodes;
+  nb::list assumptions;
+  for (const std::string& a : e.assumptions) assumptions.append(a);
+  out["assumptions"] = assumptions;
+  return out;
+}
+
 
 // Raises peakmem._errors.TraceError(file, line, column, message, line_text, rendered).
 void RaiseTraceError(const peakmem::TraceError& e) {
@@ -246,6 +263,15 @@ void BindReport(nb::module_& m) {
           },
           "For a trace with a collective or a DTensor value: {'rank', 'world_size' (None when "
           "the trace does not say), 'world_size_from'}; None otherwise")
+      .def_prop_ro(
+          "nccl_estimate",
+          [](const PyReport& r) -> nb::object {
+            if (!r.nccl) return nb::none();
+            return NcclToDict(*r.nccl);
+          },
+          "For a distributed trace of known world size with collectives: NCCL's own device buffers, "
+          "an estimate apart from every other figure (models/nccl_buffers.h; docs/nccl-buffers.md), "
+          "with the defaults (16 channels, 8 GPUs a node); peakmem.nccl_estimate takes other options")
       .def_prop_ro(
           "live_at_peak",
           [](PyReport& r) {
@@ -621,6 +647,32 @@ NB_MODULE(_core, m) {
   BindStep(m);
 
   m.def("available_models", &peakmem::AvailableModels);
+
+  m.def(
+      "nccl_estimate",
+      [](int world_size, const std::vector<std::string>& collectives, int channels, int gpus_per_node,
+         bool nvls, int communicators, std::int64_t simple_bytes, std::int64_t ll_bytes, std::int64_t ll128_bytes,
+         bool cumem) {
+        peakmem::NcclOptions o;
+        o.world_size = world_size;
+        o.collectives = collectives;
+        o.channels = channels;
+        o.gpus_per_node = gpus_per_node;
+        o.nvls = nvls;
+        o.communicators = communicators;
+        o.simple_bytes = simple_bytes;
+        o.ll_bytes = ll_bytes;
+        o.ll128_bytes = ll128_bytes;
+        o.cumem = cumem;
+        return NcclToDict(peakmem::EstimateNcclBuffers(o));
+      },
+      nb::arg("world_size"), nb::arg("collectives"), nb::arg("channels") = 16, nb::arg("gpus_per_node") = 8,
+      nb::arg("nvls") = false, nb::arg("communicators") = 1, nb::arg("simple_bytes") = std::int64_t{4} << 20,
+      nb::arg("ll_bytes") = std::int64_t{512} << 10, nb::arg("ll128_bytes") = 4915200, nb::arg("cumem") = true,
+      "NCCL's own device buffers for one rank (models/nccl_buffers.h): an estimate, apart from "
+      "PyTorch's allocator. collectives: 'all_reduce', 'all_gather', 'reduce_scatter', 'broadcast'.");
+  m.def("nccl_collective_of", &peakmem::NcclCollectiveOf,
+        "The NCCL collective a trace op runs ('' for none)");
 
   m.def(
       "op_rule",

@@ -1,5 +1,7 @@
 #include "peakmem/semantics/distribution.h"
 
+#include <algorithm>
+
 #include <stdexcept>
 
 #include "peakmem/ir/dtensor_layout.h"
@@ -85,6 +87,10 @@ Distribution DistributionOf(const Trace& trace, const SourceFile& source, int ra
     if (s.kind != StatementKind::kCall) continue;
     const OpInfo* op = FindCallOp(trace.CalleeOf(s), trace.SymbolOf(s));
     if (op == nullptr || !op->collective) continue;
+    const std::string symbol(trace.SymbolOf(s));
+    if (std::find(d.collective_ops.begin(), d.collective_ops.end(), symbol) == d.collective_ops.end()) {
+      d.collective_ops.push_back(symbol);
+    }
     say(CollectiveWorldSize(trace, s), s.at,
         "the " + std::string(trace.SymbolOf(s)) + " at line " + std::to_string(s.source_line));
   }

@@ -32,6 +32,7 @@ TEST(Distribution, AllGatherSaysTheWorldSize) {
   EXPECT_EQ(d.world_size, 4);
   EXPECT_EQ(d.rank, 3);
   EXPECT_EQ(d.world_size_from, "the torch_all_gather_prim_impl at line 3");
+  EXPECT_EQ(d.collective_ops, std::vector<std::string>{"torch_all_gather_prim_impl"});  // not the wait
   EXPECT_THROW(Of(p, 4), std::invalid_argument);  // rank 4 of 4
   try {
     Of(p, 0, 8);

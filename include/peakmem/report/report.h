@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "peakmem/allocators/allocator_choice.h"
 #include "peakmem/ir/string_arena.h"
 #include "peakmem/ir/string_hash.h"
+#include "peakmem/models/nccl_buffers.h"
 #include "peakmem/semantics/distribution.h"
 #include "peakmem/sim/alloc_events.h"
 
@@ -127,6 +129,10 @@ struct Report {
   std::vector<ReturnedTensor> returned_tensors;
   // Which rank of how many the numbers are for (semantics/distribution.h).
   Distribution distribution;
+  // For a distributed trace of known world size with collectives: NCCL's
+  // own buffers, a documented estimate apart from every figure above
+  // (models/nccl_buffers.h; the CLI's --nccl-* flags set its options).
+  std::optional<NcclEstimate> nccl;
 
   // What the steps' text views: the source they quote and an arena for text
   // rendered for them (statements re-printed from JSON, op names).

@@ -28,6 +28,8 @@ struct Distribution {
   // Statements that say another size than the first (collectives over
   // process groups of different sizes): reported, the first kept.
   std::vector<std::string> disagreements;
+  // The collective ops the trace calls, each once, in the order first called.
+  std::vector<std::string> collective_ops;
 };
 
 // The trace's distribution, read for `rank`; `world_size` (0: unknown) is

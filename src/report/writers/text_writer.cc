@@ -1,6 +1,7 @@
 // The "text" writer: a human-readable summary, the breakdown and the
 // per-step table.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -338,6 +339,12 @@ void WriteReportText(const Report& report, const ReportSink& sink, const Attribu
                                   "distributed: rank {} (the trace does not say the world size; "
                                   "--world-size gives it)\n",
                                   d.rank);
+  }
+  if (report.nccl) {
+    out += fmt::format(
+        "NCCL's own buffers (an estimate, outside PyTorch's allocator and every figure here; "
+        "docs/nccl-buffers.md): {} ({}; --nccl-channels, --gpus-per-node, --nccl-nvls)\n",
+        HumanBytes(report.nccl->total_bytes), fmt::join(report.nccl->assumptions, "; "));
   }
   if (report.peak_step >= 0 && report.peak_step < static_cast<int>(report.steps.size())) {
     const Step& s = report.steps[report.peak_step];

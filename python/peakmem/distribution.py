@@ -1,0 +1,102 @@
+"""One rank of a distributed training step, from a strategy's name.
+
+``estimate_step(model, x, strategy="fsdp", world_size=64, rank=0)`` is
+``estimate_step(model, x, transform=...)`` with Thunder's own transform for
+the strategy, run as rank `rank` of a fake process group of `world_size`
+(torch.testing._internal.distributed.fake_pg: collectives return at once and
+move no data, so the one process allocates what that rank allocates). The
+group is made for the call and destroyed after it, so one process can ask
+for every rank in turn; a process group the caller initialised is kept and
+must be a fake one of that size and rank.
+
+Strategies (thunder/distributed/__init__.py):
+    "fsdp", "fsdp-zero2": thunder.distributed.fsdp, ZeRO-2 (Thunder's default);
+    "fsdp-zero3": with sharding_strategy=FSDPType.ZERO3;
+    "ddp": thunder.distributed.ddp.
+Tensor parallelism names the layers it shards, so it stays a ``transform=``
+(tests/data/distributed/program.py shows one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+__all__ = ["STRATEGIES", "fake_process_group", "nccl_estimate", "strategy_transform", "traces_collectives"]
+
+STRATEGIES = ("fsdp", "fsdp-zero2", "fsdp-zero3", "ddp")
+
+
+def strategy_transform(strategy: str, device: Any) -> Callable[[Any], Any]:
+    """The transform ``thunder.jit``'s module gets for `strategy`, its
+    shards made on `device` (the model's: ``meta`` allocates nothing)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r} (peakmem knows {', '.join(STRATEGIES)}; "
+                         "tensor parallelism and other transforms: pass transform=)")
+
+    def apply(jitted: Any) -> Any:
+        import thunder.distributed as td
+
+        if strategy == "ddp":
+            return td.ddp(jitted)
+        sharding = td.FSDPType.ZERO3 if strategy == "fsdp-zero3" else td.FSDPType.ZERO2
+        return td.fsdp(jitted, device=device, sharding_strategy=sharding)
+
+    return apply
+
+
+@contextlib.contextmanager
+def fake_process_group(world_size: int, rank: int) -> Iterator[None]:
+    """Rank `rank` of a fake process group of `world_size` for the block."""
+    import torch.distributed as dist
+
+    for name, value in (("world_size", world_size), ("rank", rank)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, got {world_size}")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
+    if dist.is_initialized():
+        have = (dist.get_backend(), dist.get_world_size(), dist.get_rank())
+        if have != ("fake", world_size, rank):
+            raise ValueError(f"a process group is initialised already (backend {have[0]!r}, world size "
+                             f"{have[1]}, rank {have[2]}), not rank {rank} of a fake group of {world_size}: "
+                             "destroy it, or pass transform= and run under it")
+        yield
+        return
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", rank=rank, world_size=world_size, store=FakeStore())
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def nccl_estimate(world_size: int, collectives: list[str], **options: Any) -> dict:
+    """NCCL's own device buffers on one rank: an estimate, outside
+    PyTorch's allocator and apart from every exact figure
+    (docs/nccl-buffers.md; peakmem/models/nccl_buffers.h). `collectives`:
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast"; `options`:
+    channels (16), gpus_per_node (8), nvls (False), communicators (1),
+    simple_bytes / ll_bytes / ll128_bytes (NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE,
+    NCCL_LL128_BUFFSIZE), cumem (True). Returns {"total_bytes", "ring_bytes",
+    "tree_bytes", "nvls_bytes", "channel_structures_bytes", "crosses_nodes",
+    "assumptions"}."""
+    from . import _core
+
+    return _core.nccl_estimate(world_size, list(collectives), **options)
+
+
+def traces_collectives(*traces: Any) -> list[str]:
+    """The NCCL collectives the Thunder traces call, each once, in order."""
+    from . import _core
+
+    out: list[str] = []
+    for trace in traces:
+        for b in trace.bound_symbols:
+            c = _core.nccl_collective_of(b.sym.name)
+            if c and c not in out:
+                out.append(c)
+    return out
