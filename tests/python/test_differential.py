@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, note, settings
 import difftest
 
 REGRESSIONS = sorted((Path(__file__).resolve().parents[1] / "data" / "regressions").glob("*.json"))
-SHORT_RUN = 200
+SHORT_RUN = 80
 
 
 @settings(max_examples=SHORT_RUN, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
