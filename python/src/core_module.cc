@@ -18,6 +18,7 @@
 #include "peakmem/models/training_step.h"
 #include "peakmem/report/allocator_summary.h"
 #include "peakmem/report/attribution.h"
+#include "peakmem/report/nccl_summary.h"
 #include "peakmem/report/writer.h"
 #include "peakmem/semantics/op_registry.h"
 #include "thunder_drop_in.h"
@@ -26,19 +27,9 @@ namespace nb = nanobind;
 
 namespace {
 
-// models/nccl_buffers.h's estimate as a dict (the JSON report's nccl_estimate).
-nb::dict NcclToDict(const peakmem::NcclEstimate& e) {
-  nb::dict out;
-  out["total_bytes"] = e.total_bytes;
-  out["ring_bytes"] = e.ring_bytes;
-  out["tree_bytes"] = e.tree_bytes;
-  out["nvls_bytes"] = e.nvls_bytes;
-  out["channel_structures_bytes"] = e.channel_structures_bytes;
-  out["crosses_nodes"] = e.crosses_nodes;
-  nb::list assumptions;
-  for (const std::string& a : e.assumptions) assumptions.append(a);
-  out["assumptions"] = assumptions;
-  return out;
+// models/nccl_buffers.h's estimate as a dict: the JSON report's nccl_estimate.
+nb::object NcclToDict(const peakmem::NcclEstimate& e) {
+  return nb::module_::import_("json").attr("loads")(peakmem::NcclSummaryJson(e).dump());
 }
 
 

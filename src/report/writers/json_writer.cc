@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "peakmem/report/allocator_summary.h"
+#include "peakmem/report/nccl_summary.h"
 #include "registry.h"
 
 namespace peakmem {
@@ -121,16 +122,8 @@ nlohmann::ordered_json ReportHead(const Report& report, const Attribution* at) {
     dist["world_size_from"] = d.world_size_from;
     j["distributed"] = std::move(dist);
   }
-  if (report.nccl) {  // apart from every figure above: not PyTorch's allocator
-    const NcclEstimate& e = *report.nccl;
-    j["nccl_estimate"] = {{"total_bytes", e.total_bytes},
-                          {"ring_bytes", e.ring_bytes},
-                          {"tree_bytes", e.tree_bytes},
-                          {"nvls_bytes", e.nvls_bytes},
-                          {"channel_structures_bytes", e.channel_structures_bytes},
-                          {"crosses_nodes", e.crosses_nodes},
-                          {"assumptions", e.assumptions}};
-  }
+  // Apart from every figure above: not PyTorch's allocator.
+  if (report.nccl) j["nccl_estimate"] = NcclSummaryJson(*report.nccl);
   if (report.allocator != nullptr) j["allocator"] = AllocatorSummaryJson(report);
   j["breakdown"] = nullptr;
   j["steps"] = nullptr;
