@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
-__all__ = ["STRATEGIES", "fake_process_group", "nccl_estimate", "strategy_transform", "traces_collectives"]
+__all__ = ["STRATEGIES", "fake_process_group", "nccl_estimate", "strategy_transform", "traces_collectives",
+           "with_strategy"]
 
 STRATEGIES = ("fsdp", "fsdp-zero2", "fsdp-zero3", "ddp")
 
@@ -43,6 +44,33 @@ def strategy_transform(strategy: str, device: Any) -> Callable[[Any], Any]:
         return td.fsdp(jitted, device=device, sharding_strategy=sharding)
 
     return apply
+
+
+def with_strategy(fn: Callable) -> Callable:
+    """`fn(model, *inputs, ...)` (estimate_step, measure_step, export_step)
+    taking `strategy`, `world_size` and `rank`: it runs as that rank of a
+    fake process group made for the call, with the strategy's transform on
+    the model's device."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(model: Any, *inputs: Any, strategy: str | None = None, world_size: int | None = None,
+            rank: int = 0, **kwargs: Any) -> Any:
+        if strategy is None:
+            if world_size is not None or rank != 0:
+                raise ValueError("world_size= and rank= go with strategy= (with transform=, the caller's "
+                                 "process group says them)")
+            return fn(model, *inputs, **kwargs)
+        if kwargs.get("transform") is not None:
+            raise ValueError("pass strategy= or transform=, not both")
+        if world_size is None:
+            raise ValueError(f"strategy={strategy!r} needs world_size=")
+        held = [*model.parameters(), *model.buffers()]
+        transform = strategy_transform(strategy, held[0].device if held else None)
+        with fake_process_group(world_size, rank):
+            return fn(model, *inputs, transform=transform, **kwargs)
+
+    return run
 
 
 @contextlib.contextmanager

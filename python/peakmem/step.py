@@ -61,6 +61,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from .distribution import with_strategy
 from .step_timeline import ACTIVATIONS, GRADIENTS, STATE, StepTimeline
 
 __all__ = ["StepReport", "estimate_step", "export_step", "measure_step"]
@@ -409,35 +410,7 @@ def _names(x: Any) -> list[str]:
     return out
 
 
-def _with_strategy(fn: Callable) -> Callable:
-    """`strategy`, `world_size` and `rank` (peakmem.distribution): `fn` runs
-    as that rank of a fake process group, with the strategy's transform."""
-    import functools
-
-    @functools.wraps(fn)
-    def run(model: Any, *inputs: Any, strategy: str | None = None, world_size: int | None = None,
-            rank: int = 0, **kwargs: Any) -> Any:
-        if strategy is None:
-            if world_size is not None or rank != 0:
-                raise ValueError("world_size= and rank= go with strategy= (with transform=, the caller's "
-                                 "process group says them)")
-            return fn(model, *inputs, **kwargs)
-        from .distribution import fake_process_group, strategy_transform
-
-        if kwargs.get("transform") is not None:
-            raise ValueError("pass strategy= or transform=, not both")
-        if world_size is None:
-            raise ValueError(f"strategy={strategy!r} needs world_size=")
-        held = _held_by_module(model)
-        device = held[0].device if held else None
-        transform = strategy_transform(strategy, device)
-        with fake_process_group(world_size, rank):
-            return fn(model, *inputs, transform=transform, **kwargs)
-
-    return run
-
-
-@_with_strategy
+@with_strategy
 def estimate_step(
     model: Any,
     *inputs: Any,
@@ -450,7 +423,7 @@ def estimate_step(
     budget: int | str | None = None,
     transform: Callable | None = None,
     plan: bool | dict = False,
-    strategy: str | None = None,  # these three: _with_strategy's
+    strategy: str | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
 ) -> StepReport:
@@ -521,7 +494,7 @@ def estimate_step(
         "thunder": thunder_s, "peakmem": total - thunder_s, "simulate": simulating})
 
 
-@_with_strategy
+@with_strategy
 def export_step(
     model: Any,
     *inputs: Any,
@@ -533,7 +506,7 @@ def export_step(
     steps: int = 1,
     zero_grad: bool = True,
     transform: Callable | None = None,
-    strategy: str | None = None,  # these three: _with_strategy's
+    strategy: str | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
 ) -> dict:
@@ -712,7 +685,7 @@ def _simulate(program: _StepProgram) -> tuple[StepReport, float]:
 # The measurement
 
 
-@_with_strategy
+@with_strategy
 def measure_step(
     model: Any,
     *inputs: Any,
@@ -725,7 +698,7 @@ def measure_step(
     budget: int | str | None = None,
     transform: Callable | None = None,
     plan: bool | dict = False,
-    strategy: str | None = None,  # these three: _with_strategy's
+    strategy: str | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
 ) -> StepReport:
