@@ -202,6 +202,12 @@ def _int64_index_arguments(trace: Any) -> set:
     return names
 
 
+def local_shard(t: Any) -> Any:
+    """What this rank allocates for `t`: a DTensor's local shard, else `t`."""
+    local = getattr(t, "_local_tensor", None)
+    return t if local is None else local
+
+
 class _InputMaker:
     """Turns argument proxies (or given values) into fresh values on `device`."""
 
@@ -286,8 +292,7 @@ class _InputMaker:
         memo = {} if memo is None else memo
         if isinstance(x, torch.Tensor):
             if id(x) not in memo:
-                local = getattr(x, "_local_tensor", None)
-                src = (x if local is None else local).detach()
+                src = local_shard(x).detach()
                 if whole_storages:
                     storage = src.untyped_storage()
                     key = ("storage", storage.data_ptr(), src.dtype)
@@ -298,7 +303,7 @@ class _InputMaker:
                 else:
                     t = torch.empty_strided(src.shape, src.stride(), dtype=src.dtype, device=self.device)
                 t.copy_(src)
-                if local is not None:
+                if local_shard(x) is not x:  # a DTensor
                     from torch.distributed.tensor import DTensor
 
                     t = DTensor.from_local(t, x.device_mesh, x.placements, shape=x.shape, stride=x.stride())

@@ -62,6 +62,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .distribution import with_strategy
+from .measure import local_shard
 from .step_timeline import ACTIVATIONS, GRADIENTS, STATE, StepTimeline
 
 __all__ = ["StepReport", "estimate_step", "export_step", "measure_step"]
@@ -213,7 +214,7 @@ def _backward(loss: Any, gradient: str | None) -> int:
         loss.backward()
     else:
         loss.backward(torch.ones_like(loss))
-    local = _local(loss)
+    local = local_shard(loss)
     return local.element_size() * local.numel()
 
 
@@ -224,12 +225,6 @@ def _run_step(jm: Any, inputs: tuple, optimizer: Any, zero_grad: bool, gradient:
         optimizer.step()
     if zero_grad:
         (optimizer if optimizer is not None else jm).zero_grad(set_to_none=True)
-
-
-def _local(t: Any) -> Any:
-    """What this rank allocates for `t`: a DTensor's local shard, else `t`."""
-    local = getattr(t, "_local_tensor", None)
-    return t if local is None else local
 
 
 def _rank_and_world_size() -> dict[str, int]:
@@ -244,12 +239,12 @@ def _rank_and_world_size() -> dict[str, int]:
 def _storage_key(t: Any) -> Any:
     """What identifies a tensor's storage (on meta, where every address is 0,
     the storage object; a DTensor's is its local shard's)."""
-    s = _local(t).untyped_storage()
+    s = local_shard(t).untyped_storage()
     return (t.device.type, s.data_ptr()) if t.device.type != "meta" else id(s)
 
 
 def _storage_nbytes(t: Any) -> int:
-    return _local(t).untyped_storage().nbytes()
+    return local_shard(t).untyped_storage().nbytes()
 
 
 def _storage_bytes(tensors) -> int:
@@ -603,7 +598,7 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
         from .optimizer_program import ParamInfo, optimizer_program
 
         trainable = [(path, p) for path, p in holder.named_parameters() if p.requires_grad]
-        infos = [ParamInfo(tuple(int(d) for d in _local(p).shape), p.dtype) for _, p in trainable]
+        infos = [ParamInfo(tuple(int(d) for d in local_shard(p).shape), p.dtype) for _, p in trainable]
         programs = [optimizer_program(opt_spec, infos, True)]
         if steps > 1 or later_program:
             programs.append(optimizer_program(opt_spec, infos, False))
@@ -614,7 +609,7 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
         spec.update({
             # What their gradients hold (a DTensor's: its local shard,
             # dense even where distribute_tensor's padded storage is larger).
-            "trainable_bytes": sum(_local(p).numel() * p.element_size() for _, p in trainable),
+            "trainable_bytes": sum(local_shard(p).numel() * p.element_size() for _, p in trainable),
             "optimizer_state": sorted(programs[0].state_names),
             "optimizer_name": opt_spec.name,
             "optimizer_modules": {n: param_modules[i] for n, i in owners.items() if i >= 0},
@@ -646,8 +641,8 @@ def _recomputed(program: _StepProgram, options: dict) -> _StepProgram:
         return _core.simulate_step(fw, bw, program.optimizer_first, program.optimizer_later, spec)["peak_bytes"]
 
     budget = _budget(options.get("budget"))
-    choice, fw, bw = recompute.search(program.forward, program.backward, peak, budget,
-                                      options.get("time_budget"), options.get("max_simulations", 5000))
+    bounds = {k: options[k] for k in ("time_budget", "max_simulations") if k in options}
+    choice, fw, bw = recompute.search(program.forward, program.backward, peak, budget, **bounds)
     spec = {**program.spec, **_trace_names(fw, bw), "recomputation": choice}
     return replace(program, forward=fw, backward=bw, spec=spec)
 
