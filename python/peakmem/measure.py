@@ -474,15 +474,25 @@ def _measure_cpu(fn: Callable, build: Callable, convention: str) -> Measurement:
 # CUDA: caching-allocator statistics
 
 
+CUDA_STAT_KINDS = ("requested_bytes", "allocated_bytes", "reserved_bytes")
+
+
+def cuda_stats(dev: Any, which: str) -> dict[str, int]:
+    """The caching allocator's ``<kind>.all.<which>`` for each of
+    CUDA_STAT_KINDS (`which`: ``"current"`` or ``"peak"``)."""
+    import torch
+
+    s = torch.cuda.memory_stats(dev)
+    return {k: int(s.get(f"{k}.all.{which}", 0)) for k in CUDA_STAT_KINDS}
+
+
 def _measure_cuda(fn: Callable, build: Callable, convention: str, device: Any) -> Measurement:
     import torch
 
     dev = torch.device(device)
-    kinds = ("requested_bytes", "allocated_bytes", "reserved_bytes")
 
     def stats(which: str) -> dict[str, int]:
-        s = torch.cuda.memory_stats(dev)
-        return {k: int(s.get(f"{k}.all.{which}", 0)) for k in kinds}
+        return cuda_stats(dev, which)
 
     torch.cuda.synchronize(dev)
     torch.cuda.reset_peak_memory_stats(dev)  # peak := current
@@ -515,6 +525,39 @@ def _measure_cuda(fn: Callable, build: Callable, convention: str, device: Any) -
         reserved_peak_bytes=rel(peak, "reserved_bytes"),
         reserved_final_bytes=rel(final, "reserved_bytes"),
     )
+
+
+def measure_region_cpu(device: Any, make: Callable, run: Callable) -> tuple[int, int, Any, None]:
+    """Peak and final requested bytes of ``run(made)`` with ``made = make()``
+    inside the region, from the profiler's events (the walk above), and
+    `made`; `device` is the CPU."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with record_function(_INPUTS_RANGE):
+            made = make()
+        run(made)
+    peak, final, _inputs, _counted, _ignored = _walk_events(_cpu_allocation_events(prof))
+    return peak, final, made, None
+
+
+def measure_region_cuda(device: Any, make: Callable, run: Callable) -> tuple[int, int, Any, dict]:
+    """The same on a CUDA device from the caching allocator's statistics,
+    relative to what `device` held before ``make()``: requested bytes, and
+    allocated and reserved bytes (peak and final) in the dict."""
+    import torch
+
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)  # peak := current
+    base = cuda_stats(device, "current")
+    made = make()
+    run(made)
+    torch.cuda.synchronize(device)
+    peak = {k: v - base[k] for k, v in cuda_stats(device, "peak").items()}
+    final = {k: v - base[k] for k, v in cuda_stats(device, "current").items()}
+    allocator = {"allocated_peak_bytes": peak["allocated_bytes"], "allocated_final_bytes": final["allocated_bytes"],
+                 "reserved_peak_bytes": peak["reserved_bytes"], "reserved_final_bytes": final["reserved_bytes"]}
+    return peak["requested_bytes"], final["requested_bytes"], made, allocator
 
 
 # ---------------------------------------------------------------------------

@@ -115,6 +115,11 @@ class StepReport:
             collectives (estimate only): NCCL's own device buffers, outside
             PyTorch's allocator and apart from every figure above
             (peakmem.distribution.nccl_estimate with its defaults).
+        allocator: for ``measure_step`` on a CUDA device: the caching
+            allocator's ``allocated_peak_bytes``, ``allocated_final_bytes``,
+            ``reserved_peak_bytes`` and ``reserved_final_bytes`` over the
+            measured steps (``torch.cuda.memory_stats``), relative to what
+            was held before them (the parameters not included).
     """
 
     peak_bytes: int
@@ -134,6 +139,7 @@ class StepReport:
     timeline: Any = None
     recomputation: Any = None
     nccl_estimate: dict | None = None
+    allocator: dict | None = None
 
     def plot(self, ax: Any = None) -> Any:
         """The timeline on matplotlib Axes (new ones if None): live bytes by
@@ -681,6 +687,17 @@ def _simulate(program: _StepProgram) -> tuple[StepReport, float]:
 
 
 @with_strategy
+def _step_device(torch: Any, tensors: list) -> Any:
+    """The one device a measured step runs on: the CPU or a CUDA device."""
+    devices = sorted({str(x.device) for x in tensors})
+    if len(devices) > 1:
+        raise ValueError(f"measure_step runs on one device; the model and inputs are on {', '.join(devices)}")
+    device = torch.device(devices[0] if devices else "cpu")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"measure_step runs on the CPU or a CUDA device; a tensor is on {device}")
+    return device
+
+
 def measure_step(
     model: Any,
     *inputs: Any,
@@ -697,31 +714,32 @@ def measure_step(
     world_size: int | None = None,
     rank: int = 0,
 ) -> StepReport:
-    """Runs ``steps`` training steps of `model` for real on the CPU and
-    measures them: the truth ``estimate_step`` is checked against.
+    """Runs ``steps`` training steps of `model` for real and measures them:
+    the truth ``estimate_step`` is checked against.
 
-    Same arguments and step as ``estimate_step`` (real CPU tensors only).
-    One warm-up step runs first, unmeasured (Thunder compiles on the first
-    call); its gradients are dropped and the optimizer is made afresh, so the
-    measured steps start as the estimate's do: no ``.grad``, no optimizer
-    state. Under the profiler (peakmem.measure's event walk, which counts
-    requested bytes), the inputs are copied inside the measured region; the
-    parameters and buffers, made before it, are added to every figure.
-    ``phase_at_peak`` is ``"measured"`` and ``by_category`` holds the
-    parameters and inputs only (the profiler does not say what a block is).
+    Same arguments and step as ``estimate_step``, with real tensors, all on
+    the CPU or all on one CUDA device. One warm-up step runs first,
+    unmeasured (Thunder compiles on the first call; on CUDA, cuBLAS makes
+    its workspace); its gradients are dropped and the optimizer is made
+    afresh, so the measured steps start as the estimate's do: no ``.grad``,
+    no optimizer state. The inputs are copied inside the measured region;
+    the parameters and buffers, made before it, are added to every figure.
+    On the CPU the profiler's events are walked (peakmem.measure's walk,
+    which counts requested bytes); on CUDA ``torch.cuda.memory_stats``'s
+    ``requested_bytes`` give the figures, and ``allocator`` the allocated and
+    reserved bytes. ``phase_at_peak`` is ``"measured"`` and ``by_category``
+    holds the parameters and inputs only (neither source says what a block
+    is).
     """
     _, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
     _check_gradient(gradient)
     kwargs = dict(optimizer_kwargs or {})
     torch, thunder = _import_torch_and_thunder()
-    from torch.profiler import ProfilerActivity, profile, record_function
 
-    from .measure import _INPUTS_RANGE, _InputMaker, _cpu_allocation_events, _walk_events
+    from .measure import _InputMaker, measure_region_cpu, measure_region_cuda
 
     given = tuple(inputs)
-    for x in _input_tensors(given) + _held_by_module(model):
-        if x.device.type != "cpu":
-            raise ValueError(f"measure_step runs on the CPU; a tensor is on {x.device}")
+    device = _step_device(torch, _input_tensors(given) + _held_by_module(model))
     reorder, recompute = _plan_options(plan)
     names: tuple[str, ...] = ()
     if recompute is not None:  # the estimate's choice, then run
@@ -730,7 +748,7 @@ def measure_step(
                               transform=transform, plan=plan).recomputation.names
     module = _step_module(model, loss_fn)
     jm, holder = _jit(thunder, module, transform, reorder, names)
-    maker = _InputMaker(torch.device("cpu"), 0)
+    maker = _InputMaker(device, 0)
 
     def make_optimizer():
         return None if optimizer is None else optimizer(holder.parameters(), **kwargs)
@@ -747,16 +765,19 @@ def measure_step(
     opt = make_optimizer()
     parameters = _storage_bytes(_held_by_module(holder))
 
+    def make_copies():
+        return maker.copy_given(given, whole_storages=True)
+
+    def run(copies):
+        for _ in range(steps):
+            _run_step(jm, copies, opt, zero_grad, gradient)
+
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            with record_function(_INPUTS_RANGE):
-                copies = maker.copy_given(given, whole_storages=True)
-            for _ in range(steps):
-                _run_step(jm, copies, opt, zero_grad, gradient)
-        events = _cpu_allocation_events(prof)
+        measured = measure_region_cuda if device.type == "cuda" else measure_region_cpu
+        peak, final, copies, allocator = measured(device, make_copies, run)
         input_bytes = _storage_bytes(_input_tensors(copies))
         del copies, opt
     finally:
@@ -764,9 +785,8 @@ def measure_step(
             gc.enable()
     for p in holder.parameters():
         p.grad = None
-    peak, final, _inputs, _counted, _ignored = _walk_events(events)
     report = StepReport(
         peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
         step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
-        measured=True)
+        measured=True, allocator=allocator)
     return _with_budget(report, limit)

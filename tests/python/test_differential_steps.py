@@ -2,7 +2,7 @@
 modules, losses, optimizers, step counts and zero_grad settings;
 estimate_step must equal measure_step, peak and final, to the byte.
 
-80 programs in SHARDS tests of fixed seeds (every run tests the same
+200 programs in SHARDS tests of fixed seeds (every run tests the same
 programs; separate tests so that pytest-xdist's workers share them). The
 long run is `python -m tests.python.difftest --steps --count 2000` from the
 repository root (README, Testing).
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, note, seed, settings
 
 from difftest.steps import check_step, step_programs
 
-SHARDS = 4
-PER_SHARD = 20  # 80 programs
+SHARDS = 10
+PER_SHARD = 20  # 200 programs
 
 
 def _shard(k: int):

@@ -174,6 +174,12 @@ def test_bad_arguments(thunder):
         peakmem.estimate_step(MLP(), torch.randn(2, 256), loss_fn=mse_loss, steps=0)
     with pytest.raises(ValueError, match="cannot read the size"):
         peakmem.estimate_step(MLP(), torch.randn(2, 256), loss_fn=mse_loss, budget="lots")
+    # measure_step runs for real, on one device, the CPU or CUDA (its CUDA
+    # path reads torch.cuda.memory_stats; this machine has no GPU).
+    with pytest.raises(ValueError, match="runs on one device; the model and inputs are on cpu, meta"):
+        peakmem.measure_step(MLP(), torch.randn(2, 256, device="meta"), loss_fn=mse_loss)
+    with pytest.raises(ValueError, match="runs on the CPU or a CUDA device; a tensor is on meta"):
+        peakmem.measure_step(MLP().to("meta"), torch.randn(2, 256, device="meta"), loss_fn=mse_loss)
 
 
 def test_an_input_given_twice_is_measured_once_and_refused_by_the_estimate(thunder):
