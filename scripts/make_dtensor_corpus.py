@@ -44,19 +44,19 @@ def load_programs():
     return make_corpus.load_module(CORPUS / "programs.py", "tests/data/dtensor/programs.py", "peakmem_dtensor")
 
 
-def rank_entries(world_size: int, rank: int, out_dir: Path = CORPUS) -> dict:
+def rank_traces(world_size: int, rank: int):
+    """In this process: rank `rank` of `world_size` under the fake process
+    group, on a 1-d CPU mesh; yields (entry name, convention, trace) for
+    every case's forward and, for programs.BACKWARD, backward trace."""
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import distribute_tensor
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    import peakmem
-
     thunder = make_corpus.import_thunder()
     dist.init_process_group("fake", rank=rank, world_size=world_size, store=FakeStore())
     mesh = init_device_mesh("cpu", (world_size,))
-    out = {}
     programs = load_programs()
     for name, (fn, args) in programs.CASES.items():
         torch.manual_seed(0)
@@ -77,17 +77,24 @@ def rank_entries(world_size: int, rank: int, out_dir: Path = CORPUS) -> dict:
         del inputs
         for kind, trace in traces.items():
             entry = f"{name}-ws{world_size}-rank{rank}" + ("-bw" if kind == "bw" else "")
-            convention = "forward" if kind == "fw" else "backward"
-            # peakmem.measure makes a DTensor proxy's argument from this
-            # rank's shard (its saved tensors and cotangents too).
-            first = peakmem.measure(trace, convention=convention)
-            second = peakmem.measure(trace, convention=convention)
-            if (first.peak_bytes, first.final_bytes) != (second.peak_bytes, second.final_bytes):
-                raise RuntimeError(f"{entry}: two measurements differ")
-            (out_dir / f"{entry}.trace").write_text(make_corpus.trace_text(trace))
-            out[entry] = {"world_size": world_size, "rank": rank, "convention": convention,
-                          "peak_bytes": first.peak_bytes, "final_bytes": first.final_bytes,
-                          "input_bytes": first.input_bytes}
+            yield entry, "forward" if kind == "fw" else "backward", trace
+
+
+def rank_entries(world_size: int, rank: int, out_dir: Path = CORPUS) -> dict:
+    import peakmem
+
+    out = {}
+    for entry, convention, trace in rank_traces(world_size, rank):
+        # peakmem.measure makes a DTensor proxy's argument from this
+        # rank's shard (its saved tensors and cotangents too).
+        first = peakmem.measure(trace, convention=convention)
+        second = peakmem.measure(trace, convention=convention)
+        if (first.peak_bytes, first.final_bytes) != (second.peak_bytes, second.final_bytes):
+            raise RuntimeError(f"{entry}: two measurements differ")
+        (out_dir / f"{entry}.trace").write_text(make_corpus.trace_text(trace))
+        out[entry] = {"world_size": world_size, "rank": rank, "convention": convention,
+                      "peak_bytes": first.peak_bytes, "final_bytes": first.final_bytes,
+                      "input_bytes": first.input_bytes}
     return out
 
 

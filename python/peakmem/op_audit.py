@@ -149,15 +149,18 @@ def _last(name: str) -> str:
 def audit_trace(trace: Any, *, seed: int = 0) -> TraceAudit:
     """Measures each op call of `trace` on the CPU (fresh inputs, the
     calling convention ``peakmem.measure`` infers) and pairs it with the
-    runtime model's statement."""
+    runtime model's statement, predicted for the rank this process is when
+    torch.distributed is initialized (a DTensor's shard is that rank's)."""
     import torch
+    import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
 
     import peakmem
 
     from .measure import _InputMaker, _make_call_args, detect_convention
 
-    report = peakmem.analyze(trace, model="runtime")
+    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    report = peakmem.analyze(trace, model="runtime", rank=rank)
     fn = _instrumented(trace)
     maker = _InputMaker(torch.device("cpu"), seed, trace)
     convention = detect_convention(trace)

@@ -67,3 +67,27 @@ def test_every_call_of_a_corpus_or_zoo_trace_is_exact(program, live_corpus):
         misses = [c for c in _misses(op_audit.audit_trace(trace)) if c.op not in op_audit.KNOWN_GAPS]
         assert not misses, f"{program} {kind}:\n" + "\n".join(
             f"{c.source}: measured {c.measured}, predicted {c.predicted}" for c in misses)
+
+
+# A rank of the distributed corpus per kind of collective (FSDP: all-gather,
+# reduce-scatter, wait; DDP: all-reduce) and the DTensor programs on an
+# uneven shard, each re-traced in its own process under the fake process
+# group (scripts/audit_ops.py's DISTRIBUTED_RANKS has the rest).
+RANKS = [("distributed", "fsdp-zero2", 2, 1), ("distributed", "ddp", 2, 1), ("dtensor", "", 4, 3)]
+
+
+@pytest.mark.parametrize("corpus,strategy,world_size,rank", RANKS,
+                         ids=[f"{c}-{s or 'programs'}-ws{w}-rank{r}" for c, s, w, r in RANKS])
+def test_every_call_of_a_distributed_rank_is_exact(corpus, strategy, world_size, rank):
+    import sys
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import audit_ops
+
+    audits = audit_ops.distributed_audits(corpus, strategy, world_size, rank)
+    ops = {c.op for _, _, a in audits for c in a.calls}
+    assert audits and ops & {"torch_all_gather_prim_impl", "torch_all_reduce_prim_impl", "dtensor_mul_prim"}
+    misses = [(where, c) for where, _, a in audits for c in _misses(a) if c.op not in op_audit.KNOWN_GAPS]
+    assert not misses, "\n".join(f"{w}: {c.source}: measured {c.measured}, predicted {c.predicted}" for w, c in misses)
