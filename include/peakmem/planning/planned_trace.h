@@ -46,4 +46,14 @@ std::string PrintPlannedTrace(const ParsedTrace& parsed, const std::vector<State
                               const DependenceGraph& graph, const std::vector<NodeId>& order,
                               const std::string& provenance);
 
+// A printed trace read without its frees (no `del` statements; for a
+// backward, no collection clears either) printed with them placed by
+// Thunder's del_last_used: walking backwards, after the first statement that
+// names a value not yet seen and not returned, one `del` of those values
+// (its outputs' then its arguments' order); with `clear_collections` (how
+// Thunder frees a backward's), each collection among them is cleared first
+// (the last one first), spelled as the trace spells its clears. Throws
+// std::invalid_argument for a trace not read from printed text.
+std::string PrintWithLastUseFrees(const ParsedTrace& parsed, bool clear_collections);
+
 }  // namespace peakmem
