@@ -112,7 +112,9 @@ std::string SavedUnpackText(const ParsedTrace& bw, std::size_t index, const Trac
   const std::string indent(first.substr(0, first.find_first_not_of(' ')));
   std::unordered_map<std::string, std::string> printed;  // name -> its type comment line
   std::string rest;  // the block's other lines
-  for (int l = s.source_line + 1; l < BlockEnd(bw, index); ++l) {
+  int l = s.source_line;
+  while (l < BlockEnd(bw, index) && bw.source->Line(l).ends_with('\\')) ++l;  // the unpack's own lines
+  for (++l; l < BlockEnd(bw, index); ++l) {
     const std::string_view line = bw.source->Line(l);
     const std::size_t hash = line.find_first_not_of(' ');
     const std::size_t colon = line.find(':');
@@ -125,8 +127,23 @@ std::string SavedUnpackText(const ParsedTrace& bw, std::size_t index, const Trac
   std::unordered_map<std::string_view, ValueId> fw_values;
   for (ValueId v = 0; v < fw.values.size(); ++v) fw_values.emplace(fw.value(v).name, v);
   const std::string c0 = NameOf(trace, s.source);
-  std::string text = kept.empty() ? fmt::format("{}# {} (empty sequence)\n", indent, c0)
-                                  : fmt::format("{}{}, = {}\n", indent, fmt::join(kept, ", "), c0);
+  std::string text;
+  if (kept.empty()) {
+    text = fmt::format("{}# {} (empty sequence)\n", indent, c0);
+  } else {  // Thunder's unpack_sequence_printer: parts joined into lines of about 80 characters
+    std::vector<std::string> parts;
+    for (const std::string& name : kept) parts.push_back(name + ", ");
+    parts.push_back("= " + c0);
+    std::string line;
+    for (const std::string& part : parts) {
+      if (!line.empty() && line.size() + part.size() > 80) {
+        text += indent + line + "\\\n";
+        line.clear();
+      }
+      line += part;
+    }
+    text += indent + line + "\n";
+  }
   for (const std::string& name : kept) {
     auto p = printed.find(name);
     if (p != printed.end()) {
