@@ -397,6 +397,8 @@ auto SimulatingStepFile(const std::string& file, Simulate simulate) {
     throw peakmem::StepFileError(file + ": " + e.what());
   } catch (const peakmem::TraceError&) {
     throw;
+  } catch (const peakmem::StepFileError&) {  // names the file already
+    throw;
   } catch (const std::runtime_error& e) {
     throw peakmem::StepFileError(file + ": " + e.what());
   }
