@@ -8,6 +8,7 @@
 //                    [--format text|json] [--output FILE]
 //   peakmem plan TRACE [--convention ...] [--no-scratch] [--torch-threads N]
 //                      [--time-budget SECONDS] [--max-simulations N] [--output PLANNED.trace]
+//   peakmem plan STEP.json --recompute [--budget SIZE] [--max-simulations N] [--output PLANNED.json]
 //   peakmem step STEP.json [--format text|json] [--steps N] [--zero-grad|--keep-grad]
 //                          [--budget SIZE] [--output FILE]
 //
@@ -17,6 +18,7 @@
 // Exit codes: 0 success, 1 bad input (trace error), 2 bad usage.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <malloc.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@
 #include "peakmem/analyze.h"
 #include "peakmem/frontend/step_file.h"
 #include "peakmem/planning/planner.h"
+#include "peakmem/planning/step_recompute.h"
 #include "peakmem/report/report_diff.h"
 #include "peakmem/report/training_step_report.h"
 #include "peakmem/report/writer.h"
@@ -376,12 +379,92 @@ struct PlanArgs {
   std::string allocator = "requested";
   std::string alloc_conf;
   std::string output;
+  bool recompute = false;
+  std::string budget;  // --recompute: bytes the step should fit in
+  // The reordering options given on the command line (none apply with
+  // --recompute), and whether --max-simulations was.
+  std::vector<std::string> reorder_options_given;
+  bool max_simulations_given = false;
 };
+
+// Runs `simulate` on a step file's traces: a step the model does not cover,
+// or traces that do not fit together, are bad input naming the file.
+template <typename Simulate>
+auto SimulatingStepFile(const std::string& file, Simulate simulate) {
+  try {
+    return simulate();
+  } catch (const std::invalid_argument& e) {
+    throw peakmem::StepFileError(file + ": " + e.what());
+  } catch (const peakmem::TraceError&) {
+    throw;
+  } catch (const peakmem::StepFileError&) {  // names the file already
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw peakmem::StepFileError(file + ": " + e.what());
+  }
+}
+
+// A size such as 80GiB, for --budget.
+std::int64_t BudgetBytes(const std::string& text) {
+  std::int64_t bytes = 0;
+  std::string error;
+  if (!peakmem::ParseByteSize(text, &bytes, &error)) throw std::invalid_argument("--budget: " + error);
+  return bytes;
+}
+
+// `plan STEP.json --recompute`: writes the step file with the chosen
+// values recomputed in the backward (to --output, else stdout) and a
+// summary of the search to stderr.
+int RunRecomputePlan(const PlanArgs& args) {
+  return Guarded(args.trace, [&] {
+    if (!args.reorder_options_given.empty()) {
+      throw std::invalid_argument("plan --recompute: " + args.reorder_options_given.front() +
+                                  " applies to reordering a trace, not to recomputation");
+    }
+    peakmem::RecomputeSearchOptions options;
+    if (!args.budget.empty()) options.budget = BudgetBytes(args.budget);
+    if (args.max_simulations_given) options.max_simulations = args.max_simulations;
+    std::ifstream in(args.trace, std::ios::binary);
+    if (!in) throw peakmem::StepFileError(args.trace + ": cannot read the file");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    peakmem::StepFile step;
+    try {
+      step = peakmem::ParseStepFile(args.trace, text);
+    } catch (const peakmem::StepFileError& e) {
+      throw peakmem::StepFileError(std::string(e.what()) +
+                                   " (plan --recompute reads a step file, as peakmem.export_step writes it)");
+    }
+    const peakmem::StepRecomputation plan =
+        SimulatingStepFile(args.trace, [&] { return peakmem::PlanStepRecomputation(step, options); });
+    const peakmem::RecomputeSearchResult& r = plan.search;
+    std::string summary = fmt::format("peakmem plan: step peak {} -> {} bytes", r.peak_before, r.peak_after);
+    if (r.peak_before > 0) {
+      summary += fmt::format(" ({:.1f}% lower)", 100.0 * static_cast<double>(r.peak_before - r.peak_after) /
+                                                     static_cast<double>(r.peak_before));
+    }
+    summary += fmt::format("; recomputed {} values ({}), added FLOPs {}; {} simulations{}\n", plan.names.size(),
+                           fmt::join(plan.names, ", "), r.added_flops, r.simulations,
+                           r.simulation_limit_reached ? " (simulation limit reached)" : "");
+    if (options.budget) {
+      summary += fmt::format("  budget {} bytes: {}\n", *options.budget,
+                             r.peak_after <= *options.budget ? "fits" : "does not fit");
+    }
+    for (std::size_t i = 0; i < r.chosen.size(); ++i) {
+      const peakmem::RecomputeCandidate& c = plan.pool[r.chosen[i]];
+      summary += fmt::format("  {:<14} peak {} bytes, +{} FLOPs\n", c.name, r.peaks[i], c.flops);
+    }
+    std::cerr << summary;
+    const std::string out = peakmem::WriteRecomputedStep(args.trace, text, plan.traces);
+    return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { sink(out); });
+  });
+}
 
 // Writes the planned trace (to --output, else stdout) and a summary of the
 // search to stderr.
 int RunPlan(const PlanArgs& args) {
+  if (args.recompute) return RunRecomputePlan(args);
   return Guarded(args.trace, [&] {
+    if (!args.budget.empty()) throw std::invalid_argument("plan: --budget applies with --recompute");
     if (args.model != "runtime") {
       throw std::invalid_argument("plan: only the runtime model judges plans (it predicts what PyTorch allocates)");
     }
@@ -428,14 +511,23 @@ CLI::App* AddPlan(CLI::App& app, PlanArgs& args) {
       "Reorder a printed trace for a lower peak: statements move within their data dependences "
       "(in-place, random, collective and unknown ops never move across others), each value is "
       "freed after its last use, and every candidate order is judged by the runtime model. "
-      "Writes the planned trace; the search's summary goes to stderr.");
-  plan->add_option("trace", args.trace, "Path of the printed trace")->required();
+      "Writes the planned trace; the search's summary goes to stderr. With --recompute, on a step "
+      "file (peakmem.export_step): saved tensors made by views and pointwise ops are recomputed in "
+      "the backward instead, chosen greedily by the step's simulated peak (the most peak drop per "
+      "added FLOP each round); writes the step file with both traces rewritten.");
+  plan->add_option("trace", args.trace, "Path of the printed trace (with --recompute: of the step file)")->required();
+  plan->add_flag("--recompute", args.recompute,
+                 "Recompute saved tensors in the backward instead of reordering (the input is a step file)");
+  plan->add_option("--budget", args.budget,
+                   "--recompute: bytes the step should fit in (a size such as 80GiB): the search stops as "
+                   "soon as it fits (default: as low as it goes)");
   AddModelOptions(plan, &args.model, &args.convention, &args.no_scratch, &args.torch_threads);
   plan->add_option("--time-budget", args.time_budget, "Seconds the search may take")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   plan->add_option("--max-simulations", args.max_simulations,
-                   "Simulations the search may run (what makes a plan the same on every machine)")
+                   "Simulations the search may run (what makes a plan the same on every machine; "
+                   "--recompute's default is 5000)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))
       ->capture_default_str();
   plan->add_option("--allocator", args.allocator,
@@ -463,29 +555,17 @@ int RunStep(const StepArgs& args) {
   return Guarded(args.file, [&] {
     peakmem::TrainingStepReportOptions report;
     report.name = args.file;
-    if (!args.budget.empty()) {
-      std::int64_t bytes = 0;
-      std::string error;
-      if (!peakmem::ParseByteSize(args.budget, &bytes, &error)) throw std::invalid_argument("--budget: " + error);
-      report.budget = bytes;
-    }
+    if (!args.budget.empty()) report.budget = BudgetBytes(args.budget);
     peakmem::StepFile step = peakmem::LoadStepFile(args.file);
     if (args.steps > 0) step.spec.steps = args.steps;
     if (args.zero_grad) step.spec.zero_grad = true;
     if (args.keep_grad) step.spec.zero_grad = false;
     report.optimizer = step.optimizer;
-    peakmem::TrainingStepResult result;
-    try {
-      result = peakmem::SimulateTrainingStep(step.forward, step.backward,
-                                             step.optimizer_first ? &*step.optimizer_first : nullptr,
-                                             step.optimizer_later ? &*step.optimizer_later : nullptr, step.spec);
-    } catch (const std::invalid_argument& e) {  // a step the model does not cover: bad input, not usage
-      throw peakmem::StepFileError(args.file + ": " + e.what());
-    } catch (const peakmem::TraceError&) {
-      throw;
-    } catch (const std::runtime_error& e) {  // traces that do not fit together
-      throw peakmem::StepFileError(args.file + ": " + e.what());
-    }
+    const peakmem::TrainingStepResult result = SimulatingStepFile(args.file, [&] {
+      return peakmem::SimulateTrainingStep(step.forward, step.backward,
+                                           step.optimizer_first ? &*step.optimizer_first : nullptr,
+                                           step.optimizer_later ? &*step.optimizer_later : nullptr, step.spec);
+    });
     const std::string text = args.format == "json" ? peakmem::TrainingStepToJson(result, report)
                                                    : peakmem::TrainingStepToText(result, report);
     return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { sink(text); });
@@ -529,6 +609,7 @@ int main(int argc, char** argv) {
       "                         [--device-memory SIZE] [--at peak|STEP] [--output FILE]\n"
       "       peakmem diff A B [--model runtime|thunder] [--format text|json] [--output FILE]\n"
       "       peakmem plan TRACE [--time-budget SECONDS] [--output PLANNED.trace]\n"
+      "       peakmem plan STEP.json --recompute [--budget SIZE] [--max-simulations N] [--output PLANNED.json]\n"
       "       peakmem step STEP.json [--format text|json] [--steps N] [--budget SIZE] [--output FILE]\n"
       "Run 'peakmem COMMAND --help' (analyze, diff, plan, step) for the options.\n"
       "Exit codes: 0 success; 1 bad input (the message gives file:line:col, the line and a "
@@ -549,7 +630,14 @@ int main(int argc, char** argv) {
   }
   if (analyze->parsed()) return RunAnalyze(analyze_args);
   if (diff->parsed()) return RunDiff(diff_args);
-  if (plan->parsed()) return RunPlan(plan_args);
+  if (plan->parsed()) {
+    for (const char* name : {"--time-budget", "--allocator", "--alloc-conf", "--convention", "--model",
+                             "--no-scratch", "--torch-threads"}) {
+      if (plan->get_option(name)->count() > 0) plan_args.reorder_options_given.push_back(name);
+    }
+    plan_args.max_simulations_given = plan->get_option("--max-simulations")->count() > 0;
+    return RunPlan(plan_args);
+  }
   if (step->parsed()) return RunStep(step_args);
   return kExitUsage;
 }

@@ -332,50 +332,39 @@ def search(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], budget: int | 
     same choice on every machine); `time_budget` (seconds, None: none) also
     bounds it by wall time. A round cut short keeps the best it tried.
     Returns the choice and the rewritten forward and backward (`fw`, `bw`
-    themselves when nothing is recomputed)."""
+    themselves when nothing is recomputed).
+
+    The rounds are planning/recompute_search.h's (``_core.recompute_search``,
+    which ``peakmem plan STEP.json --recompute`` runs too); this side rewrites
+    the traces each variant it asks for and keeps the wall-time bound."""
+    from . import _core
+
     start = time.perf_counter()
     pool = candidates(fw)
     by_name = {c.name: c for c in pool}
     frees = Frees()
-    before = simulate(fw, bw)
-    simulations = 1
-    current, chosen, flops, steps = before, [], 0, []
-    best_traces = (fw, bw)
-    out_of_time = out_of_simulations = False
-    while budget is None or current > budget:
-        best = None
-        for c in pool:
-            if c.name in chosen:
-                continue
-            if time_budget is not None and time.perf_counter() - start > time_budget:
-                out_of_time = True
-                break
-            if simulations >= max_simulations:
-                out_of_simulations = True
-                break
-            traces = rewrite(fw, bw, chosen + [c.name], by_name, frees)
-            peak = simulate(*traces)
-            simulations += 1
-            if peak >= current:
-                continue
-            score = (current - peak) / max(1, c.flops)
-            if best is None or (score, -peak) > (best[0], -best[1]):
-                best = (score, peak, c, traces)
-        if best is None:
-            break
-        _, current, c, best_traces = best
-        chosen.append(c.name)
-        flops += c.flops
-        steps.append((c.name, current, c.flops))
-        if out_of_time or out_of_simulations:
-            break
-    order = {c.name: i for i, c in enumerate(pool)}
+
+    def peak(chosen: list[int]) -> int:
+        if not chosen:
+            return simulate(fw, bw)
+        return simulate(*rewrite(fw, bw, [pool[i].name for i in chosen], by_name, frees))
+
+    def out_of_time() -> bool:
+        return time.perf_counter() - start > time_budget
+
+    r = _core.recompute_search([c.flops for c in pool], peak, budget, max_simulations,
+                               None if time_budget is None else out_of_time)
+    chosen = [pool[i].name for i in r["chosen"]]
+    traces = rewrite(fw, bw, chosen, by_name, frees) if chosen else (fw, bw)
+    current = r["peak_after"]
     result = Recomputation(
-        names=tuple(sorted(chosen, key=order.__getitem__)), added_flops=flops, peak_before=before,
-        peak_after=current, budget=budget, fits=None if budget is None else current <= budget,
-        steps=tuple(steps), simulations=simulations, seconds=time.perf_counter() - start,
-        time_budget_reached=out_of_time, simulation_limit_reached=out_of_simulations)
-    return result, best_traces[0], best_traces[1]
+        names=tuple(pool[i].name for i in sorted(r["chosen"])), added_flops=r["added_flops"],
+        peak_before=r["peak_before"], peak_after=current, budget=budget,
+        fits=None if budget is None else current <= budget,
+        steps=tuple((pool[i].name, p, pool[i].flops) for i, p in zip(r["chosen"], r["peaks"])),
+        simulations=r["simulations"], seconds=time.perf_counter() - start,
+        time_budget_reached=r["stopped"], simulation_limit_reached=r["simulation_limit_reached"])
+    return result, traces[0], traces[1]
 
 
 def recompute_transform(names: list[str] | tuple[str, ...]) -> Any:

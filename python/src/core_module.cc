@@ -1,6 +1,7 @@
 // peakmem._core: the nanobind extension. A thin skin over peakmem/analyze.h;
 // the Python package (python/peakmem) re-exports what users should see.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -13,6 +14,7 @@
 #include "live_reader.h"
 #include "peakmem/analyze.h"
 #include "peakmem/planning/planner.h"
+#include "peakmem/planning/recompute_search.h"
 #include "peakmem/frontend/trace_json_writer.h"
 #include "peakmem/models/nccl_buffers.h"
 #include "peakmem/models/training_step.h"
@@ -689,6 +691,36 @@ NB_MODULE(_core, m) {
       nb::arg("symbol"),
       "What recomputing the op's output costs (semantics/op_registry.h RecomputeCostOf): 'view', "
       "'per-element', or '' when it is not recomputed (unknown ops included).");
+
+  m.def(
+      "recompute_search",
+      [](const std::vector<std::int64_t>& flops,
+         const std::function<std::int64_t(const std::vector<std::size_t>&)>& simulate,
+         std::optional<std::int64_t> budget, std::size_t max_simulations,
+         std::optional<std::function<bool()>> should_stop) {
+        peakmem::RecomputeSearchOptions options;
+        options.budget = budget;
+        options.max_simulations = max_simulations;
+        const peakmem::RecomputeSearchResult r =
+            peakmem::SearchRecomputation(flops, simulate, options, should_stop.value_or(std::function<bool()>()));
+        nb::dict d;
+        d["chosen"] = r.chosen;
+        d["peaks"] = r.peaks;
+        d["peak_before"] = r.peak_before;
+        d["peak_after"] = r.peak_after;
+        d["added_flops"] = r.added_flops;
+        d["simulations"] = r.simulations;
+        d["simulation_limit_reached"] = r.simulation_limit_reached;
+        d["stopped"] = r.stopped;
+        return d;
+      },
+      nb::arg("flops"), nb::arg("simulate"), nb::arg("budget").none(), nb::arg("max_simulations"),
+      nb::arg("should_stop").none(),
+      "The greedy recomputation search (planning/recompute_search.h): `flops` per candidate, "
+      "`simulate(chosen)` the step's peak with those candidate indices recomputed (first with none), "
+      "`should_stop()` (or None) asked before each later simulation. Returns a dict: chosen (in the "
+      "order chosen), peaks (after each), peak_before, peak_after, added_flops, simulations, "
+      "simulation_limit_reached, stopped.");
 
   m.def(
       "parse_byte_size",

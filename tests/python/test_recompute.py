@@ -127,3 +127,82 @@ def test_search_frees_are_thunders_own(thunder):
         for a, b in zip(ours, thunders):
             assert any(s[0] == "python_del" for s in statements(a))
             assert statements(a) == statements(b)
+
+
+def _statements(text: str, backward: bool) -> list[str]:
+    """A printed trace's statements (no comments or blank lines), with the
+    names Thunder's printer gives objects it cannot print (numbered per
+    printing) made equal; for a backward, without its prologue's lines for
+    saved_for_backward and C1, which Thunder's own backward orders otherwise
+    than recompute.rewrite_backward builds it."""
+    import re
+
+    out = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith("#") or (backward and ("C1" in s or "saved_for_backward" in s)):
+            continue
+        out.append(re.sub(r"\b(_[A-Za-z_]+?)_\d+\b", r"\1_N", s))
+    return out
+
+
+@pytest.mark.parametrize("name, measure", [("gpt_lm_loss_inside", False), ("llama_block", True)])
+def test_cli_recompute_is_the_estimates_recomputation(thunder, tmp_path, monkeypatch, name: str, measure: bool):
+    """`peakmem plan STEP.json --recompute` on an exported step chooses what
+    estimate_step(plan={"recompute": True}) chooses (one search, in C++,
+    judged by the same simulation: the CLI's of the rewritten printed
+    traces, Python's of the rewritten TraceCtx's), writes the statements
+    Python's rewrite makes, and its step file simulates to the peak
+    measure_step measures running the plan."""
+    import json
+    import subprocess
+
+    import peakmem
+    from conftest import cli
+    from peakmem import recompute
+
+    entry = _entry(name)
+    model, inputs = _fresh(entry)
+    step, planned_step = tmp_path / "step.json", tmp_path / "planned.json"
+    peakmem.export_step(model, *inputs, path=str(step), loss_fn=entry.loss_fn, **entry.setup)
+    run = subprocess.run([cli(), "plan", str(step), "--recompute", "-o", str(planned_step)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    traces = []
+    search = recompute.search
+
+    def keeping_traces(*args, **kwargs):
+        out = search(*args, **kwargs)
+        traces.append(out[1:])
+        return out
+
+    monkeypatch.setattr(recompute, "search", keeping_traces)
+    planned = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True}, **entry.setup)
+    rc = planned.recomputation
+    assert rc.names
+    assert (f"step peak {rc.peak_before} -> {rc.peak_after} bytes" in run.stderr
+            and f"recomputed {len(rc.names)} values ({', '.join(rc.names)}), added FLOPs {rc.added_flops}; "
+                f"{rc.simulations} simulations" in run.stderr), run.stderr
+    for (n, peak, flops) in rc.steps:
+        assert f"  {n:<14} peak {peak} bytes, +{flops} FLOPs" in run.stderr
+    written = json.loads(planned_step.read_text())
+    (fw, bw), = traces
+    assert _statements(written["forward"]["trace"], False) == _statements(str(fw), False)
+    assert _statements(written["backward"]["trace"], True) == _statements(str(bw), True)
+    simulated = subprocess.run([cli(), "step", str(planned_step), "--format", "json"], capture_output=True, text=True,
+                               timeout=300)
+    assert simulated.returncode == 0, simulated.stderr
+    assert json.loads(simulated.stdout)["peak_bytes"] == rc.peak_after == planned.peak_bytes
+    if measure:
+        measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True},
+                                        **entry.setup)
+        assert measured.peak_bytes == rc.peak_after
+    # With a budget between the two peaks: the same shorter choice.
+    budget = (rc.peak_before + rc.peak_after) // 2
+    short = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, plan={"budget": budget},
+                                  **entry.setup).recomputation
+    run = subprocess.run([cli(), "plan", str(step), "--recompute", "--budget", f"{budget}B", "-o",
+                          str(planned_step)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert f"-> {short.peak_after} bytes" in run.stderr and f"({', '.join(short.names)})" in run.stderr, run.stderr
+    assert f"budget {budget} bytes: fits" in run.stderr

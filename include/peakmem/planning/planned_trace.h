@@ -38,12 +38,25 @@ void MaterializeOrder(const DependenceGraph& graph, const std::vector<Statement>
 
 // The printed trace run in `order`: the original's header (everything before
 // its first statement: imports, decorators, the signature and its type
-// comments) and each statement's own lines (its line and the comment lines
-// under it, up to the next statement) in the new order, with `del`s where
-// PlaceFrees puts them. Needs the printed source (ParsedTrace::
-// source_is_printed_trace); throws std::invalid_argument otherwise.
+// comments) and each statement's lines in the new order: its own (its line
+// and what is printed under it, up to a blank line or the next statement),
+// the `del`s PlaceFrees puts after it, then its trailing lines (a blank line
+// and the source comments before the next statement other than a `del`),
+// so that the trace's own order and frees print it as it was. Needs the
+// printed source (ParsedTrace::source_is_printed_trace); throws
+// std::invalid_argument otherwise.
 std::string PrintPlannedTrace(const ParsedTrace& parsed, const std::vector<Statement>& original,
                               const DependenceGraph& graph, const std::vector<NodeId>& order,
                               const std::string& provenance);
+
+// A printed trace read without its frees (no `del` statements; for a
+// backward, no collection clears either) printed with them placed by
+// Thunder's del_last_used: walking backwards, after the first statement that
+// names a value not yet seen and not returned, one `del` of those values
+// (its outputs' then its arguments' order); with `clear_collections` (how
+// Thunder frees a backward's), each collection among them is cleared first
+// (the last one first), spelled as the trace spells its clears. Throws
+// std::invalid_argument for a trace not read from printed text.
+std::string PrintWithLastUseFrees(const ParsedTrace& parsed, bool clear_collections);
 
 }  // namespace peakmem
