@@ -3,7 +3,9 @@
 ``torch.optim`` on the CPU (and on ``meta``, which takes the same defaults)
 runs the single-tensor implementation: ``_single_tensor_sgd``
 (torch/optim/sgd.py) and ``_single_tensor_adam`` (torch/optim/adam.py, which
-``AdamW`` runs with ``decoupled_weight_decay=True``). ``optimizer_program``
+``AdamW`` runs with ``decoupled_weight_decay=True``). With ``foreach=True``
+(CUDA's default) it runs ``_multi_tensor_sgd`` / ``_multi_tensor_adam``,
+which peakmem.optimizer_foreach writes. ``optimizer_program``
 writes the tensor calls one ``step()`` makes, in its order, as printed trace
 text: parameters, gradients and the state kept from earlier steps are the
 trace's arguments (the caller holds them), the state a first step creates is
@@ -19,9 +21,10 @@ dies when ``step()`` returns.
 
 Modelled: ``torch.optim.SGD`` (momentum, dampening, nesterov, weight decay,
 maximize), ``torch.optim.Adam`` and ``torch.optim.AdamW`` (weight decay,
-amsgrad, maximize), with Python-number hyperparameters. ``foreach=True``,
-``fused=True``, ``capturable``, ``differentiable`` and tensor-valued
-hyperparameters take other code paths and are refused with an error.
+amsgrad, maximize), with Python-number hyperparameters, single-tensor and
+``foreach=True``. ``fused=True``, ``capturable``, ``differentiable`` and
+tensor-valued hyperparameters take other code paths and are refused with an
+error.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class OptimizerSpec:
     name: str            # the class's name, for messages
     group: dict          # param_groups[0] without "params"
     step_dtype: Any      # the dtype of Adam's state["step"] (_get_scalar_dtype())
+    default_dtype: Any = None  # torch.get_default_dtype(): foreach Adam's torch.tensor(1.0)
 
 
 _NUMERIC_KEYS = {"sgd": ("lr", "momentum", "dampening", "weight_decay"),
@@ -73,18 +77,19 @@ def resolve_optimizer(optimizer: Any, kwargs: dict) -> OptimizerSpec:
     except (TypeError, ValueError) as e:
         raise ValueError(f"torch.optim.{name} rejects optimizer_kwargs {kwargs!r}: {e}") from e
     group = {k: v for k, v in probe.param_groups[0].items() if k != "params"}
-    for key in ("foreach", "fused", "capturable", "differentiable"):
+    for key in ("fused", "capturable", "differentiable"):
         if group.get(key):
             raise ValueError(
                 f"torch.optim.{name} with {key}=True is not modelled yet: peakmem models the "
-                "single-tensor step the CPU runs by default")
+                "single-tensor and foreach steps")
     kind = kinds[optimizer]
     numbers = [group[k] for k in _NUMERIC_KEYS[kind]] + list(group.get("betas", ()))
     if any(isinstance(v, torch.Tensor) for v in numbers):
         raise ValueError(f"torch.optim.{name} with tensor-valued hyperparameters is not modelled yet")
     from torch.optim.optimizer import _get_scalar_dtype
 
-    return OptimizerSpec(kind=kind, name=name, group=group, step_dtype=_get_scalar_dtype())
+    return OptimizerSpec(kind=kind, name=name, group=group, step_dtype=_get_scalar_dtype(),
+                         default_dtype=torch.get_default_dtype())
 
 
 @dataclass(frozen=True)
@@ -105,15 +110,21 @@ def optimizer_program(spec: OptimizerSpec, params: list[ParamInfo], first: bool)
     creates it and returns it. Otherwise the state is passed in as arguments
     after each parameter's gradient.
     """
-    w = _Writer(spec)
-    if spec.kind == "adam":
-        _adam(w, spec.group, params, first)
+    w = Writer(spec)
+    if spec.group.get("foreach"):
+        from .optimizer_foreach import adam_foreach, sgd_foreach
+
+        adam, sgd = adam_foreach, sgd_foreach
     else:
-        _sgd(w, spec.group, params, first)
+        adam, sgd = _adam, _sgd
+    if spec.kind == "adam":
+        adam(w, spec.group, params, first)
+    else:
+        sgd(w, spec.group, params, first)
     return OptimizerProgram(w.text(), frozenset(w.state), dict(w.owner))
 
 
-class _Writer:
+class Writer:
     """Trace text in the printed form the text reader reads."""
 
     def __init__(self, spec: OptimizerSpec) -> None:
@@ -162,7 +173,8 @@ class _Writer:
             self.body.append(f"del {', '.join(names)}")
 
     def text(self) -> str:
-        head = [f"# peakmem: torch.optim.{self.spec.name}.step(), single-tensor",
+        implementation = "foreach" if self.spec.group.get("foreach") else "single-tensor"
+        head = [f"# peakmem: torch.optim.{self.spec.name}.step(), {implementation}",
                 "import torch", "from torch import Tensor", "", "@torch.no_grad()",
                 f"def optimizer_step({', '.join(n for n, _ in self.args)}):"]
         head += [f"  # {n}: \"{t}\"" for n, t in self.args]
@@ -170,7 +182,7 @@ class _Writer:
         return "\n".join(head + [""] + [f"  {line}" for line in self.body] + [ret]) + "\n"
 
 
-def _type(p: ParamInfo) -> str:
+def type_of(p: ParamInfo) -> str:
     """The printed type: Thunder's own dtype short names (thunder.core.dtypes)."""
     from thunder.core import dtypes
 
@@ -178,54 +190,64 @@ def _type(p: ParamInfo) -> str:
     return f"cpu {dtypes.to_dtype(p.dtype).shortname()}[{shape}]"
 
 
-def _num(x: Any) -> str:
+def num(x: Any) -> str:
     """A Python number as the program spells it: its kind (int, float) decides the wrapped dtype."""
     return repr(x)
 
 
-def _bind_grad(w: _Writer, g: str, info: ParamInfo, maximize: bool,
+def _bind_grad(w: Writer, g: str, info: ParamInfo, maximize: bool,
                previous: list[str]) -> tuple[str, list[str]]:
     """`grad = grads[i] if not maximize else -grads[i]`: the name bound and the
     temporaries it made. Binding it drops the previous parameter's `grad`."""
     if not maximize:
         w.delete(*previous)
         return g, []
-    neg = w.call("torch.neg", g, type_=_type(info))
+    neg = w.call("torch.neg", g, type_=type_of(info))
     w.delete(*previous)
     return neg, [neg]
 
 
-def _decay_grad(w: _Writer, g: str, p: str, info: ParamInfo, weight_decay: Any,
+def _decay_grad(w: Writer, g: str, p: str, info: ParamInfo, weight_decay: Any,
                 made: list[str]) -> tuple[str, list[str]]:
     """`grad = grad.add(param, alpha=weight_decay)`: a new tensor; the rebinding
     drops the temporaries `grad` was."""
-    decayed = w.call("torch.add", g, p, f"alpha={_num(weight_decay)}", type_=_type(info))
+    decayed = w.call("torch.add", g, p, f"alpha={num(weight_decay)}", type_=type_of(info))
     w.delete(*made)
     return decayed, [decayed]
 
 
-def _adam(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None:
-    amsgrad = group["amsgrad"]
-    decoupled = group.get("decoupled_weight_decay", False)
+def adam_arguments(w: Writer, group: dict, params: list[ParamInfo],
+                   first: bool) -> list[tuple[str, str, list[str]]]:
+    """Each parameter's (param, grad, [step, exp_avg, exp_avg_sq(, max_exp_avg_sq)])
+    names: the arguments, and on the first step the state Adam._init_group
+    makes (per parameter, step then the moments; the same for both
+    implementations)."""
     names = []
     for i, info in enumerate(params):
         w.param(i)
-        p = w.arg(f"p{i}", _type(info))
-        g = w.arg(f"g{i}", _type(info))
-        state = [f"s{i}", f"m{i}", f"v{i}"] + ([f"x{i}"] if amsgrad else [])
+        p = w.arg(f"p{i}", type_of(info))
+        g = w.arg(f"g{i}", type_of(info))
+        state = [f"s{i}", f"m{i}", f"v{i}"] + ([f"x{i}"] if group["amsgrad"] else [])
         if not first:
-            w.arg(state[0], _type(ParamInfo((), w.spec.step_dtype)), state=True)
+            w.arg(state[0], type_of(ParamInfo((), w.spec.step_dtype)), state=True)
             for n in state[1:]:
-                w.arg(n, _type(info), state=True)
+                w.arg(n, type_of(info), state=True)
         names.append((p, g, state))
-    if first:  # Adam._init_group: per parameter, step then the moments
+    if first:
         for i, ((p, _g, state), info) in enumerate(zip(names, params)):
             w.param(i)
             # torch.tensor(0.0, dtype=_get_scalar_dtype(), device="cpu")
-            w.call("torch.full", "()", "0.0", f"dtype={_dtype_attr(w.spec.step_dtype)}",
-                   type_=_type(ParamInfo((), w.spec.step_dtype)), state=state[0])
+            w.call("torch.full", "()", "0.0", f"dtype={dtype_attr(w.spec.step_dtype)}",
+                   type_=type_of(ParamInfo((), w.spec.step_dtype)), state=state[0])
             for n in state[1:]:
-                w.call("torch.zeros_like", p, type_=_type(info), state=n)
+                w.call("torch.zeros_like", p, type_=type_of(info), state=n)
+    return names
+
+
+def _adam(w: Writer, group: dict, params: list[ParamInfo], first: bool) -> None:
+    amsgrad = group["amsgrad"]
+    decoupled = group.get("decoupled_weight_decay", False)
+    names = adam_arguments(w, group, params, first)
     beta1, beta2 = group["betas"]
     lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
     pending: list[str] = []  # the previous parameter's grad
@@ -236,39 +258,47 @@ def _adam(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None
         g, made = _bind_grad(w, g, info, group["maximize"], pending)
         w.call("Tensor.add_", step_t, "1")                       # step_t += 1
         if wd != 0 and decoupled:
-            w.call("Tensor.mul_", p, _num(1 - lr * wd))            # param.mul_(1 - lr * wd)
+            w.call("Tensor.mul_", p, num(1 - lr * wd))            # param.mul_(1 - lr * wd)
         elif wd != 0:
             g, made = _decay_grad(w, g, p, info, wd, made)
-        w.call("Tensor.lerp_", m, g, _num(1 - beta1))
-        w.call("Tensor.mul_", v, _num(beta2))
-        w.call("Tensor.addcmul_", v, g, g, f"value={_num(1 - beta2)}")
+        w.call("Tensor.lerp_", m, g, num(1 - beta1))
+        w.call("Tensor.mul_", v, num(beta2))
+        w.call("Tensor.addcmul_", v, g, g, f"value={num(1 - beta2)}")
         source = v
         if amsgrad:
             # torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq): in place
             w.call("torch.maximum", state[3], v, f"out={state[3]}")
             source = state[3]
-        root = w.call("torch.sqrt", source, type_=_type(info))
-        new = w.call("torch.div", root, "1.0", type_=_type(info))  # / bias_correction2 ** 0.5
+        root = w.call("torch.sqrt", source, type_=type_of(info))
+        new = w.call("torch.div", root, "1.0", type_=type_of(info))  # / bias_correction2 ** 0.5
         w.delete(root)
-        w.call("Tensor.add_", new, _num(eps))
+        w.call("Tensor.add_", new, num(eps))
         w.delete(denom)  # the rebinding of `denom`
         denom = new
         w.call("Tensor.addcdiv_", p, m, denom, "value=-0.001")  # value=-step_size: a Scalar
         pending = made
 
 
-def _dtype_attr(dtype: Any) -> str:
+def dtype_attr(dtype: Any) -> str:
     return f"torch.{str(dtype).split('.')[-1]}"
 
 
-def _sgd(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None:
-    momentum, wd, nesterov = group["momentum"], group["weight_decay"], group["nesterov"]
+def sgd_arguments(w: Writer, group: dict, params: list[ParamInfo],
+                  first: bool) -> list[tuple[int, str, str, str | None]]:
+    """Each parameter's (index, param, grad, momentum buffer) names; the buffer
+    is an argument after the first step (None: no buffer yet, or no momentum)."""
     names = []
     for i, info in enumerate(params):
         w.param(i)
-        p, g = w.arg(f"p{i}", _type(info)), w.arg(f"g{i}", _type(info))
-        buf = w.arg(f"b{i}", _type(info), state=True) if momentum != 0 and not first else None
+        p, g = w.arg(f"p{i}", type_of(info)), w.arg(f"g{i}", type_of(info))
+        buf = w.arg(f"b{i}", type_of(info), state=True) if group["momentum"] != 0 and not first else None
         names.append((i, p, g, buf))
+    return names
+
+
+def _sgd(w: Writer, group: dict, params: list[ParamInfo], first: bool) -> None:
+    momentum, wd, nesterov = group["momentum"], group["weight_decay"], group["nesterov"]
+    names = sgd_arguments(w, group, params, first)
     pending: list[str] = []
     for (i, p, g, buf), info in zip(names, params):
         w.param(i)
@@ -277,15 +307,15 @@ def _sgd(w: _Writer, group: dict, params: list[ParamInfo], first: bool) -> None:
             g, made = _decay_grad(w, g, p, info, wd, made)
         if momentum != 0:
             if buf is None:  # buf = grad.detach().clone(), kept as the state
-                buf = w.call("torch.clone", g, type_=_type(info), state=f"b{i}")
+                buf = w.call("torch.clone", g, type_=type_of(info), state=f"b{i}")
             else:
-                w.call("Tensor.mul_", buf, _num(momentum))
-                w.call("Tensor.add_", buf, g, f"alpha={_num(1 - group['dampening'])}")
+                w.call("Tensor.mul_", buf, num(momentum))
+                w.call("Tensor.add_", buf, g, f"alpha={num(1 - group['dampening'])}")
             if nesterov:
-                g2 = w.call("torch.add", g, buf, f"alpha={_num(momentum)}", type_=_type(info))
+                g2 = w.call("torch.add", g, buf, f"alpha={num(momentum)}", type_=type_of(info))
             else:
                 g2 = buf
             w.delete(*made)  # the rebinding of `grad`
             g, made = g2, ([g2] if nesterov else [])
-        w.call("Tensor.add_", p, g, f"alpha={_num(-group['lr'])}")
+        w.call("Tensor.add_", p, g, f"alpha={num(-group['lr'])}")
         pending = made

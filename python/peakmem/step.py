@@ -41,7 +41,7 @@ file ``export_step`` writes):
   and freed;
 * the optimizer (``torch.optim.SGD``, ``Adam``, ``AdamW``; others are an
   error): its ``step()`` is written as a program of the tensor calls the
-  single-tensor implementation makes (peakmem.optimizer_program) and
+  single-tensor or foreach implementation makes (peakmem.optimizer_program) and
   simulated by the runtime model, its arguments the parameters, their
   ``.grad`` and the state kept from the step before, with the parameters,
   inputs and the loss held around it. The first step creates the state

@@ -328,4 +328,26 @@ ENTRIES = [
     Entry("vit_block_adam_maximize", ViTBlock,
           lambda: (torch.randn(4, 3, 64, 64), torch.randint(0, 10, (4,))), classify_loss,
           {"optimizer": torch.optim.Adam, "optimizer_kwargs": {"maximize": True}}),
+    # foreach=True (CUDA's default): an out-of-place _foreach_* op's outputs
+    # are alive together (the maximized or decayed gradients, Adam's
+    # exp_avg_sq_sqrt), so the optimizer's peak is above the single-tensor
+    # step's. With zero_grad=False the backward's new gradients beside the
+    # kept ones are the larger.
+    Entry("mlp_adamw_foreach_3_steps", MLP, lambda: (torch.randn(64, 256),), mse_loss,
+          {**ADAMW, "optimizer_kwargs": {"foreach": True}, "steps": 3}),
+    Entry("gpt_lm_1_layer_adam_foreach_amsgrad_maximize", lambda: GPT(layers=1),
+          lambda: _tokens(batch=1, seq=64), None,
+          {"optimizer": torch.optim.Adam,
+           "optimizer_kwargs": {"foreach": True, "amsgrad": True, "maximize": True, "weight_decay": 0.1},
+           "steps": 2}),
+    Entry("gpt_block_sgd_foreach_nesterov_2_steps", GPTBlock, lambda: (torch.randn(2, 32, 256),), sum_loss,
+          {"optimizer": torch.optim.SGD,
+           "optimizer_kwargs": {"foreach": True, "lr": 0.01, "momentum": 0.9, "nesterov": True,
+                                "weight_decay": 1e-4},
+           "steps": 2}),
+    Entry("mlp_sgd_foreach_momentum_maximize_accumulating", MLP, lambda: (torch.randn(64, 256),), mse_loss,
+          {"optimizer": torch.optim.SGD,
+           "optimizer_kwargs": {"foreach": True, "lr": 0.01, "momentum": 0.9, "dampening": 0.1,
+                                "maximize": True},
+           "steps": 3, "zero_grad": False}),
 ]

@@ -121,9 +121,13 @@ def test_unmodelled_optimizers_are_errors(thunder):
     model, x = MLP(), torch.randn(8, 256)
     with pytest.raises(ValueError, match="optimizer RMSprop is not modelled yet"):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.RMSprop)
-    with pytest.raises(ValueError, match="AdamW with foreach=True is not modelled yet"):
+    with pytest.raises(ValueError, match="AdamW with fused=True is not modelled yet: peakmem models the "
+                                         "single-tensor and foreach steps"):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.AdamW,
-                              optimizer_kwargs={"foreach": True})
+                              optimizer_kwargs={"fused": True})
+    with pytest.raises(ValueError, match="SGD with differentiable=True is not modelled yet"):
+        peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.SGD,
+                              optimizer_kwargs={"lr": 0.1, "foreach": True, "differentiable": True})
     with pytest.raises(ValueError, match="Adam with tensor-valued hyperparameters"):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.Adam,
                               optimizer_kwargs={"lr": torch.tensor(1e-3)})

@@ -7,7 +7,8 @@ The module is a stack drawn from the layers real models are made of:
 linear layers (with or without bias, some frozen), LayerNorm, activations,
 residual branches, an optional token embedding in front; the loss is a sum,
 a mean of squares or a cross-entropy against integer targets; the optimizer
-is none, SGD, Adam or AdamW with options drawn from what peakmem models;
+is none, SGD, Adam or AdamW with options drawn from what peakmem models
+(foreach=True among them: the foreach implementation);
 1 to 3 steps, with or without zero_grad; float32 or bfloat16.
 """
 
@@ -24,12 +25,12 @@ TOKENS = [0, 0, 4]
 OPTIMIZERS = {
     "SGD": st.fixed_dictionaries({"lr": st.just(0.01)}, optional={
         "momentum": st.sampled_from([0.0, 0.9]), "weight_decay": st.sampled_from([0.0, 1e-2]),
-        "maximize": st.booleans()}),
+        "maximize": st.booleans(), "foreach": st.booleans()}),
     "Adam": st.fixed_dictionaries({}, optional={
         "weight_decay": st.sampled_from([0.0, 1e-2]), "amsgrad": st.booleans(),
-        "maximize": st.booleans()}),
+        "maximize": st.booleans(), "foreach": st.booleans()}),
     "AdamW": st.fixed_dictionaries({}, optional={"amsgrad": st.booleans(),
-                                                 "maximize": st.booleans()}),
+                                                 "maximize": st.booleans(), "foreach": st.booleans()}),
 }
 
 
