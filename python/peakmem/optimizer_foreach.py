@@ -141,6 +141,9 @@ def adam_foreach(w: Writer, group: dict, params: list[ParamInfo], first: bool) -
         new_roots = f.each("torch.sqrt", source, new=True)
         f.drop(roots)  # the rebinding of `exp_avg_sq_sqrt`
         roots = new_roots
-        f.each("Tensor.div_", roots, "1.0")    # bias_correction2_sqrt[i]: a Python float
+        # bias_correction2_sqrt[i] and step_size[i] (-lr / bias_correction1)
+        # are Python floats that change with the step: their type, not their
+        # value, decides what the calls allocate.
+        f.each("Tensor.div_", roots, num(1.0))
         f.each("Tensor.add_", roots, num(eps))
-        f.each("Tensor.addcdiv_", p, m, roots, "value=-0.001")  # step_size[i]: a Scalar
+        f.each("Tensor.addcdiv_", p, m, roots, f"value={num(-float(lr))}")
