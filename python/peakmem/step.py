@@ -686,7 +686,6 @@ def _simulate(program: _StepProgram) -> tuple[StepReport, float]:
 # The measurement
 
 
-@with_strategy
 def _step_device(torch: Any, tensors: list) -> Any:
     """The one device a measured step runs on: the CPU or a CUDA device."""
     devices = sorted({str(x.device) for x in tensors})
@@ -698,6 +697,7 @@ def _step_device(torch: Any, tensors: list) -> Any:
     return device
 
 
+@with_strategy
 def measure_step(
     model: Any,
     *inputs: Any,
