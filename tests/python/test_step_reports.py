@@ -35,8 +35,8 @@ def step(thunder):
     torch.manual_seed(0)
     model, x = MLP(), torch.randn(64, 256)
     kwargs = {"loss_fn": mse_loss, "optimizer": torch.optim.AdamW}
-    measured = peakmem.measure_step(model, x, x, **kwargs)
-    priced = peakmem.estimate_step(model, x, x, allocator="cuda-caching", **kwargs)
+    measured = peakmem.measure_step(model, x, **kwargs)
+    priced = peakmem.estimate_step(model, x, allocator="cuda-caching", **kwargs)
     return measured, priced
 
 
@@ -64,10 +64,10 @@ def test_a_budget_with_the_allocator_is_the_devices_capacity(thunder, step):
     reserved = priced.allocator["reserved_peak_bytes"]
     model, x = MLP(), torch.randn(64, 256)
     kwargs = {"loss_fn": mse_loss, "optimizer": torch.optim.AdamW, "allocator": "cuda-caching"}
-    fits = peakmem.estimate_step(model, x, x, budget=reserved, **kwargs)
+    fits = peakmem.estimate_step(model, x, budget=reserved, **kwargs)
     assert (fits.fits, fits.headroom_bytes) == (True, 0)
     # Under the requested peak nothing can fit; the allocator runs out.
-    short = peakmem.estimate_step(model, x, x, budget=priced.peak_bytes - 1, **kwargs)
+    short = peakmem.estimate_step(model, x, budget=priced.peak_bytes - 1, **kwargs)
     assert short.fits is False
     assert short.allocator["out_of_memory"] is not None
 
@@ -125,8 +125,7 @@ def test_max_batch_size_with_the_allocator_fits_reserved_bytes(thunder):
     import peakmem
 
     def inputs(n: int):
-        x = torch.randn(n, 256)
-        return x, x
+        return (torch.randn(n, 256),)
 
     kwargs = {"loss_fn": mse_loss, "optimizer": torch.optim.SGD}
     budget = 6 << 20
