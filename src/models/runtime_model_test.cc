@@ -68,6 +68,25 @@ TEST(RuntimeModelEvents, ForwardCallerHoldsArgumentsDelFreesReturnKeepsTheResult
   EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
 }
 
+TEST(RuntimeModelEvents, DTensorUnwrappedAndRewrappedAroundAnOpAllocatesOnlyTheOpsOutput) {
+  // A newer printer's DTensor program: l_x_ is rank 0's shard of f32[16,
+  // 16] split by columns over 2 ranks, f32[16, 8] (512 bytes), the caller's;
+  // its inner tensor is a view (nothing), exp makes 512, construct_dtensor
+  // wraps t21 (nothing); t21's storage is freed when t23, its last holder,
+  // is: never here, it is returned.
+  const std::string text = R"trace(def computation(l_x_):
+  # l_x_: "DTensor cpu f32[16, 16] mesh=DeviceMesh((2,), 'cpu', stride=(1,)), placements=(Shard(dim=1),)"
+  t20 = get_dtensor_inner_tensor(l_x_)  # t20: "cpu f32[16, 8]"
+  t21 = torch.exp(t20)  # t21: "cpu f32[16, 8]"
+  del t20
+  t23 = construct_dtensor(t21, DTensorSpec(mesh=DeviceMesh((2,), 'cpu', stride=(1,)), placements=(Shard(dim=1),)))  # t23: "DTensor cpu f32[16, 16] mesh=DeviceMesh((2,), 'cpu', stride=(1,)), placements=(Shard(dim=1),)"
+  del t21
+  return t23
+)trace";
+  const std::vector<Event> expected = {{-1, "l_x_", 512}, {1, "t21", 512}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
 TEST(RuntimeModelEvents, WrappedScalarIsAScratchAllocFreedInsideTheOp) {
   // torch.mul(a, 2.0) on f32: the 2.0 is wrapped in a 0-d double (8 bytes)
   // and cast to f32 (4 bytes), both alive with the output until the op

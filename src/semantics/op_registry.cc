@@ -106,6 +106,11 @@ const std::vector<OpInfo> kDTensorOps = {
     {"dtensor_broadcast_in_dim_prim", E::kViewOfInput, L::kBroadcastInDim},
     {"dtensor_to_local", E::kViewOfInput, L::kSameStrides},
     {"dtensor_from_local", E::kViewOfInput, L::kSameStrides},
+    // Newer printers unwrap and rewrap around a fusion: the local shard's
+    // tensor (a view of it), and a DTensor wrapping a local tensor
+    // (allocates nothing).
+    {"get_dtensor_inner_tensor", E::kViewOfInput, L::kSameStrides},
+    {"construct_dtensor", E::kViewOfInput, L::kSameStrides},
     {"check_dtensor_cotangent_metadata", E::kNoOutput, L::kContiguous},
 };
 

@@ -34,6 +34,16 @@ TEST(OpRegistry, OpsThatReturnAnInputSayWhichAndTypeTheirOutputsFromIt) {
   EXPECT_EQ(FindOp("add")->output_types, OutputTypes::kPrinted);
 }
 
+TEST(OpRegistry, DTensorWrappersAreViewsOfTheLocalShard) {
+  // t20 = get_dtensor_inner_tensor(l_x_): the local shard's tensor;
+  // t23 = construct_dtensor(t10, DTensorSpec(...)): a DTensor around t10.
+  for (const char* op : {"get_dtensor_inner_tensor", "construct_dtensor"}) {
+    ASSERT_NE(FindOp(op), nullptr) << op;
+    EXPECT_EQ(FindOp(op)->effect, OpEffect::kViewOfInput) << op;
+    EXPECT_EQ(FindOp(op)->layout, LayoutRule::kSameStrides) << op;
+  }
+}
+
 TEST(OpRegistry, ScratchRules) {
   EXPECT_EQ(FindOp("mul")->scratch, ScratchRule::kWrappedScalars);
   EXPECT_EQ(FindOp("where")->scratch, ScratchRule::kWhereScalar);
