@@ -151,6 +151,10 @@ class RuntimeModel {
   // ---- statements
   void SetUpArguments();
   void Execute(std::size_t index);
+  // An unpack of a collection whose contents the trace never gives (an
+  // older printer's backward: `t1, t2, = C0` with no type comments): fails
+  // naming every value from there on whose size is unknown.
+  [[noreturn]] void FailUnknownContents(const Statement& s) const;
   void ExecuteCall(const Statement& s);
   // The object an op call's output `out` (its `index`-th flat output) is
   // bound to, by the op's effect: an input itself, a view of an input's
