@@ -50,15 +50,23 @@ def repr_html(report: _core.Report) -> str:
     return f'<iframe srcdoc="{page}" style="width:100%;height:900px;border:0"></iframe>'
 
 
+def pyplot(what: str) -> Any:
+    """matplotlib.pyplot, or an ImportError naming the optional dependency
+    `what` needs and how to install it."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ImportError(f"{what} needs matplotlib, an optional dependency of peakmem: "
+                          "pip install 'peakmem[plot]' (or pip install matplotlib)") from e
+    return plt
+
+
 def plot(report: _core.Report, ax: Any = None) -> Any:
     """Draws the live bytes after every statement, stacked by category, the
     most bytes live inside each statement as a dashed line, and the peak
     marked, on matplotlib Axes `ax` (new ones if None). Returns the Axes."""
     _require_events(report, "plot()")
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("Report.plot() needs matplotlib (pip install matplotlib)") from e
+    plt = pyplot("Report.plot()")
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 4))
     live = report.live_by_category()

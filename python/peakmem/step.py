@@ -152,6 +152,40 @@ class StepReport:
     allocator: dict | None = None
     report: Any = None
 
+    def summary(self) -> dict[str, Any]:
+        """The step's figures as plain data (what ``to_json`` writes and the
+        repr shows): peak and final bytes, where the peak is, by category and
+        by module, the budget's verdict, the allocator's figures and, for an
+        estimate, the seconds by part. The per-statement timeline is
+        ``timeline`` (and ``write``'s formats)."""
+        out: dict[str, Any] = {
+            "measured": self.measured, "peak_bytes": self.peak_bytes, "final_bytes": self.final_bytes,
+            "phase_at_peak": self.phase_at_peak, "step_at_peak": self.step_at_peak,
+            "by_category": dict(self.by_category), "by_module": dict(self.by_module),
+            "budget": self.budget, "fits": self.fits, "headroom_bytes": self.headroom_bytes,
+            "allocator": self.allocator, "nccl_estimate": self.nccl_estimate, "seconds": dict(self.seconds)}
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """``summary()`` as JSON."""
+        import json
+
+        return json.dumps(self.summary(), indent=indent)
+
+    def __repr__(self) -> str:
+        kind = "measured" if self.measured else "estimated"
+        lines = [f"StepReport({kind}: peak {self.peak_bytes:,} bytes in the {self.phase_at_peak} of "
+                 f"step {self.step_at_peak}; final {self.final_bytes:,} bytes"]
+        if self.budget is not None:
+            verdict = "fits" if self.fits else "does not fit"
+            lines.append(f"  budget {self.budget:,} bytes: {verdict}, headroom {self.headroom_bytes:,} bytes")
+        if self.allocator is not None and "reserved_peak_bytes" in self.allocator:
+            lines.append(f"  allocator: allocated peak {self.allocator['allocated_peak_bytes']:,}, "
+                         f"reserved peak {self.allocator['reserved_peak_bytes']:,} bytes")
+        if self.by_category:
+            lines.append("  at the peak: " + ", ".join(f"{c} {b:,}" for c, b in self.by_category.items()))
+        return "\n".join(lines) + ")"
+
     def write(self, format: str = "text", **options: Any) -> str | bytes:
         """The whole step in any of ``peakmem.Report.write``'s formats
         (``"html"``, ``"snapshot"``, ``"chrome-trace"``, ``"json"``,
@@ -244,13 +278,36 @@ def _backward(loss: Any, gradient: str | None) -> int:
     return local.element_size() * local.numel()
 
 
+class _OptimizerFailed(Exception):
+    """optimizer.step() raised (the user's optimizer, not Thunder): its error is the cause."""
+
+
 def _run_step(jm: Any, inputs: tuple, optimizer: Any, zero_grad: bool, gradient: str | None) -> None:
     loss = jm(*inputs)
     _backward(loss, gradient)
     if optimizer is not None:
-        optimizer.step()
+        try:
+            optimizer.step()
+        except Exception as e:
+            raise _OptimizerFailed() from e
     if zero_grad:
         (optimizer if optimizer is not None else jm).zero_grad(set_to_none=True)
+
+
+def _step_failure(e: Exception, module: Any, inputs: tuple, why: str = "") -> RuntimeError:
+    """What a failed traced step is reported as: a failure of the user's
+    optimizer, or of their model or loss (the module raises the same without
+    Thunder: it is run once, eagerly, to tell), or else Thunder's (`why`:
+    what is known of the reason)."""
+    if isinstance(e, _OptimizerFailed):
+        cause = e.__cause__
+        return RuntimeError(f"optimizer.step() raised {type(cause).__name__}: {cause}")
+    try:
+        module(*inputs)
+    except Exception as eager:
+        return RuntimeError(f"the model or loss raises {type(eager).__name__}: {eager} (run without Thunder "
+                            "too: the error is in the step's own code, not in the tracing)")
+    return RuntimeError(f"Thunder could not trace the step: {type(e).__name__}: {e}{why}")
 
 
 def _rank_and_world_size() -> dict[str, int]:
@@ -395,7 +452,7 @@ def _trace_step(thunder: Any, module: Any, inputs: tuple, transform: Callable | 
         relaid = _gradients_placed_otherwise(holder, dict(zip(map(id, params), grads_before)))
     except ValueError:
         raise
-    except Exception as e:  # what Thunder cannot trace or run
+    except Exception as e:  # what Thunder cannot trace or run, or the step's own code raises
         why = ""
         meta = [x for x in inputs if getattr(x, "is_meta", False)]
         if len(meta) > 1 and "update_aliases" in "".join(traceback.format_tb(e.__traceback__)):
@@ -403,7 +460,7 @@ def _trace_step(thunder: Any, module: Any, inputs: tuple, transform: Callable | 
                    "is 0: with an in-place update in the program, such as batch norm's running "
                    "statistics, it takes the meta inputs for views of one tensor; pass one meta "
                    "input tensor, or estimate on CPU inputs)")
-        raise RuntimeError(f"Thunder could not trace the step: {type(e).__name__}: {e}{why}") from e
+        raise _step_failure(e, module, inputs, why) from e
     finally:
         for p, g in zip(params, grads_before):
             p.grad = g
@@ -808,7 +865,7 @@ def measure_step(
     except ValueError:
         raise
     except Exception as e:
-        raise RuntimeError(f"Thunder could not trace the step: {type(e).__name__}: {e}") from e
+        raise _step_failure(e, module, given) from e
     for p in holder.parameters():
         p.grad = None
     opt = make_optimizer()

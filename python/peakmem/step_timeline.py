@@ -71,10 +71,9 @@ class StepTimeline:
     def plot(self, ax: Any = None, title: str = "peakmem: one training step") -> Any:
         """Stacked live bytes by category, the phases marked, the peak marked;
         on matplotlib Axes `ax` (new ones if None). Returns the Axes."""
-        try:
-            import matplotlib.pyplot as plt
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise ImportError("plot() needs matplotlib (pip install matplotlib)") from e
+        from .report_views import pyplot
+
+        plt = pyplot("StepReport.plot()")
         if ax is None:
             _, ax = plt.subplots(figsize=(12, 4))
         points = range(len(self.statement_peak))

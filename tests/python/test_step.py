@@ -169,6 +169,19 @@ def test_a_module_thunder_cannot_trace_is_an_error(thunder):
         peakmem.estimate_step(DataDependent(), torch.randn(2, 4))
 
 
+def test_a_loss_that_raises_is_reported_as_the_losss_error_not_thunders(thunder):
+    import torch
+
+    import peakmem
+
+    def loss_fn(output, x):
+        return {"mean": output.mean()}["sum"]  # the user's bug: a KeyError without Thunder too
+
+    for run in (peakmem.estimate_step, peakmem.measure_step):
+        with pytest.raises(RuntimeError, match=r"the model or loss raises KeyError: 'sum' \(run without Thunder"):
+            run(MLP(), torch.randn(2, 256), loss_fn=loss_fn)
+
+
 def test_bad_arguments(thunder):
     import torch
 

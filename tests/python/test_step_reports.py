@@ -134,3 +134,27 @@ def test_max_batch_size_with_the_allocator_fits_reserved_bytes(thunder):
     # Reserved bytes are never below requested ones: the allocator's answer is no larger.
     assert 1 <= reserved.batch_size <= requested.batch_size
     assert reserved.report.allocator["reserved_peak_bytes"] <= budget
+
+
+def test_the_repr_is_a_summary_and_to_json_its_data(step):
+    measured, priced = step
+    text = repr(priced)
+    assert text.startswith(f"StepReport(estimated: peak {priced.peak_bytes:,} bytes in the {priced.phase_at_peak}")
+    assert f"reserved peak {priced.allocator['reserved_peak_bytes']:,}" in text
+    assert len(text.splitlines()) <= 4  # the timeline stays behind .timeline
+    data = json.loads(priced.to_json())
+    assert (data["peak_bytes"], data["final_bytes"]) == (measured.peak_bytes, measured.final_bytes)
+    assert data["by_category"] == priced.by_category
+    assert json.loads(measured.to_json())["measured"] is True
+
+
+def test_plot_without_matplotlib_names_the_extra(step, monkeypatch):
+    import sys
+
+    _, priced = step
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match=r"pip install 'peakmem\[plot\]'"):
+        priced.plot()
+    with pytest.raises(ImportError, match=r"pip install 'peakmem\[plot\]'"):
+        priced.forward.plot()
