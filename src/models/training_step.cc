@@ -174,7 +174,10 @@ class StepStream {
   std::uint8_t Device(std::string_view name) { return stream_.Device(name); }
 
   // A statement of the step: `op` and `source` (prefixed with `label`) for its row.
-  void Begin() { stream_.BeginStep(next_step_); }
+  void Begin() {
+    live_before_ = live();
+    stream_.BeginStep(next_step_);
+  }
   void End(std::string_view label, std::string_view op, std::string_view source, int line) {
     if (rows_) {
       Step row;
@@ -187,7 +190,6 @@ class StepStream {
       row.peak_bytes = stream_.counter().step_peak();
       rows_out_.push_back(row);
     }
-    live_before_ = live();
     stream_.EndStep();
     ++next_step_;
   }

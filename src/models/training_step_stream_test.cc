@@ -47,6 +47,7 @@ TEST(TrainingStepStream, TheStepIsOneReportOfItsStatements) {
   // the peak (training_step_test.cc); AccumulateGrad keeps t6 as w.grad and
   // frees the rest (t2 stays to the end of the step): 256 + 128 + 4 = 388;
   // step() returns: zero_grad and the loss go, 256.
+  EXPECT_EQ(step.steps[0].delta_bytes, 128);  // t0, beside w and x held before the first statement
   EXPECT_EQ(step.steps[4].live_bytes, 388);
   EXPECT_EQ(step.steps[5].live_bytes, 392);
   EXPECT_EQ(step.peak_bytes, 520);
