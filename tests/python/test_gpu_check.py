@@ -1,0 +1,97 @@
+"""scripts/gpu-check: its dry run on the CPU (peakmem's predictions against
+peakmem.measure's profiler measurement, requested bytes exact), what it says
+without a GPU, and, on a machine with a CUDA GPU, the real check."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "gpu-check"
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    """scripts/gpu_check.py as a module."""
+    spec = importlib.util.spec_from_file_location("peakmem_gpu_check", REPO / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_script(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable}
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_dry_run_predicts_the_cpu_measurement(thunder, gpu_check):
+    # Two programs, forward and backward: the requested bytes the runtime
+    # model predicts are the profiler's; the allocator's figures are
+    # predictions only (a CPU has no caching allocator).
+    result = gpu_check.run(torch.device("cpu"), ["xyz", "mlp"], [], time_budget=None)
+    assert not result.failures and not result.not_run
+    labels = {r.program for r in result.rows}
+    assert labels == {"xyz fw", "xyz bw", "mlp fw", "mlp bw"}
+    requested = [r for r in result.rows if r.quantity.startswith("requested")]
+    assert len(requested) == 8 and all(r.compared for r in requested)
+    assert result.mismatches == [] and result.status == gpu_check.OK
+    allocator = [r for r in result.rows if not r.quantity.startswith("requested")]
+    assert allocator and all(r.predicted is not None and r.measured is None for r in allocator)
+    # Every request is rounded up to a 512-byte block, so the allocated
+    # peak is at least the requested one.
+    by = {(r.program, r.quantity): r.predicted for r in result.rows}
+    for label in labels:
+        assert by[label, "allocated peak"] >= by[label, "requested peak"] > 0
+    text = gpu_check.report_text(result)
+    assert "DIFFERS" not in text and "n/a" in text and "0 differ, 0 failed" in text
+
+
+def test_the_table_names_a_difference_and_fails(gpu_check):
+    result = gpu_check.Result(device="cuda:0", versions={})
+    result.rows = [gpu_check.Row("p fw", "requested peak", 1024, 1024),
+                   gpu_check.Row("p fw", "reserved peak", 2097152, 4194304),
+                   gpu_check.Row("p fw", "allocated final", 512, None)]
+    assert [r.quantity for r in result.mismatches] == ["reserved peak"]
+    assert result.status == gpu_check.DIFFERENT
+    text = gpu_check.report_text(result)
+    assert "+2,097,152  DIFFERS" in text and "DIFFERS: p fw: reserved peak +2,097,152" in text
+    assert "| p fw | allocated final | 512 | n/a |  |" in gpu_check.report_text(result, markdown=True)
+    result.rows = result.rows[:1]
+    result.not_run = ["step mlp"]
+    assert result.status == gpu_check.INCOMPLETE
+
+
+def test_dry_run_from_the_command_line(thunder, tmp_path):
+    out = tmp_path / "table.json"
+    p = run_script("--dry-run", "--programs", "xyz", "--steps", "none", "--output", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "xyz bw" in p.stdout and "DIFFERS" not in p.stdout
+    data = json.loads(out.read_text())
+    assert data["device"] == "cpu" and data["status"] == 0 and len(data["rows"]) == 14
+    assert not any(r["mismatch"] for r in data["rows"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here: test_real_check runs")
+def test_without_a_gpu_it_says_so_and_passes():
+    p = run_script(timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "no CUDA GPU here" in p.stdout
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_real_check(thunder, tmp_path):
+    out = tmp_path / "table.json"
+    p = run_script("--quick", "--output", str(out), timeout=600)
+    data = json.loads(out.read_text())
+    assert data["device"].startswith("cuda") and data["rows"]
+    assert any(r["quantity"] == "reserved peak" and r["measured"] is not None for r in data["rows"])
+    assert p.returncode == 0, p.stdout[-8000:] + p.stderr[-4000:]
