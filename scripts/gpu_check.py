@@ -267,8 +267,16 @@ def check_trace(result: Result, label: str, trace: Any, device: Any) -> None:
     if got.segments_made is not None:
         predicted = _predicted_segments(report)
         if predicted != got.segments_made:
-            result.notes.append(f"{label}: segments made (bytes, in order): predicted {predicted}, "
-                                f"measured {got.segments_made}")
+            result.notes.append(f"{label}: segments made, in order: predicted {_runs(predicted)}; "
+                                f"measured {_runs(got.segments_made)}")
+
+
+def _runs(sizes: list[int]) -> str:
+    """Sizes in order, each run of equal ones as one: "3 x 2,097,152, 20,971,520"."""
+    from itertools import groupby
+
+    parts = [(len(list(g)), size) for size, g in groupby(sizes)]
+    return ", ".join(f"{n} x {size:,}" if n > 1 else f"{size:,}" for n, size in parts) or "none"
 
 
 def check_program(result: Result, name: str, device: Any, executors: str) -> None:
