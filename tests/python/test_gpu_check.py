@@ -95,3 +95,36 @@ def test_real_check(thunder, tmp_path):
     assert data["device"].startswith("cuda") and data["rows"]
     assert any(r["quantity"] == "reserved peak" and r["measured"] is not None for r in data["rows"])
     assert p.returncode == 0, p.stdout[-8000:] + p.stderr[-4000:]
+
+
+def _wheel(tmp_path: Path, name: str, version: str, into: Path) -> None:
+    """Builds a one-module wheel `name`-`version` into `into` (setuptools,
+    no network)."""
+    src = tmp_path / f"src-{name}-{version}"
+    (src / name).mkdir(parents=True)
+    (src / name / "__init__.py").write_text(f"VERSION = {version!r}\n")
+    (src / "pyproject.toml").write_text(
+        f'[project]\nname = "{name}"\nversion = "{version}"\n'
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n')
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-index", "--no-build-isolation",
+                    "-w", str(into), str(src)], check=True, capture_output=True)
+
+
+def test_wheelhouse_installs_offline_what_is_missing(tmp_path):
+    # A wheelhouse of a distribution this Python lacks and one it has
+    # (pytest, at another version): the first is installed into the target
+    # and imported from there, the second left alone.
+    house, target = tmp_path / "house", tmp_path / "site"
+    _wheel(tmp_path, "gpu_check_probe", "1.0", house)
+    _wheel(tmp_path, "pytest", "0.0.1", house)
+    code = ("import sys, importlib.util; from pathlib import Path\n"
+            f"spec = importlib.util.spec_from_file_location('g', {str(REPO / 'scripts' / 'gpu_check.py')!r})\n"
+            "g = sys.modules['g'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(g)\n"
+            f"g.install_wheelhouse(Path({str(house)!r}), Path({str(target)!r}))\n"
+            "import gpu_check_probe, pytest, importlib.metadata as md\n"
+            "print(gpu_check_probe.VERSION, gpu_check_probe.__file__, md.version('pytest'))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    version, where, pytest_version = p.stdout.split()
+    assert version == "1.0" and Path(where).is_relative_to(target)
+    assert pytest_version != "0.0.1" and not any(target.glob("pytest*"))
