@@ -548,6 +548,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
     if args.wheelhouse is not None:
         install_wheelhouse(args.wheelhouse, args.site)
+    missing = [name for name in ("torch", "peakmem", "thunder") if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"gpu-check: this Python ({sys.executable}) lacks {', '.join(missing)}: install them, or pass "
+              "--wheelhouse DIR (scripts/gpu-check-wheelhouse DIR, and a peakmem-*.whl for this Python in DIR)",
+              file=sys.stderr)
+        return DIFFERENT
     if args.list:
         print("programs:", " ".join(program_names()))
         print("steps:", " ".join(step_names()))
