@@ -107,6 +107,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)  # (program, what went wrong)
     not_run: list[str] = field(default_factory=list)  # left for the time budget
+    held_before: tuple[int, int] | None = None  # the last measurement's, see check_trace
     seconds: float = 0.0
 
     @property
@@ -213,6 +214,7 @@ class Measured:
     segments_made: list[int] | None = None
     first_call_kept: tuple[int, int] | None = None  # (allocated bytes, segments) a first call left held
     first_call_peak: int | None = None  # requested peak of that first call
+    held_before: tuple[int, int] | None = None  # (allocated bytes, segments) held when the compared call began
 
 
 def measure_trace(trace: Any, device: Any) -> Measured:
@@ -239,7 +241,7 @@ def measure_trace(trace: Any, device: Any) -> Measured:
     after = _cuda_current(torch, device)
     return Measured(m, segments_final=after["segment"] - before["segment"],
                     segments_made=_segments_made(snapshot, index), first_call_kept=kept,
-                    first_call_peak=first.peak_bytes)
+                    first_call_peak=first.peak_bytes, held_before=(before["allocated_bytes"], before["segment"]))
 
 
 def check_trace(result: Result, label: str, trace: Any, device: Any) -> None:
@@ -264,6 +266,11 @@ def check_trace(result: Result, label: str, trace: Any, device: Any) -> None:
             f"{label}: the first call's requested peak was {got.first_call_peak:,} bytes (compared call: "
             f"{m.peak_bytes:,}); it left {got.first_call_kept[0]:,} bytes allocated in {got.first_call_kept[1]} "
             "segment(s) that later calls find held (CUDA libraries' own buffers, cuBLAS's workspace among them)")
+    if got.held_before is not None and got.held_before != result.held_before:
+        result.held_before = got.held_before
+        result.notes.append(f"{label} and after: {got.held_before[0]:,} bytes in {got.held_before[1]} segment(s) "
+                            "were held when each compared call began (not in its figures: they are relative "
+                            "to it; what CUDA libraries keep, such as cuBLAS's workspace, is held there)")
     if got.segments_made is not None:
         predicted = _predicted_segments(report)
         if predicted != got.segments_made:
