@@ -9,7 +9,9 @@
 //   peakmem plan TRACE [--convention ...] [--no-scratch] [--torch-threads N]
 //                      [--time-budget SECONDS] [--max-simulations N] [--output PLANNED.trace]
 //   peakmem plan STEP.json --recompute [--budget SIZE] [--max-simulations N] [--output PLANNED.json]
-//   peakmem step STEP.json [--format text|json] [--steps N] [--zero-grad|--keep-grad]
+//   peakmem step STEP.json [--format text|json|html|snapshot|chrome-trace|...] [--steps N]
+//                          [--zero-grad|--keep-grad] [--allocator requested|cuda-caching]
+//                          [--alloc-conf CONF] [--device-memory SIZE]
 //                          [--budget SIZE] [--output FILE]
 //
 // FORMAT is any registered report writer (peakmem/report/writer.h): text,
@@ -549,10 +551,28 @@ struct StepArgs {
   bool zero_grad = false, keep_grad = false;  // neither: the file's
   std::string budget;
   std::string output;
+  std::string allocator = "requested";
+  std::string alloc_conf;  // empty: PYTORCH_CUDA_ALLOC_CONF's
+  std::string device_memory;
 };
+
+// `peakmem step`'s formats: its own text and JSON summaries, and every
+// writer's other format, rendering the whole step's Report.
+std::vector<std::string> StepFormats() {
+  std::vector<std::string> out = {"text", "json"};
+  for (const std::string& name : peakmem::WriterNames()) {
+    if (name != "text" && name != "json") out.push_back(name);
+  }
+  return out;
+}
 
 int RunStep(const StepArgs& args) {
   return Guarded(args.file, [&] {
+    std::optional<std::string_view> conf;
+    if (!args.alloc_conf.empty()) conf = args.alloc_conf;
+    const peakmem::AllocatorOptions allocator =
+        peakmem::MakeAllocatorOptions(args.allocator, conf, args.device_memory);
+    const bool summary = args.format == "text" || args.format == "json";
     peakmem::TrainingStepReportOptions report;
     report.name = args.file;
     if (!args.budget.empty()) report.budget = BudgetBytes(args.budget);
@@ -564,8 +584,13 @@ int RunStep(const StepArgs& args) {
     const peakmem::TrainingStepResult result = SimulatingStepFile(args.file, [&] {
       return peakmem::SimulateTrainingStep(step.forward, step.backward,
                                            step.optimizer_first ? &*step.optimizer_first : nullptr,
-                                           step.optimizer_later ? &*step.optimizer_later : nullptr, step.spec);
+                                           step.optimizer_later ? &*step.optimizer_later : nullptr, step.spec,
+                                           !summary, allocator);
     });
+    if (!summary) {  // --format took only registered names
+      const peakmem::ReportWriter& writer = *peakmem::FindWriter(args.format);
+      return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { writer.Write(result.step, {}, sink); });
+    }
     const std::string text = args.format == "json" ? peakmem::TrainingStepToJson(result, report)
                                                    : peakmem::TrainingStepToText(result, report);
     return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { sink(text); });
@@ -579,9 +604,22 @@ CLI::App* AddStep(CLI::App& app, StepArgs& args) {
       "gradient accumulation and the optimizer, joined with every tensor's identity. Prints the "
       "peak, the phase that holds it, and the bytes at the peak by category and by module.");
   step->add_option("step_file", args.file, "Path of the step file (JSON, docs/step-file.md)")->required();
-  step->add_option("-f,--format", args.format, "Output format: 'text' or 'json'")
-      ->check(CLI::IsMember({"text", "json"}))
+  step->add_option("-f,--format", args.format,
+                   "Output format: 'text' or 'json' (the step's summary), or any analyze format "
+                   "('html', 'snapshot', 'chrome-trace', ...) of the whole step as one program: every "
+                   "phase's statements in the order the step runs them, by the step's categories")
+      ->check(CLI::IsMember(StepFormats()))
       ->capture_default_str();
+  step->add_option("--allocator", args.allocator,
+                   "Allocator the step is priced with: 'requested', or 'cuda-caching' (PyTorch's CUDA "
+                   "caching allocator over the whole step's allocations: allocated and reserved bytes)")
+      ->check(CLI::IsMember(peakmem::AllocatorModelNames()))
+      ->capture_default_str();
+  step->add_option("--alloc-conf", args.alloc_conf,
+                   "cuda-caching: settings in PYTORCH_CUDA_ALLOC_CONF's syntax (default: that variable's)");
+  step->add_option("--device-memory", args.device_memory,
+                   "cuda-caching: the memory the device can hand out (e.g. 80GiB): whether the step fits, "
+                   "or where it runs out");
   step->add_option("--steps", args.steps, "Steps to run (default: the file's)")->check(CLI::Range(1, 1 << 20));
   CLI::Option* zero = step->add_flag("--zero-grad", args.zero_grad, "zero_grad(set_to_none=True) after each step");
   step->add_flag("--keep-grad", args.keep_grad, "Keep .grad between steps (accumulate)")->excludes(zero);
@@ -610,7 +648,8 @@ int main(int argc, char** argv) {
       "       peakmem diff A B [--model runtime|thunder] [--format text|json] [--output FILE]\n"
       "       peakmem plan TRACE [--time-budget SECONDS] [--output PLANNED.trace]\n"
       "       peakmem plan STEP.json --recompute [--budget SIZE] [--max-simulations N] [--output PLANNED.json]\n"
-      "       peakmem step STEP.json [--format text|json] [--steps N] [--budget SIZE] [--output FILE]\n"
+      "       peakmem step STEP.json [--format text|json|html|snapshot|...] [--steps N] [--budget SIZE]\n"
+      "                              [--allocator cuda-caching] [--device-memory SIZE] [--output FILE]\n"
       "Run 'peakmem COMMAND --help' (analyze, diff, plan, step) for the options.\n"
       "Exit codes: 0 success; 1 bad input (the message gives file:line:col, the line and a "
       "caret); 2 bad usage.");

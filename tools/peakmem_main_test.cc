@@ -697,6 +697,41 @@ TEST_F(Cli, StepSimulatesAStepFile) {
   EXPECT_EQ(StateOf(path), before);
 }
 
+// Every analyze format renders the whole step (training_step_stream_test.cc
+// derives its numbers), and the caching allocator prices it: every storage
+// of the hand step is under 1 MiB, a 512-byte block of one 2 MiB segment;
+// six are live at the requested peak (w, x, t0, t2, the cotangent, t4).
+TEST_F(Cli, StepWritesEveryFormatAndTakesTheCachingAllocator) {
+  const std::string path = TempPath("step_formats.json");
+  WriteFile(path, testing_util::StepFileJson().dump());
+  for (const char* format : {"html", "snapshot", "chrome-trace", "annotated"}) {
+    const CliResult r = RunCli("step " + ShellQuote(path) + " --format " + format);
+    ASSERT_EQ(r.exit_code, 0) << format << ": " << r.err;
+    EXPECT_FALSE(r.out.empty()) << format;
+  }
+  const CliResult html = RunCli("step " + ShellQuote(path) + " --format html");
+  EXPECT_NE(html.out.find("data-phase=\"forward\" data-iteration=\"1\""), std::string::npos);
+  EXPECT_NE(html.out.find("data-phase=\"backward\" data-iteration=\"1\""), std::string::npos);
+  EXPECT_NE(html.out.find("data-category=\"activations\""), std::string::npos);
+  const CliResult json =
+      RunCli("step " + ShellQuote(path) + " --format json --allocator cuda-caching --device-memory 4MiB");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(json.out);
+  EXPECT_EQ(j.at("peak_bytes"), 520);
+  EXPECT_EQ(j.at("allocator").at("requested_peak_bytes"), 520);
+  EXPECT_EQ(j.at("allocator").at("allocated_peak_bytes"), 6 * 512);
+  EXPECT_EQ(j.at("allocator").at("reserved_peak_bytes"), 2 << 20);
+  EXPECT_EQ(j.at("allocator").at("fits"), true);
+  const CliResult text = RunCli("step " + ShellQuote(path) + " --allocator cuda-caching");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("reserved:  peak 2097152 bytes"), std::string::npos) << text.out;
+  EXPECT_EQ(nlohmann::ordered_json::parse(RunCli("step " + ShellQuote(path) + " --format json").out).at("allocator"),
+            nullptr);
+  EXPECT_EQ(RunCli("step " + ShellQuote(path) + " --format nope").exit_code, 2);
+  EXPECT_EQ(RunCli("step " + ShellQuote(path) + " --device-memory 4MiB").exit_code, 2);  // needs cuda-caching
+  std::remove(path.c_str());
+}
+
 TEST_F(Cli, StepBadFilesAndUsageAreErrors) {
   const CliResult missing = RunCli("step " + ShellQuote(TempPath("no_such.json")));
   EXPECT_EQ(missing.exit_code, 1);

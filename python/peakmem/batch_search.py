@@ -37,9 +37,13 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     """The largest `n` in [`low`, `high`] whose step, ``estimate_step(model,
     *make_inputs(n), **step_kwargs)``, fits in `budget` bytes (or a size such
     as ``"80GiB"``). `step_kwargs` are estimate_step's (loss_fn, optimizer,
-    optimizer_kwargs, steps, zero_grad, transform, plan); with
-    ``plan={"recompute": True}`` each size recomputes saved tensors until it
-    fits `budget` (the report's ``recomputation`` says what and the FLOPs)."""
+    optimizer_kwargs, steps, zero_grad, transform, plan, allocator,
+    alloc_conf); with ``plan={"recompute": True}`` each size recomputes
+    saved tensors until it fits `budget` (the report's ``recomputation``
+    says what and the FLOPs). With ``allocator="cuda-caching"`` a size fits
+    when PyTorch's CUDA caching allocator, given `budget` as the device's
+    capacity, runs the whole step without running out of memory: the
+    largest batch whose *reserved* bytes fit, not its requested ones."""
     from .step import _budget, estimate_step
 
     limit = _budget(budget)

@@ -63,7 +63,7 @@ from typing import Any, Callable
 
 from .distribution import with_strategy
 from .measure import local_shard
-from .step_timeline import ACTIVATIONS, GRADIENTS, STATE, StepTimeline
+from .step_timeline import StepTimeline
 
 __all__ = ["StepReport", "estimate_step", "export_step", "measure_step"]
 
@@ -115,11 +115,21 @@ class StepReport:
             collectives (estimate only): NCCL's own device buffers, outside
             PyTorch's allocator and apart from every figure above
             (peakmem.distribution.nccl_estimate with its defaults).
-        allocator: for ``measure_step`` on a CUDA device: the caching
-            allocator's ``allocated_peak_bytes``, ``allocated_final_bytes``,
-            ``reserved_peak_bytes`` and ``reserved_final_bytes`` over the
-            measured steps (``torch.cuda.memory_stats``), relative to what
-            was held before them (the parameters not included).
+        allocator: for ``estimate_step(..., allocator="cuda-caching")``:
+            PyTorch's CUDA caching allocator run over the whole step's
+            allocation stream, the parameters and inputs allocated first
+            (``peakmem.analyze``'s ``report.allocator`` dict: allocated and
+            reserved bytes at the peak and the end, segments, ``fits`` the
+            device memory, where it runs out). For ``measure_step`` on a
+            CUDA device: the allocator's ``allocated_peak_bytes``,
+            ``allocated_final_bytes``, ``reserved_peak_bytes`` and
+            ``reserved_final_bytes`` over the measured steps
+            (``torch.cuda.memory_stats``), relative to what was held before
+            them (the parameters not included).
+        report: the whole step as one ``peakmem.Report`` (estimate only):
+            every phase's statements in the order the step runs them, its
+            storages in the step's categories, its phases in
+            ``report.phases``; what ``write`` renders.
     """
 
     peak_bytes: int
@@ -140,6 +150,16 @@ class StepReport:
     recomputation: Any = None
     nccl_estimate: dict | None = None
     allocator: dict | None = None
+    report: Any = None
+
+    def write(self, format: str = "text", **options: Any) -> str | bytes:
+        """The whole step in any of ``peakmem.Report.write``'s formats
+        (``"html"``, ``"snapshot"``, ``"chrome-trace"``, ``"json"``,
+        ``"text"``, ...): the step's statements, phase by phase, with its
+        categories. Estimate only."""
+        if self.report is None:
+            raise ValueError("a measured step has no stream to write (estimate_step makes one)")
+        return self.report.write(format, **options)
 
     def plot(self, ax: Any = None) -> Any:
         """The timeline on matplotlib Axes (new ones if None): live bytes by
@@ -253,12 +273,16 @@ def _storage_nbytes(t: Any) -> int:
     return local_shard(t).untyped_storage().nbytes()
 
 
-def _storage_bytes(tensors) -> int:
-    """Bytes of the distinct storages behind `tensors` (a view counts its whole storage once)."""
+def _distinct_storages(tensors) -> list[int]:
+    """Bytes of each distinct storage behind `tensors`, in order (a view counts its whole storage once)."""
     seen: dict[Any, int] = {}
     for t in tensors:
         seen[_storage_key(t)] = _storage_nbytes(t)
-    return sum(seen.values())
+    return list(seen.values())
+
+
+def _storage_bytes(tensors) -> int:
+    return sum(_distinct_storages(tensors))
 
 
 def _held_by_module(module: Any) -> list:
@@ -296,8 +320,23 @@ def _check_arguments(steps: Any, optimizer: Any, optimizer_kwargs: dict | None,
 def _with_budget(report: StepReport, budget: int | None) -> StepReport:
     if budget is None:
         return report
+    if report.allocator is not None and report.allocator.get("fits") is not None:
+        # Priced by an allocator run with the budget as its capacity: its answer.
+        return replace(report, budget=budget, fits=report.allocator["fits"],
+                       headroom_bytes=budget - report.allocator["reserved_peak_bytes"])
     return replace(report, budget=budget, fits=report.peak_bytes <= budget,
                    headroom_bytes=budget - report.peak_bytes)
+
+
+def _pricing(allocator: str, alloc_conf: str | None, device_memory: str | int | None,
+             budget: int | None) -> dict:
+    """_core.simulate_step's allocator arguments: with an allocator model and
+    a budget but no device memory, the budget is the device's capacity."""
+    if allocator != "requested" and device_memory is None and budget is not None:
+        device_memory = budget
+    if isinstance(device_memory, int):
+        device_memory = str(device_memory)
+    return {"allocator": allocator, "alloc_conf": alloc_conf, "device_memory": device_memory}
 
 
 # ---------------------------------------------------------------------------
@@ -424,6 +463,9 @@ def estimate_step(
     budget: int | str | None = None,
     transform: Callable | None = None,
     plan: bool | dict = False,
+    allocator: str = "requested",
+    alloc_conf: str | None = None,
+    device_memory: str | int | None = None,
     strategy: str | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
@@ -467,6 +509,19 @@ def estimate_step(
     peakmem.recompute's search, judged by this step's simulation; the
     report's ``recomputation`` says what was chosen and the FLOPs it adds.
 
+    `allocator` (default ``"requested"``): ``"cuda-caching"`` also runs
+    PyTorch's CUDA caching allocator over the whole step's allocation
+    stream (the parameters and inputs allocated first, then every phase's
+    storages in the order the step makes and frees them) and fills
+    ``report.allocator``: allocated and reserved bytes. `alloc_conf` is
+    ``PYTORCH_CUDA_ALLOC_CONF``'s syntax (``None``: that environment
+    variable's value) and `device_memory` the device's capacity
+    (``"80GiB"``); with a `budget` and no `device_memory`, the budget is
+    the capacity. Then ``fits`` says whether the step runs without the
+    allocator running out of memory (what a GPU user runs out of is
+    reserved bytes, not requested ones), and ``headroom_bytes`` is the
+    capacity less the reserved peak.
+
     Raises ValueError for an optimizer or a loss peakmem cannot model,
     RuntimeError when Thunder cannot trace the step.
     """
@@ -481,7 +536,8 @@ def estimate_step(
                                      reorder, gradient=gradient)
     if recompute is not None:
         program = _recomputed(program, recompute)
-    report, simulating = _simulate(program)
+    pricing = _pricing(allocator, alloc_conf, device_memory, limit)
+    report, simulating = _simulate(program, pricing)
     world_size = program.spec.get("world_size", 0)
     if world_size > 1:
         from .distribution import nccl_estimate, traces_collectives
@@ -529,6 +585,7 @@ def export_step(
         "steps": s["steps"], "zero_grad": s["zero_grad"], "torch_threads": s["cpu_threads"],
         "rank": s["rank"], "world_size": s["world_size"],
         "parameter_bytes": s["parameter_bytes"], "input_bytes": s["input_bytes"],
+        "input_storages": s["input_storages"],
         "cotangent_bytes": s["cotangent_bytes"],
         "forward": {"trace": str(program.forward), "saved": s["saved"], "outputs": s["outputs"],
                     "flat_args": s["flat_args"]},
@@ -591,6 +648,7 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
         **names, "cotangent_bytes": cotangent_bytes,
         "parameter_bytes": _storage_bytes(_held_by_module(holder)),
         "input_bytes": _storage_bytes(_input_tensors(inputs)),
+        "input_storages": _distinct_storages(_input_tensors(inputs)),
         "steps": steps, "zero_grad": zero_grad,
         **_rank_and_world_size(),
         "cpu_threads": torch.get_num_threads(),  # the kernels' per-thread scratch
@@ -653,32 +711,23 @@ def _recomputed(program: _StepProgram, options: dict) -> _StepProgram:
     return replace(program, forward=fw, backward=bw, spec=spec)
 
 
-def _simulate(program: _StepProgram) -> tuple[StepReport, float]:
-    """The step simulated (models/training_step.h), with its timeline; and
-    the seconds the simulation took."""
+def _simulate(program: _StepProgram, pricing: dict | None = None) -> tuple[StepReport, float]:
+    """The step simulated (models/training_step.h) as one event stream, its
+    timeline read from it, priced by `pricing`'s allocator; and the seconds
+    the simulation took."""
     from . import _core
 
     start = time.perf_counter()
     r = _core.simulate_step(program.forward, program.backward, program.optimizer_first,
-                            program.optimizer_later, program.spec, events=True)
+                            program.optimizer_later, program.spec, events=True, **(pricing or {}))
     simulating = time.perf_counter() - start
-    reports = (r["forward"], r["backward"], r["optimizer_first"], r["optimizer_later"])
-    saved = dict.fromkeys(r["saved_storages"], ACTIVATIONS)
-    grads = dict.fromkeys(r["grad_storages"], GRADIENTS)
-    backward_groups = {**{i: ACTIVATIONS for i, c in enumerate(r["backward"].storage_categories())
-                          if c == "saved"}, **grads}
-    groups = (saved, backward_groups, dict.fromkeys(r["first_state_storages"], STATE), {})
-    spec = program.spec
-    series = StepTimeline()
-    for phase, k, which, around, carry, state in r["phases"]:
-        series.add(phase, k, reports[which], groups[which], around, {
-            "parameters": spec["parameter_bytes"], "inputs": spec["input_bytes"], "gradients": carry,
-            "optimizer_state": state})
+    whole = r["step"]
     report = StepReport(
         peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
         step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
-        forward=r["forward"], backward=r["backward"], optimizer=r["optimizer_first"], timeline=series,
-        recomputation=spec.get("recomputation"))
+        forward=r["forward"], backward=r["backward"], optimizer=r["optimizer_first"],
+        timeline=StepTimeline.from_report(whole), recomputation=program.spec.get("recomputation"),
+        allocator=whole.allocator, report=whole)
     return report, simulating
 
 

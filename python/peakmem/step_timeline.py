@@ -28,16 +28,11 @@ COLOURS = {
 }
 PEAK_COLOUR = "#e0102f"
 
-# How a trace's storages are grouped (Report.live_by_group): everything not
-# listed goes to OTHER, which the step counts as temporaries once what the
-# phase holds around the trace is taken out.
-OTHER, ACTIVATIONS, GRADIENTS, STATE = range(4)
-
-
 @dataclass(frozen=True)
 class Phase:
     """One trace of the step: points ``start`` to ``end - 1`` of the timeline
-    (a phase's first point is its arguments alone, then one per statement)."""
+    (one after each of its statements; the first phase also has point 0,
+    what the step holds before it starts)."""
 
     name: str   # "forward", "backward" or "optimizer"
     step: int   # 1-based
@@ -60,35 +55,18 @@ class StepTimeline:
     def total(self, point: int) -> int:
         return sum(s[point] for s in self.series.values())
 
-    def add(self, name: str, step: int, report: Any, groups: dict[int, int], around: int,
-            held: dict[str, int]) -> None:
-        """Appends a phase: `report` (a runtime-model Report kept with its
-        events) runs with `around` bytes held besides its own storages, of
-        which `held` gives the parameters, inputs, gradients and optimizer
-        state; `groups` maps the trace's storage ids to ACTIVATIONS,
-        GRADIENTS or STATE."""
-        n_storages = len(report.storage_categories())
-        grouping = [OTHER] * n_storages
-        for storage, group in groups.items():
-            grouping[storage] = group
-        live = report.live_by_group(grouping, 4)
-        start = len(self.statement_peak)
+    @classmethod
+    def from_report(cls, report: Any) -> "StepTimeline":
+        """The timeline of a step's Report (``_core.simulate_step``'s
+        ``"step"``, made with events): point 0 is what the step holds before
+        it starts, point i + 1 is after its statement i."""
+        out = cls()
+        out.series = {c: list(v) for c, v in report.live_by_category().items()}
         steps = report.steps
-        for p in range(len(live[OTHER])):
-            trace_total = live[OTHER][p] + live[ACTIVATIONS][p] + live[GRADIENTS][p] + live[STATE][p]
-            row = {
-                "parameters": held["parameters"],
-                "inputs": held["inputs"],
-                "gradients": held["gradients"] + live[GRADIENTS][p],
-                "optimizer_state": held["optimizer_state"] + live[STATE][p],
-                "activations": live[ACTIVATIONS][p],
-            }
-            row["temporaries"] = around + trace_total - sum(row.values())
-            for c in SERIES:
-                self.series[c].append(row[c])
-            inside = trace_total if p == 0 else steps[p - 1].peak_bytes
-            self.statement_peak.append(around + inside)
-        self.phases.append(Phase(name, step, start, len(self.statement_peak)))
+        out.statement_peak = [sum(v[0] for v in out.series.values())] + [s.peak_bytes for s in steps]
+        for i, p in enumerate(report.phases):
+            out.phases.append(Phase(p.name, p.iteration, 0 if i == 0 else p.first + 1, p.end + 1))
+        return out
 
     def plot(self, ax: Any = None, title: str = "peakmem: one training step") -> Any:
         """Stacked live bytes by category, the phases marked, the peak marked;
@@ -114,7 +92,7 @@ class StepTimeline:
         ax.axvline(peak + 0.5, color=PEAK_COLOUR, linewidth=1.5)
         ax.plot([peak + 0.5], [top], "o", color=PEAK_COLOUR, label=f"peak {top} bytes")
         ax.set_ylim(0, top * 1.12 if top else 1)
-        ax.set_xlabel("statement (each phase: its arguments, then one point per statement)")
+        ax.set_xlabel("statement (0: before the step; then one point after each statement)")
         ax.set_ylabel("live bytes")
         ax.set_title(title)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="x-small")

@@ -145,6 +145,18 @@ void BindRows(nb::module_& m) {
         return "LiveTensor(name='" + t.name + "', bytes=" + std::to_string(t.bytes) + ", made_by='" +
                t.made_by + "', role='" + t.role + "')";
       });
+
+  nb::class_<peakmem::ReportPhase>(m, "ReportPhase",
+                                   "A phase of a program of several traces (a training step's forward, "
+                                   "backward, optimizer): statements [first, end) of its iteration.")
+      .def_ro("name", &peakmem::ReportPhase::name)
+      .def_ro("iteration", &peakmem::ReportPhase::iteration)
+      .def_ro("first", &peakmem::ReportPhase::first)
+      .def_ro("end", &peakmem::ReportPhase::end)
+      .def("__repr__", [](const peakmem::ReportPhase& p) {
+        return "ReportPhase(name='" + p.name + "', iteration=" + std::to_string(p.iteration) +
+               ", first=" + std::to_string(p.first) + ", end=" + std::to_string(p.end) + ")";
+      });
 }
 
 // Report.write: one of the registered writers' output (bytes for binary formats).
@@ -192,12 +204,13 @@ void BindRenderings(nb::class_<PyReport>& report) {
           "live_by_category",
           [](const PyReport& r) {
             const auto live = peakmem::LiveByCategory(r);
+            const auto names = peakmem::CategoryNames(r);
             nb::dict out;
-            for (std::size_t c = 0; c < peakmem::kCategoryCount; ++c) {
+            for (std::size_t c = 0; c < names.size(); ++c) {
               std::vector<std::int64_t> series;
               series.reserve(live.size());
               for (const auto& point : live) series.push_back(point[c]);
-              out[nb::str(peakmem::kCategories[c].data(), peakmem::kCategories[c].size())] =
+              out[nb::str(names[c].data(), names[c].size())] =
                   nb::cast(series);
             }
             return out;
@@ -208,8 +221,9 @@ void BindRenderings(nb::class_<PyReport>& report) {
           "storage_categories",
           [](const PyReport& r) {
             std::vector<std::string> out;
+            const auto names = peakmem::CategoryNames(r);
             for (const std::uint8_t c : peakmem::StorageCategories(r)) {
-              out.emplace_back(peakmem::kCategories[c]);
+              out.emplace_back(names[c]);
             }
             return out;
           },
@@ -232,6 +246,8 @@ void BindReport(nb::module_& m) {
   BindRenderings(report);
   report.def_ro("model", &PyReport::model)
       .def_ro("trace_name", &PyReport::trace_name)
+      .def_ro("phases", &PyReport::phases,
+              "A training step's phases in the order it runs them (empty for a trace)")
       .def_ro("peak_bytes", &PyReport::peak_bytes)
       .def_ro("final_bytes", &PyReport::final_bytes)
       .def_ro("peak_step", &PyReport::peak_step)
@@ -562,6 +578,7 @@ peakmem::TrainingStepSpec StepSpec(const nb::dict& d) {
   for (const auto& [k, v] : Field(d, "optimizer_modules", NameMap{})) spec.optimizer_modules.emplace(k, v);
   using Held = std::vector<std::tuple<std::string, std::int64_t, bool>>;
   for (const auto& [module, bytes, trainable] : Field(d, "held", Held{})) spec.held.push_back({module, bytes, trainable});
+  spec.input_storages = Field(d, "input_storages", std::vector<std::int64_t>{});
   return spec;
 }
 
@@ -578,13 +595,11 @@ nb::dict StepToDict(peakmem::TrainingStepResult r) {
   d["by_module"] = modules;
   nb::list phases;
   for (const peakmem::TrainingStepPhase& p : r.phases) {
-    phases.append(nb::make_tuple(p.phase, p.step, p.program, p.around, p.gradients, p.optimizer_state));
+    phases.append(nb::make_tuple(p.phase, p.step, p.program, p.around, p.first, p.end));
   }
   d["phases"] = phases;
-  d["saved_storages"] = r.saved_storages;
-  d["grad_storages"] = r.grad_storages;
-  d["first_state_storages"] = r.first_state_storages;
   d["grad_bytes"] = r.grad_bytes;
+  d["step"] = PyReport(std::move(r.step));
   d["forward"] = PyReport(std::move(r.forward));
   d["backward"] = PyReport(std::move(r.backward));
   d["optimizer_first"] = r.optimizer_first ? nb::cast(PyReport(std::move(*r.optimizer_first))) : nb::none();
@@ -596,7 +611,10 @@ void BindStep(nb::module_& m) {
   m.def(
       "simulate_step",
       [](nb::handle forward, nb::handle backward, const std::optional<std::string>& optimizer_first,
-         const std::optional<std::string>& optimizer_later, const nb::dict& spec_dict, bool events) {
+         const std::optional<std::string>& optimizer_later, const nb::dict& spec_dict, bool events,
+         const std::string& allocator, const std::optional<std::string>& alloc_conf,
+         const std::optional<std::string>& device_memory) {
+        const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         const peakmem::TrainingStepSpec spec = StepSpec(spec_dict);
         // DTensor values are read for the rank the step runs as.
         const int rank = Field(spec_dict, "rank", 0), world_size = Field(spec_dict, "world_size", 0);
@@ -610,15 +628,17 @@ void BindStep(nb::module_& m) {
         {
           nb::gil_scoped_release release;
           result = peakmem::SimulateTrainingStep(fw, bw, first ? &*first : nullptr, later ? &*later : nullptr,
-                                                 spec, events);
+                                                 spec, events, priced);
         }
         return StepToDict(std::move(result));
       },
       nb::arg("forward"), nb::arg("backward"), nb::arg("optimizer_first") = nb::none(),
       nb::arg("optimizer_later") = nb::none(), nb::arg("spec") = nb::dict(), nb::arg("events") = false,
+      nb::arg("allocator") = "requested", nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       "One training step (peakmem/models/training_step.h): the forward and backward as live "
       "TraceCtx or printed text, the optimizer's step() programs as text, the spec as a dict of "
-      "TrainingStepSpec's fields (held: (module, bytes, trainable) tuples).");
+      "TrainingStepSpec's fields (held: (module, bytes, trainable) tuples). The result's 'step' is "
+      "the whole step's Report (its stream priced with `allocator`, as analyze prices a trace's).");
 }
 
 }  // namespace

@@ -141,6 +141,23 @@ StepFile ParseStepFile(const std::string& name, const std::string& text) {
   spec.cotangent_bytes = top.Bytes("cotangent_bytes");
   spec.parameter_bytes = top.Bytes("parameter_bytes");
   spec.input_bytes = top.Bytes("input_bytes");
+  if (top.Has("input_storages")) {
+    const Json& inputs = top.Get("input_storages");
+    if (!inputs.is_array()) top.Fail("input_storages", "must be a list of byte counts");
+    std::int64_t sum = 0;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].is_number_integer() || inputs[i].get<std::int64_t>() < 0) {
+        top.Fail("input_storages", "must be a list of byte counts (entry " + std::to_string(i) + " is " +
+                                       inputs[i].dump() + ")");
+      }
+      spec.input_storages.push_back(inputs[i].get<std::int64_t>());
+      sum += spec.input_storages.back();
+    }
+    if (sum != spec.input_bytes) {
+      top.Fail("input_storages", "sums to " + std::to_string(sum) + " bytes, not input_bytes " +
+                                     std::to_string(spec.input_bytes));
+    }
+  }
   spec.steps = top.Int("steps", 1);
   spec.zero_grad = top.Bool("zero_grad");
   spec.cpu_threads = top.Int("torch_threads", 0);

@@ -1,19 +1,19 @@
 #include "peakmem/models/training_step.h"
 
 #include <algorithm>
-#include <functional>
+#include <array>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
 
 #include "peakmem/analyze.h"
+#include "peakmem/report/attribution.h"
+#include "peakmem/sim/alloc_stream.h"
 
 namespace peakmem {
 namespace {
-
-constexpr const char* kCategories[] = {"parameters", "inputs", "gradients", "optimizer_state",
-                                       "activations", "temporaries"};
 
 struct Returned {
   StorageId storage = kNoStorage;
@@ -63,20 +63,32 @@ std::int64_t SavedIdentity(const TrainingStepSpec& spec,
   return own;
 }
 
-// The backward's storages of the gradients it returns (each with its
-// bytes), and the largest copy AccumulateGrad makes into an empty .grad: a
-// gradient laid out unlike its parameter is copied to the parameter's
-// strides, not stolen (accumulate_grad.h: obeys_layout_contract,
-// clone_obey_contract).
-std::int64_t AccumulatedGrads(const TrainingStepSpec& spec, const Report& bw, const std::unordered_map<std::string_view, Returned>& fw,
-                              std::vector<std::pair<StorageId, std::int64_t>>* grads) {
+// A gradient the backward returns, as AccumulateGrad takes it.
+struct Gradient {
+  std::string_view name;       // the backward's value
+  StorageId storage = kNoStorage;  // the backward's storage
+  // Into an empty .grad: a gradient laid out unlike its parameter is copied
+  // to the parameter's strides, not stolen (accumulate_grad.h:
+  // obeys_layout_contract, clone_obey_contract): the copy's bytes (0: stolen).
+  std::int64_t copy_bytes = 0;
+  std::string_view module;  // its own, else its parameter's (StepSpec::value_modules)
+};
+
+std::string_view ModuleOf(const std::map<std::string, std::string, std::less<>>& modules, std::string_view name) {
+  auto it = modules.find(name);
+  return it == modules.end() ? std::string_view() : std::string_view(it->second);
+}
+
+// The gradients the backward returns, in the forward's argument order.
+std::vector<Gradient> Gradients(const TrainingStepSpec& spec, const Report& bw,
+                                const std::unordered_map<std::string_view, Returned>& fw) {
   const auto by_bw = ByName(bw);
   if (spec.grads.size() != spec.flat_args.size()) {
     throw std::runtime_error("the backward returns " + std::to_string(spec.grads.size()) +
                              " gradients for the forward's " + std::to_string(spec.flat_args.size()) +
                              " arguments");
   }
-  std::int64_t copy = 0;
+  std::vector<Gradient> out;
   for (std::size_t i = 0; i < spec.grads.size(); ++i) {
     const std::string& g = spec.grads[i];
     if (g.empty()) continue;
@@ -91,120 +103,232 @@ std::int64_t AccumulatedGrads(const TrainingStepSpec& spec, const Report& bw, co
                                   "); AccumulateGrad would clone it: not modelled yet");
     }
     const Returned& param = Find(fw, arg, "the argument");
+    Gradient out_g{g, r.storage, 0, ModuleOf(spec.value_modules, g)};
+    if (out_g.module.empty()) out_g.module = ModuleOf(spec.value_modules, arg);
     const std::vector<std::int64_t>& shape = *r.shape;
     for (std::size_t d = 0; d < shape.size() && d < r.strides->size() && d < param.strides->size(); ++d) {
       if (shape[d] != 1 && (*r.strides)[d] != (*param.strides)[d]) {
-        copy = std::max(copy, param.bytes);  // a dense copy in the parameter's layout
+        out_g.copy_bytes = param.bytes;  // a dense copy in the parameter's layout
         break;
       }
     }
-    for (const auto& [storage, bytes] : *grads) {
-      if (storage == r.storage) {
+    for (const Gradient& other : out) {
+      if (other.storage == r.storage) {
         throw std::invalid_argument("the gradients of two arguments share " + g +
                                     "'s storage: AccumulateGrad would clone one of them; not "
                                     "modelled yet");
       }
     }
-    grads->push_back({r.storage, r.bytes});
+    out.push_back(out_g);
   }
-  return copy;
+  return out;
 }
 
+// The bytes of the storages a run's caller passed (made before its first statement).
 std::int64_t ArgumentBytes(const Report& report) {
-  if (report.steps.empty()) return report.final_bytes;
-  return report.steps[0].live_bytes - report.steps[0].delta_bytes;
+  std::int64_t bytes = 0;
+  for (const StorageRecord& s : report.alloc_log->storages)
+    if (s.made_at == kBeforeFirstStep) bytes += s.bytes;
+  return bytes;
 }
 
-// The bytes held at a moment of the step, by category and by module.
-struct Holding {
-  std::int64_t categories[6] = {};
-  std::map<std::string, std::int64_t> modules;
-  void AddModule(const std::string& module, std::int64_t bytes) {
-    if (bytes) modules[module] += bytes;
-  }
-};
+// kStepCategories' indexes.
+enum StepCategory : std::uint8_t { kParameters, kInputs, kGradients, kOptimizerState, kActivations, kTemporaries };
+constexpr std::size_t kStepCategoryCount = std::size(kStepCategories);
 
-// What joins the phases: the totals carried from one to the next, and the
-// attribution of what the step holds outside the traces.
-class StepJoin {
+// The step's stream as it is emitted: the storages' names, categories and
+// modules beside the AllocStream, the live bytes by category (and their
+// value when the peak is reached), and, with `rows`, one Step a statement.
+class StepStream {
  public:
-  StepJoin(const TrainingStepSpec& spec, bool by_module) : spec_(spec), by_module_(by_module) {}
-
-  std::int64_t peak = 0;
-  std::string phase = "forward";
-  int step = 1;
-  Holding at_peak;
-
-  // A candidate peak; `fill` says what is held then (called only when it is the new peak).
-  void Reach(std::int64_t value, const char* name, int k, const std::function<void(Holding*)>& fill) {
-    if (value <= peak) return;
-    peak = value;
-    phase = name;
-    step = k;
-    at_peak = Holding{};
-    fill(&at_peak);
-    std::int64_t known = 0;
-    for (int c = 0; c < 5; ++c) known += at_peak.categories[c];
-    at_peak.categories[5] = value - known;  // temporaries: the loss, the cotangent, intermediates
-    if (by_module_) {
-      std::int64_t attributed = 0;
-      for (const auto& [m, b] : at_peak.modules) attributed += b;
-      at_peak.AddModule("", value - attributed);  // the inputs, the loss, the cotangent
-    }
+  explicit StepStream(bool rows) : stream_(&storages_, &log_, false), rows_(rows) {
+    log_.name_text = names_arena_;
   }
 
-  // The parameters, the inputs, `grads` bytes of .grad and `state` bytes of
-  // optimizer state, each to its module.
-  void Held(Holding* h, std::int64_t grads, std::int64_t state,
-            const std::map<std::string, std::int64_t>& state_modules) const {
-    h->categories[0] = spec_.parameter_bytes;
-    h->categories[1] = spec_.input_bytes;
-    h->categories[2] = grads;
-    h->categories[3] = state;
-    if (!by_module_) return;
-    std::int64_t trainable = 0;
-    for (const auto& t : spec_.held) {
-      h->AddModule(t.module, t.bytes);
-      if (t.trainable) trainable += t.bytes;
+  std::int32_t next_step() const { return next_step_; }
+  std::int64_t live() const { return stream_.counter().live(); }
+  std::int64_t live(StepCategory c) const { return live_[c]; }
+  bool alive(StorageId id) const { return storages_[id].free_seq == 0; }
+
+  StorageId Alloc(std::int64_t bytes, std::string_view name, StorageRole role, StepCategory category,
+                  std::string_view module, std::uint8_t device) {
+    const StorageId id = stream_.Alloc(bytes, role == StorageRole::kScratch ? kNoValue : 0, role, device);
+    if (id == kNoStorage) {
+      throw std::overflow_error("the step's live bytes pass 2^63 bytes when " + std::string(name) +
+                                " is allocated");
     }
-    // .grad is as large as its parameter; what is not (a partial layout
-    // copy being made) goes to the top.
-    if (grads == trainable) {
-      for (const auto& t : spec_.held)
-        if (t.trainable) h->AddModule(t.module, t.bytes);
+    log_.storage_names.push_back(name.empty() ? std::string_view() : names_arena_->Save(name));
+    categories_.push_back(category);
+    modules_.push_back(module);
+    live_[category] += bytes;
+    if (stream_.counter().peak() > peak_seen_) {
+      peak_seen_ = stream_.counter().peak();
+      at_peak_ = live_;
     }
-    if (state) {
-      for (const auto& [m, b] : state_modules) h->AddModule(m, b);
+    return id;
+  }
+  void Free(StorageId id) {
+    live_[categories_[id]] -= storages_[id].bytes;
+    stream_.Free(id);
+  }
+  std::uint8_t Device(std::string_view name) { return stream_.Device(name); }
+
+  // A statement of the step: `op` and `source` (prefixed with `label`) for its row.
+  void Begin() { stream_.BeginStep(next_step_); }
+  void End(std::string_view label, std::string_view op, std::string_view source, int line) {
+    if (rows_) {
+      Step row;
+      row.index = next_step_;
+      row.line = line;
+      row.op = strings_->Save(op);
+      row.source = strings_->Save(std::string(label) + ": " + std::string(source));
+      row.live_bytes = live();
+      row.delta_bytes = row.live_bytes - live_before_;
+      row.peak_bytes = stream_.counter().step_peak();
+      rows_out_.push_back(row);
     }
+    live_before_ = live();
+    stream_.EndStep();
+    ++next_step_;
   }
 
-  // The tensors a trace made that are live at its peak (not its arguments), to their modules.
-  void Live(Holding* h, const Report& report, const std::map<std::string, std::string, std::less<>>& modules) const {
-    if (!by_module_) return;
-    for (const LiveTensor& t : report.live_at_peak) {
-      if (t.role == "argument" || t.bytes == 0) continue;
-      auto it = modules.find(t.name);
-      h->AddModule(it == modules.end() ? std::string() : it->second, t.bytes);
+  // Emits `program`'s events as statements labelled `label`. Its storages
+  // made before its first statement (its arguments) are `argument(id)`'s
+  // (kNoStorage: held elsewhere, no event); each of the others is new, of
+  // `category(id)` and the module `modules` names for its value (or
+  // `module_of(id)`'s, when that names one). Returns each of the program's
+  // storages' id in the step (kNoStorage for an argument held elsewhere).
+  template <typename Argument, typename Category, typename ModuleOverride>
+  std::vector<StorageId> Run(const Report& program, std::string_view label, Argument argument, Category category,
+                             const std::map<std::string, std::string, std::less<>>& modules,
+                             ModuleOverride module_of) {
+    const AllocLog& log = *program.alloc_log;
+    std::vector<std::uint8_t> devices;
+    for (const std::string& d : log.devices) devices.push_back(Device(d));
+    std::vector<StorageId> ids(log.storages.size(), kNoStorage);
+    std::size_t e = 0;
+    for (; e < log.events.size() && log.events[e].step == kBeforeFirstStep; ++e) {
+      const StorageId local = log.events[e].storage;
+      if (log.events[e].alloc) ids[local] = argument(local);
     }
+    for (std::int32_t step = 0; step < log.steps; ++step) {
+      Begin();
+      for (; e < log.events.size() && log.events[e].step == step; ++e) {
+        const AllocEvent& event = log.events[e];
+        const StorageRecord& r = log.storages[event.storage];
+        if (event.alloc) {
+          const std::string_view name = log.storage_names[event.storage];
+          std::string_view module = module_of(event.storage);
+          if (module.empty()) module = ModuleOf(modules, name);
+          ids[event.storage] = Alloc(r.bytes, name, r.role,
+                                     r.role == StorageRole::kScratch ? kTemporaries : category(event.storage), module,
+                                     devices.empty() ? 0 : devices[r.device]);
+        } else if (ids[event.storage] != kNoStorage) {
+          Free(ids[event.storage]);
+        }
+      }
+      if (rows_ && static_cast<std::size_t>(step) < program.steps.size()) {
+        const Step& s = program.steps[static_cast<std::size_t>(step)];
+        End(label, s.op, s.source, s.line);
+      } else {
+        End(label, "", "", 0);
+      }
+    }
+    return ids;
+  }
+
+  // The step's Report: the stream's numbers, and with rows its log, rows
+  // and what is live at the peak.
+  Report Finish(const std::vector<ReportPhase>& phases) {
+    Report out;
+    out.model = "runtime";
+    out.trace_name = "training step";
+    out.convention = "step";
+    const RequestedBytes& counter = stream_.counter();
+    out.peak_bytes = counter.peak();
+    out.final_bytes = counter.live();
+    out.peak_step = counter.peak_moment().step;
+    out.tensor_peak_bytes = counter.tensor_peak();
+    out.phases = phases;
+    for (std::size_t c = 0; c < kStepCategoryCount; ++c) out.breakdown.Set(kStepCategories[c], at_peak_[c]);
+    log_.storages = storages_;
+    log_.steps = next_step_;
+    out.storage_categories = categories_;
+    if (rows_) {
+      out.steps = std::move(rows_out_);
+      out.live_at_peak = LiveAtPeak(out, &out.live_at_peak_total);
+      out.alloc_log = std::make_shared<const AllocLog>(log_);
+    }
+    out.strings = strings_;
+    return out;
+  }
+
+  const AllocLog& log() const { return log_; }
+  const std::array<std::int64_t, kStepCategoryCount>& at_peak() const { return at_peak_; }
+
+  // The bytes of each module live at the peak, largest first (ties: by name).
+  std::vector<std::pair<std::string, std::int64_t>> ModulesAtPeak() const {
+    const PeakMoment& m = stream_.counter().peak_moment();
+    std::map<std::string_view, std::int64_t> modules;
+    for (std::size_t i = 0; i < std::min(m.storages, storages_.size()); ++i) {
+      const StorageRecord& s = storages_[i];
+      if ((s.free_seq != 0 && s.free_seq <= m.frees) || s.bytes == 0) continue;
+      modules[modules_[i]] += s.bytes;
+    }
+    std::vector<std::pair<std::string, std::int64_t>> out;
+    for (const auto& [module, bytes] : modules) out.emplace_back(module, bytes);
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    return out;
   }
 
  private:
-  const TrainingStepSpec& spec_;
-  bool by_module_;
+  // The storages live at the peak, largest first, each with its category as its role.
+  std::vector<LiveTensor> LiveAtPeak(const Report& out, std::size_t* total) const {
+    const PeakMoment& m = stream_.counter().peak_moment();
+    std::vector<StorageId> live;
+    for (StorageId i = 0; i < std::min(m.storages, storages_.size()); ++i) {
+      const StorageRecord& s = storages_[i];
+      if ((s.free_seq != 0 && s.free_seq <= m.frees) || s.bytes == 0) continue;
+      live.push_back(i);
+    }
+    std::stable_sort(live.begin(), live.end(),
+                     [&](StorageId a, StorageId b) { return storages_[a].bytes > storages_[b].bytes; });
+    *total = live.size();
+    std::vector<LiveTensor> tensors;
+    for (const StorageId i : live) {
+      const StorageRecord& s = storages_[i];
+      LiveTensor t;
+      t.name = s.role == StorageRole::kScratch ? "(scratch)" : std::string(log_.storage_names[i]);
+      t.bytes = s.bytes;
+      if (s.made_at >= 0 && static_cast<std::size_t>(s.made_at) < out.steps.size()) {
+        t.made_by = std::string(out.steps[s.made_at].op);
+        t.line = out.steps[s.made_at].line;
+      } else {
+        t.made_by = "caller";
+      }
+      t.role = std::string(kStepCategories[categories_[i]]);
+      tensors.push_back(std::move(t));
+    }
+    return tensors;
+  }
+
+  std::vector<StorageRecord> storages_;
+  AllocLog log_;
+  AllocStream stream_;
+  bool rows_;
+  std::shared_ptr<StringArena> names_arena_ = std::make_shared<StringArena>();
+  std::shared_ptr<StringArena> strings_ = std::make_shared<StringArena>();
+  std::vector<std::uint8_t> categories_;
+  std::vector<std::string_view> modules_;
+  std::array<std::int64_t, kStepCategoryCount> live_{}, at_peak_{};
+  std::int64_t peak_seen_ = -1;
+  std::int64_t live_before_ = 0;
+  std::int32_t next_step_ = 0;
+  std::vector<Step> rows_out_;
 };
 
-// A report's intermediates live at its peak, as activations (the saved
-// tensors), gradients (those returned as gradients) and temporaries.
-void LiveByRole(const Report& report, const std::set<std::string_view>& saved,
-                const std::set<std::string_view>& grads, Holding* h) {
-  for (const LiveTensor& t : report.live_at_peak) {
-    if (t.role == "argument" || t.bytes == 0) continue;
-    if (t.role == "saved" || saved.count(t.name)) {
-      h->categories[4] += t.bytes;
-    } else if (grads.count(t.name)) {
-      h->categories[2] += t.bytes;
-    }
-  }
+std::string Label(std::string_view phase, int iteration) {
+  return std::string(phase) + " " + std::to_string(iteration);
 }
 
 RuntimeOptions Options(CallingConvention convention, const TrainingStepSpec& spec) {
@@ -226,45 +350,42 @@ std::int64_t BackwardArgumentTensors(const TrainingStepSpec& spec, const Report&
 TrainingStepResult SimulateTrainingStep(const ParsedTrace& forward, const ParsedTrace& backward,
                                         const ParsedTrace* optimizer_first,
                                         const ParsedTrace* optimizer_later,
-                                        const TrainingStepSpec& spec, bool events) {
+                                        const TrainingStepSpec& spec, bool events,
+                                        const AllocatorOptions& allocator) {
   if (spec.steps < 1) throw std::invalid_argument("steps must be >= 1");
   if (optimizer_first && spec.steps > 1 && !optimizer_later) {
     throw std::invalid_argument("a step with an optimizer run more than once needs its later step() program");
   }
+  // Each program's own run, keeping its stream (the step replays it); with
+  // `events`, also its rows and what is live at its peak.
   ReportOptions report_options;
   report_options.returned_tensors = true;
-  report_options.alloc_log = events;
+  report_options.alloc_log = true;
+  report_options.steps = events;
+  report_options.breakdown = events;
+  report_options.live_at_peak = events;
   TrainingStepResult out;
-  // The forward, and the identity of everything it returns.
   out.forward = Analyze(forward, "runtime", Options(CallingConvention::kForward, spec), report_options);
   const auto returned = ByName(out.forward);
   // The backward, its saved tensors the forward's; autograd holds the cotangents.
   RuntimeOptions bw_options = Options(CallingConvention::kBackward, spec);
-  const std::int64_t own_saved = BackwardArgumentTensors(spec, out.forward, &bw_options.argument_tensors);
+  BackwardArgumentTensors(spec, out.forward, &bw_options.argument_tensors);
   out.backward = Analyze(backward, "runtime", bw_options, report_options);
-  std::vector<std::pair<StorageId, std::int64_t>> grads;
-  const std::int64_t layout_copy = AccumulatedGrads(spec, out.backward, returned, &grads);
-  for (const auto& [storage, bytes] : grads) {
-    out.grad_storages.push_back(storage);
-    out.grad_bytes += bytes;
-  }
-  // The loss: the forward's outputs that are not its arguments, each storage once.
-  std::set<StorageId> output_storages;
-  std::int64_t loss_bytes = 0;
+  const std::vector<Gradient> gradients = Gradients(spec, out.backward, returned);
+  for (const Gradient& g : gradients) out.grad_bytes += out.backward.alloc_log->storages[g.storage].bytes;
+  // The loss (the forward's outputs that are not its arguments) and the
+  // saved tensors the forward owns, as the forward's storages.
+  std::set<StorageId> loss, saved;
   for (const std::string& name : spec.outputs) {
     const Returned& r = Find(returned, name, "the output");
-    if (r.role != StorageRole::kArgument && output_storages.insert(r.storage).second) loss_bytes += r.bytes;
+    if (r.role != StorageRole::kArgument) loss.insert(r.storage);
   }
-  std::set<StorageId> saved_storages;
   for (const std::string& name : spec.saved) {
     const Returned& r = returned.at(name);
-    if (r.role != StorageRole::kArgument && !output_storages.count(r.storage)) saved_storages.insert(r.storage);
+    if (r.role != StorageRole::kArgument && !loss.count(r.storage)) saved.insert(r.storage);
   }
-  out.saved_storages.assign(saved_storages.begin(), saved_storages.end());
   // The optimizer's step() programs: the parameters, their .grad and the state kept are arguments.
   const std::set<std::string_view> state_names(spec.optimizer_state.begin(), spec.optimizer_state.end());
-  std::int64_t state_bytes = 0;
-  std::map<std::string, std::int64_t> state_modules;
   if (optimizer_first) {
     if (spec.trainable_bytes >= 0 && spec.trainable_bytes != out.grad_bytes) {
       throw std::invalid_argument(
@@ -280,101 +401,170 @@ TrainingStepResult SimulateTrainingStep(const ParsedTrace& forward, const Parsed
                                " step program: " + out.optimizer_first->diagnostics[0]);
     }
     if (spec.steps > 1) out.optimizer_later = Analyze(*optimizer_later, "runtime", plain, report_options);
-    state_bytes = out.optimizer_first->final_bytes - ArgumentBytes(*out.optimizer_first);
-    for (const ReturnedTensor& t : out.optimizer_first->returned_tensors) {
-      if (!state_names.count(t.name) || t.role != StorageRole::kIntermediate) continue;
-      out.first_state_storages.push_back(t.storage);
-      auto m = spec.optimizer_modules.find(t.name);
-      state_modules[m == spec.optimizer_modules.end() ? std::string() : m->second] += t.storage_bytes;
-    }
   }
-
-  // The join (python/peakmem/step.py's module docstring).
-  const std::int64_t outside = spec.parameter_bytes + spec.input_bytes - ArgumentBytes(out.forward);
-  if (outside < 0) {
+  const std::int64_t forward_arguments = ArgumentBytes(out.forward);
+  if (spec.parameter_bytes + spec.input_bytes < forward_arguments) {
     throw std::runtime_error(
-        "the forward's arguments hold " + std::to_string(ArgumentBytes(out.forward)) +
+        "the forward's arguments hold " + std::to_string(forward_arguments) +
         " bytes, more than the module's parameters and buffers (" + std::to_string(spec.parameter_bytes) +
         ") and the inputs (" + std::to_string(spec.input_bytes) +
         "): tensors passed twice (tied weights) are not modelled yet");
   }
-  const std::set<std::string_view> saved_names(spec.saved.begin(), spec.saved.end());
-  std::set<std::string_view> grad_names;
-  for (const ReturnedTensor& t : out.backward.returned_tensors) grad_names.insert(t.name);
-  StepJoin join(spec, !spec.value_modules.empty());
-  join.peak = spec.parameter_bytes + spec.input_bytes;
-  join.Held(&join.at_peak, 0, 0, {});
-  join.at_peak.AddModule("", spec.input_bytes);
-  std::int64_t carry = 0;  // .grad held between steps
-  std::int64_t state = 0;  // optimizer state
-  const std::map<std::string, std::int64_t> no_state;
-  for (int k = 1; k <= spec.steps; ++k) {
-    const auto& held_state = state ? state_modules : no_state;
-    const std::int64_t held = outside + carry + state;  // beyond the forward's arguments
-    out.phases.push_back({"forward", k, 0, held, carry, state});
-    join.Reach(held + out.forward.peak_bytes, "forward", k, [&](Holding* h) {
-      join.Held(h, carry, state, held_state);
-      LiveByRole(out.forward, saved_names, {}, h);
-      join.Live(h, out.forward, spec.value_modules);
-    });
-    // After the forward: its final bytes (arguments, the loss, saved
-    // tensors); loss.backward() adds the cotangent; the backward counts the
-    // saved tensors it owns as its arguments.
-    const std::int64_t offset = held + out.forward.final_bytes + spec.cotangent_bytes - own_saved;
-    out.phases.push_back({"backward", k, 1, offset, carry, state});
-    join.Reach(offset + out.backward.peak_bytes, "backward", k, [&](Holding* h) {
-      join.Held(h, carry, state, held_state);
-      LiveByRole(out.backward, {}, grad_names, h);
-      join.Live(h, out.backward, spec.value_modules);
-    });
-    // The backward returns: what it still held but its gradients is
-    // released; AccumulateGrad steals them into empty .grad fields, or adds
-    // them in place and frees them. Then the cotangent goes; no moment of
-    // the backward's return holds more.
-    if (carry == 0) {
-      if (layout_copy) {
-        // Into empty .grad fields, one AccumulateGrad at a time: the
-        // backward's gradients (and the cotangent) beside one
-        // parameter-layout copy.
-        join.Reach(offset + out.backward.final_bytes + layout_copy, "backward", k, [&](Holding* h) {
-          join.Held(h, out.grad_bytes, state, held_state);
-          h->categories[2] += layout_copy;
-        });
-      }
-      carry = out.grad_bytes;
+
+  // The stream. Before the first statement: the module's parameters and
+  // buffers (each storage), then the inputs, on the forward's device.
+  StepStream stream(events);
+  std::uint8_t device = 0;
+  for (const StorageRecord& r : out.forward.alloc_log->storages) {
+    if (r.made_at == kBeforeFirstStep) {
+      device = stream.Device(out.forward.alloc_log->devices[r.device]);
+      break;
     }
-    if (optimizer_first) {
-      // optimizer.step(): the parameters, inputs, .grad, the state and the
-      // loss (alive until step() returns) are held; the program's
-      // arguments are the parameters, their gradients and the state.
-      const Report& program = k == 1 ? *out.optimizer_first : *out.optimizer_later;
-      const std::int64_t base = spec.parameter_bytes + spec.input_bytes + carry + state + loss_bytes;
-      out.phases.push_back({"optimizer", k, k == 1 ? 2 : 3, base - ArgumentBytes(program), carry, state});
-      join.Reach(base - ArgumentBytes(program) + program.peak_bytes, "optimizer", k, [&](Holding* h) {
-        std::int64_t kept = 0;  // the state kept or made so far
-        for (const LiveTensor& t : program.live_at_peak)
-          if (state_names.count(t.name)) kept += t.bytes;
-        join.Held(h, carry, 0, {});
-        h->categories[3] = kept;
-        if (state) {
-          for (const auto& [m, b] : state_modules) h->AddModule(m, b);
-        }
-        join.Live(h, program, spec.optimizer_modules);
-      });
-      if (k == 1) state = state_bytes;
-    }
-    if (spec.zero_grad) carry = 0;
   }
-  out.peak_bytes = join.peak;
-  out.final_bytes = spec.parameter_bytes + spec.input_bytes + carry + state;
-  out.phase_at_peak = join.phase;
-  out.step_at_peak = join.step;
-  for (int c = 0; c < 6; ++c) out.by_category.emplace_back(kCategories[c], join.at_peak.categories[c]);
+  std::int64_t held_bytes = 0;
+  for (const TrainingStepSpec::HeldTensor& t : spec.held) {
+    stream.Alloc(t.bytes, "parameter of " + (t.module.empty() ? std::string("the module") : t.module),
+                 StorageRole::kArgument, kParameters, t.module, device);
+    held_bytes += t.bytes;
+  }
+  if (held_bytes != spec.parameter_bytes) {  // the spec names no storage (or not every one): the rest as one
+    stream.Alloc(spec.parameter_bytes - held_bytes, "parameters", StorageRole::kArgument, kParameters, "", device);
+  }
+  std::int64_t input_bytes = 0;
+  for (const std::int64_t bytes : spec.input_storages) {
+    stream.Alloc(bytes, "input", StorageRole::kArgument, kInputs, "", device);
+    input_bytes += bytes;
+  }
+  if (input_bytes != spec.input_bytes) {
+    stream.Alloc(spec.input_bytes - input_bytes, "inputs", StorageRole::kArgument, kInputs, "", device);
+  }
+  const auto held_elsewhere = [](StorageId) { return kNoStorage; };
+  const auto no_module = [](StorageId) { return std::string_view(); };
+  const auto alive_among = [&](const std::vector<StorageId>& ids, auto keep) {
+    for (std::size_t local = 0; local < ids.size(); ++local) {
+      if (ids[local] != kNoStorage && stream.alive(ids[local]) && !keep(local)) stream.Free(ids[local]);
+    }
+  };
+
+  std::vector<ReportPhase> phases;
+  std::vector<StorageId> grads;  // .grad, one storage a gradient (empty: none)
+  std::vector<StorageId> first_state;  // what the optimizer's first step() left: its state
+  for (int k = 1; k <= spec.steps; ++k) {
+    // The forward: its arguments are the held tensors.
+    TrainingStepPhase fw_phase{"forward", k, 0, 0, stream.live(kGradients), stream.live(kOptimizerState)};
+    fw_phase.first = stream.next_step();
+    fw_phase.around = stream.live() - forward_arguments;
+    const std::vector<StorageId> fw_ids = stream.Run(
+        out.forward, Label("forward", k), held_elsewhere,
+        [&](StorageId local) { return saved.count(local) ? kActivations : kTemporaries; }, spec.value_modules,
+        no_module);
+    fw_phase.end = stream.next_step();
+    out.phases.push_back(fw_phase);
+
+    // loss.backward(): the cotangent, then the backward, whose saved
+    // tensors are the forward's (those held elsewhere cost it nothing).
+    TrainingStepPhase bw_phase{"backward", k, 1, 0, stream.live(kGradients), stream.live(kOptimizerState)};
+    bw_phase.first = stream.next_step();
+    stream.Begin();
+    StorageId cotangent = kNoStorage;
+    if (spec.cotangent_bytes > 0) {
+      cotangent = stream.Alloc(spec.cotangent_bytes, "cotangent", StorageRole::kIntermediate, kTemporaries, "", device);
+    }
+    stream.End(Label("backward", k), "loss.backward", "the cotangent, torch.ones_like(loss)", 0);
+    bw_phase.around = stream.live() - ArgumentBytes(out.backward);
+    const AllocLog& bw_log = *out.backward.alloc_log;
+    std::unordered_map<StorageId, std::string_view> bw_grads;  // the backward's storage -> its module
+    for (const Gradient& g : gradients) bw_grads.emplace(g.storage, g.module);
+    const std::vector<StorageId> bw_ids = stream.Run(
+        out.backward, Label("backward", k),
+        [&](StorageId local) {
+          if (bw_log.storages[local].bytes == 0) return kNoStorage;  // external: a parameter, input or the loss
+          return fw_ids[Find(returned, std::string(bw_log.storage_names[local]), "the backward's saved tensor").storage];
+        },
+        [&](StorageId local) { return bw_grads.count(local) ? kGradients : kTemporaries; }, spec.value_modules,
+        [&](StorageId local) {  // a gradient is its parameter's module's
+          auto it = bw_grads.find(local);
+          return it == bw_grads.end() ? std::string_view() : it->second;
+        });
+    // AccumulateGrad, one gradient at a time: into an empty .grad each is
+    // stolen or copied to its parameter's layout; into an existing one it
+    // is added in place and freed. Then what the backward still held and
+    // the cotangent go; the loss stays until step() returns.
+    stream.Begin();
+    const bool fresh = grads.empty();
+    for (const Gradient& g : gradients) {
+      const StorageId made = bw_ids[g.storage];
+      if (!fresh) {
+        stream.Free(made);
+      } else if (g.copy_bytes > 0) {
+        grads.push_back(stream.Alloc(g.copy_bytes, g.name, StorageRole::kIntermediate, kGradients, g.module, device));
+        stream.Free(made);
+      } else {
+        grads.push_back(made);
+      }
+    }
+    const std::set<StorageId> kept(grads.begin(), grads.end());
+    alive_among(bw_ids, [&](std::size_t local) { return kept.count(bw_ids[local]) > 0; });
+    alive_among(fw_ids, [&](std::size_t local) { return loss.count(static_cast<StorageId>(local)) > 0; });
+    if (cotangent != kNoStorage) stream.Free(cotangent);
+    stream.End(Label("backward", k), "AccumulateGrad", "the gradients into .grad; the backward's own tensors and the cotangent released", 0);
+    bw_phase.end = stream.next_step();
+    out.phases.push_back(bw_phase);
+
+    // optimizer.step(): the parameters, their .grad and the state are its
+    // arguments; the first one's leftovers are the state, kept from then on.
+    TrainingStepPhase opt_phase{"optimizer", k, k == 1 ? 2 : 3, 0, stream.live(kGradients),
+                                stream.live(kOptimizerState)};
+    opt_phase.first = stream.next_step();
+    std::vector<StorageId> opt_ids;
+    if (optimizer_first) {
+      const Report& program = k == 1 ? *out.optimizer_first : *out.optimizer_later;
+      opt_phase.around = stream.live() - ArgumentBytes(program);
+      opt_ids = stream.Run(
+          program, Label("optimizer", k), held_elsewhere,
+          [&](StorageId local) {
+            return state_names.count(program.alloc_log->storage_names[local]) ? kOptimizerState : kTemporaries;
+          },
+          spec.optimizer_modules, no_module);
+    }
+    // step() returns: zero_grad(set_to_none=True) drops .grad; the loss dies.
+    stream.Begin();
+    if (optimizer_first && k > 1) alive_among(opt_ids, [](std::size_t) { return false; });
+    if (spec.zero_grad) {
+      for (const StorageId g : grads) stream.Free(g);
+      grads.clear();
+    }
+    for (const StorageId local : loss) stream.Free(fw_ids[local]);
+    stream.End(Label(optimizer_first ? "optimizer" : "backward", k), "step() returns",
+               spec.zero_grad ? "zero_grad(set_to_none=True); the loss released" : "the loss released", 0);
+    if (optimizer_first) {
+      opt_phase.end = stream.next_step();
+      out.phases.push_back(opt_phase);
+    } else {
+      out.phases.back().end = stream.next_step();
+    }
+  }
+
+  // The numbers, from the stream.
+  for (const TrainingStepPhase& p : out.phases) phases.push_back({p.phase, p.step, p.first, p.end});
+  out.step = stream.Finish(phases);
+  out.step.distribution = out.forward.distribution;
+  out.peak_bytes = out.step.peak_bytes;
+  out.final_bytes = out.step.final_bytes;
+  for (const TrainingStepPhase& p : out.phases) {
+    if (out.step.peak_step >= p.first && out.step.peak_step < p.end) {
+      out.phase_at_peak = p.phase;
+      out.step_at_peak = p.step;
+    }
+  }
+  for (std::size_t c = 0; c < std::size(kStepCategories); ++c) {
+    out.by_category.emplace_back(kStepCategories[c], stream.at_peak()[c]);
+  }
   if (!spec.value_modules.empty()) {
-    for (const auto& [m, b] : join.at_peak.modules)
-      if (b) out.by_module.emplace_back(m, b);
-    std::stable_sort(out.by_module.begin(), out.by_module.end(),
-                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (auto& [module, bytes] : stream.ModulesAtPeak()) out.by_module.emplace_back(module, bytes);
+  }
+  if (allocator.model != AllocatorModel::kRequested) {
+    out.step.allocator = std::make_shared<const AllocatorResult>(RunAllocatorModel(stream.log(), allocator));
   }
   return out;
 }

@@ -1,5 +1,9 @@
 #include "peakmem/report/allocator_summary.h"
 
+#include <fmt/format.h>
+
+#include "writers/registry.h"
+
 namespace peakmem {
 
 namespace {
@@ -25,6 +29,53 @@ nlohmann::ordered_json OutOfMemory(const Report& report, const AllocatorResult& 
   return oom;
 }
 
+// " at step N" (or the arguments); nothing for a peak never reached.
+std::string AtStep(std::int32_t step) {
+  if (step == kCudaNoStep) return "";
+  if (step < 0) return " at the arguments";
+  return fmt::format(" at step {}", step);
+}
+
+}  // namespace
+
+std::string AllocatorSummaryText(const Report& report) {
+  std::string text;
+  std::string* out = &text;
+  const AllocatorResult& a = *report.allocator;
+  const CudaAllocatorStats& s = a.stats;
+  *out += fmt::format("\nallocator: {} ({})\n", AllocatorModelName(a.model),
+                      a.device == "all" ? "no CUDA tensors in the trace: every storage priced as on one GPU"
+                                        : "the storages on " + a.device);
+  *out += fmt::format("  allocated: peak {} bytes ({}){}; final {} bytes\n",
+                      s.allocated_bytes_peak, writers::HumanBytes(s.allocated_bytes_peak),
+                      AtStep(s.allocated_peak_step), s.allocated_bytes);
+  *out += fmt::format("  reserved:  peak {} bytes ({}){}; final {} bytes\n",
+                      s.reserved_bytes_peak, writers::HumanBytes(s.reserved_bytes_peak),
+                      AtStep(s.reserved_peak_step), s.reserved_bytes);
+  *out += fmt::format("  segments:  peak {}, final {}; {} cudaMalloc, {} cudaFree, {} retries\n",
+                      s.segments_peak, s.segments, s.num_device_alloc, s.num_device_free,
+                      s.num_alloc_retries);
+  if (s.oom_step != kCudaNoStep) {
+    const bool have_step =
+        s.oom_step >= 0 && s.oom_step < static_cast<std::int32_t>(report.steps.size());
+    *out += fmt::format(
+        "  OUT OF MEMORY{}{}: a request of {} bytes (a {}-byte segment) failed with {} bytes "
+        "allocated and {} reserved{}\n",
+        AtStep(s.oom_step),
+        have_step ? fmt::format(" (line {}, op '{}')", report.steps[s.oom_step].line,
+                                report.steps[s.oom_step].op)
+                  : "",
+        a.oom_requested_bytes, s.oom_alloc_size, s.allocated_bytes, s.reserved_bytes,
+        a.device_capacity > 0 ? fmt::format(" of a {}-byte device", a.device_capacity) : "");
+  } else if (a.device_capacity > 0) {
+    *out += fmt::format("  fits a {}-byte device ({}): headroom {} bytes ({})\n", a.device_capacity,
+                        writers::HumanBytes(a.device_capacity), a.device_capacity - s.reserved_bytes_peak,
+                        writers::HumanBytes(a.device_capacity - s.reserved_bytes_peak));
+  }
+  return text;
+}
+
+namespace {
 }  // namespace
 
 nlohmann::ordered_json AllocatorSummaryJson(const Report& report) {

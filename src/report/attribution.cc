@@ -37,6 +37,7 @@ Attribution AttributeMoment(const Report& report, const AllocLog& log, std::size
   std::vector<bool> live(log.storages.size(), false);
   for (std::size_t i = 0; i < events; ++i) live[log.events[i].storage] = log.events[i].alloc;
   const std::vector<std::uint8_t> categories = StorageCategories(report);
+  const std::span<const std::string_view> names = CategoryNames(report);
 
   Attribution out;
   std::int64_t by_category[kCategoryCount] = {};
@@ -48,7 +49,7 @@ Attribution AttributeMoment(const Report& report, const AllocLog& log, std::size
     AttributedStorage a;
     a.storage = id;
     a.bytes = s.bytes;
-    a.category = kCategories[categories[id]];
+    a.category = names[categories[id]];
     a.name = s.role == StorageRole::kScratch ? std::string_view("(scratch)")
              : id < log.storage_names.size()  ? log.storage_names[id]
                                               : std::string_view("?");
@@ -67,8 +68,8 @@ Attribution AttributeMoment(const Report& report, const AllocLog& log, std::size
     all.push_back(a);
   }
   out.storages = all.size();
-  for (std::size_t c = 0; c < kCategoryCount; ++c) {
-    if (count_by_category[c] > 0) out.by_category.push_back({kCategories[c], by_category[c], count_by_category[c]});
+  for (std::size_t c = 0; c < names.size(); ++c) {
+    if (count_by_category[c] > 0) out.by_category.push_back({names[c], by_category[c], count_by_category[c]});
   }
   SortGroups(&out.by_category);
   // By op: storages with the same maker are summed (keys view the report's steps).
@@ -105,8 +106,20 @@ std::size_t EventsThrough(const AllocLog& log, std::int32_t step) {
 
 }  // namespace
 
+std::span<const std::string_view> CategoryNames(const Report& report) {
+  if (report.storage_categories.empty()) return kCategories;
+  return kStepCategories;
+}
+
 std::vector<std::uint8_t> StorageCategories(const Report& report) {
   const AllocLog& log = RequireAllocLog(report, "attribution");
+  if (!report.storage_categories.empty()) {
+    if (report.storage_categories.size() != log.storages.size()) {
+      throw std::logic_error("a category for each of the " + std::to_string(log.storages.size()) +
+                             " storages is needed");
+    }
+    return report.storage_categories;
+  }
   std::vector<bool> returned(log.storages.size(), false);
   for (const ReturnedTensor& t : report.returned_tensors) {
     if (t.storage < returned.size()) returned[t.storage] = true;

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "peakmem/report/allocator_summary.h"
 #include "peakmem/report/report.h"
 
 namespace peakmem {
@@ -47,6 +48,7 @@ std::string TrainingStepToText(const TrainingStepResult& step, const TrainingSte
       out += fmt::format("  {:<40} {:>14}\n", module.empty() ? "(top: inputs, loss, cotangent)" : module, bytes);
     }
   }
+  if (step.step.allocator != nullptr) out += AllocatorSummaryText(step.step);
   out += "\nphases (each trace's peak, with what the step holds around it):\n";
   for (const TrainingStepPhase& p : step.phases) {
     out += fmt::format("  {:<9} step {:<3} peak {:>14}  around {:>14}\n", p.phase, p.step,
@@ -84,6 +86,7 @@ std::string TrainingStepToJson(const TrainingStepResult& step, const TrainingSte
     j["fits"] = nullptr;
     j["headroom_bytes"] = nullptr;
   }
+  j["allocator"] = AllocatorSummaryJson(step.step);
   j["phases"] = nlohmann::ordered_json::array();
   for (const TrainingStepPhase& p : step.phases) {
     j["phases"].push_back({{"phase", p.phase}, {"step", p.step},

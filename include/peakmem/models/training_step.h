@@ -14,6 +14,16 @@
 //   optimizer.zero_grad(set_to_none=True)   # when zero_grad
 //
 // with the parameters, buffers and inputs held throughout.
+//
+// The step is one allocation event stream (sim/alloc_events.h), emitted in
+// the order the step runs: the held tensors, then for each iteration the
+// forward's events, the cotangent, the backward's (a saved tensor it frees
+// is the forward's storage), AccumulateGrad (a layout copy is an
+// allocation, a stolen gradient none, one added into .grad is freed), what
+// the backward leaves, the optimizer's step() and zero_grad. Its peak,
+// final bytes, categories and modules are read from that stream, and
+// TrainingStepResult::step is a Report of it, so every writer and allocator
+// model that takes a trace's report takes the step.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "peakmem/allocators/allocator_choice.h"
 #include "peakmem/ir/parsed_trace.h"
 #include "peakmem/models/runtime_model.h"
 #include "peakmem/report/report.h"
@@ -73,6 +84,9 @@ struct TrainingStepSpec {
     bool trainable = false;
   };
   std::vector<HeldTensor> held;
+  // The caller's input tensors' storages, each its bytes (empty: one storage
+  // of input_bytes). They are allocated before the step, after `held`.
+  std::vector<std::int64_t> input_storages;
 };
 
 // One trace run of the step, as the timeline shows it.
@@ -85,6 +99,11 @@ struct TrainingStepPhase {
   std::int64_t around = 0;           // bytes held beside the trace's own
   std::int64_t gradients = 0;        // of them, .grad kept from earlier steps
   std::int64_t optimizer_state = 0;  // and the optimizer's state
+  // The statements of TrainingStepResult::step this phase spans, [first,
+  // end): the trace's statements and, after them, the step's own moments
+  // (the cotangent before the backward, AccumulateGrad after it, zero_grad
+  // after the optimizer).
+  std::int32_t first = 0, end = 0;
 };
 
 struct TrainingStepResult {
@@ -101,11 +120,16 @@ struct TrainingStepResult {
   Report forward, backward;
   std::optional<Report> optimizer_first, optimizer_later;
   std::vector<TrainingStepPhase> phases;
-  // Storages of the forward saved for the backward and owned by the
-  // forward, of the backward's returned gradients, and of the state the
-  // optimizer's first step() makes: the timeline's categories.
-  std::vector<StorageId> saved_storages, grad_storages, first_state_storages;
   std::int64_t grad_bytes = 0;  // the gradients the backward returns
+  // The whole step as one program (model "runtime", convention "step"): its
+  // statements are every phase's, in the order the step runs them, named
+  // "<phase> <iteration>: <statement>" in Step::source, plus the step's own
+  // moments (op "loss.backward", "AccumulateGrad", "step() returns"); its
+  // storages carry kStepCategories (Report::storage_categories) and its
+  // phases Report::phases. With `events`, it keeps the stream (alloc_log),
+  // its per-statement rows and what is live at the peak; the allocator
+  // asked for ran over the stream (Report::allocator).
+  Report step;
 };
 
 // The backward's argument tensors as the step passes them
@@ -120,14 +144,18 @@ std::int64_t BackwardArgumentTensors(const TrainingStepSpec& spec, const Report&
 
 // Simulates the step. `optimizer_first`/`optimizer_later`: the optimizer's
 // first and later step() programs (null: no optimizer; `later` is needed
-// when spec.steps > 1). `events`: the reports keep their allocation event
-// streams (the timeline). Throws std::invalid_argument for a step peakmem
+// when spec.steps > 1). `events`: TrainingStepResult::step keeps the
+// stream and its rows (what writers and the timeline read); without, only
+// the numbers are made. `allocator`: an allocator model other than
+// requested bytes runs over the step's stream (Report::allocator of
+// TrainingStepResult::step). Throws std::invalid_argument for a step peakmem
 // does not model (a gradient that is a view of a held tensor, two gradients
 // sharing a storage, gradients that do not match the trainable parameters)
 // and TraceError / std::runtime_error for traces that do not fit together.
 TrainingStepResult SimulateTrainingStep(const ParsedTrace& forward, const ParsedTrace& backward,
                                         const ParsedTrace* optimizer_first,
                                         const ParsedTrace* optimizer_later,
-                                        const TrainingStepSpec& spec, bool events = false);
+                                        const TrainingStepSpec& spec, bool events = false,
+                                        const AllocatorOptions& allocator = {});
 
 }  // namespace peakmem

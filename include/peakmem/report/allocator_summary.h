@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "peakmem/report/report.h"
 
@@ -21,5 +22,10 @@ namespace peakmem {
 // Steps are statement indexes (-1: the arguments; null: never).
 // Null when the report has no allocator section.
 nlohmann::ordered_json AllocatorSummaryJson(const Report& report);
+// The same for people: "allocator: cuda-caching (...)", the allocated and
+// reserved peaks and finals, the segments, and whether it fits (or where it
+// runs out of memory), one line each, starting with a blank line.
+// Requires report.allocator.
+std::string AllocatorSummaryText(const Report& report);
 
 }  // namespace peakmem

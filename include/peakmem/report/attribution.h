@@ -15,6 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,15 +29,33 @@ inline constexpr std::string_view kCategories[] = {"argument",     "cotangent", 
                                                    "intermediate", "collective", "scratch"};
 inline constexpr std::size_t kCategoryCount = std::size(kCategories);
 
+// A training step's categories (Report::storage_categories indexes them):
+//   parameters       the module's parameters and buffers
+//   inputs           the caller's input tensors
+//   gradients        .grad and the gradients the backward returns
+//   optimizer_state  what the optimizer keeps between steps
+//   activations      tensors the forward saves for the backward
+//   temporaries      everything else: intermediates, the loss, the
+//                    cotangent, op scratch
+inline constexpr std::string_view kStepCategories[] = {"parameters",      "inputs",      "gradients",
+                                                       "optimizer_state", "activations", "temporaries"};
+static_assert(std::size(kStepCategories) <= kCategoryCount);
+
+// The names a report's categories have: kStepCategories for a training
+// step (Report::storage_categories set), else kCategories.
+std::span<const std::string_view> CategoryNames(const Report& report);
+
 // Which category each storage of `report.alloc_log` is in (an index into
-// kCategories). Outputs are known from Report::returned_tensors, cotangents
+// CategoryNames(report): a training step's are Report::storage_categories;
+// a trace's follow). Outputs are known from Report::returned_tensors, cotangents
 // from the backward calling convention; "collective" is what a collective
 // (OpInfo::collective: an all-gather's gathered tensor, a reduce-scatter's
 // shard) allocated and the trace does not return, known from the steps' ops
 // (without Report::steps such storages are "intermediate").
 std::vector<std::uint8_t> StorageCategories(const Report& report);
 
-// The live bytes of each category (kCategories' order) at every point:
+// The live bytes of each category (CategoryNames' order; slots past them
+// stay 0) at every point:
 // [0] the arguments alone, [i + 1] after statement i. Throws
 // std::invalid_argument without an event log.
 std::vector<std::array<std::int64_t, kCategoryCount>> LiveByCategory(const Report& report);

@@ -98,6 +98,14 @@ struct ReturnedTensor {
   std::vector<std::int64_t> shape;  // the tensor's (its strides' dimensions)
 };
 
+// A part of a program of several traces (a training step's forward, backward
+// and optimizer), as the steps of its Report run it: steps [first, end).
+struct ReportPhase {
+  std::string name;  // "forward", "backward", "optimizer"
+  int iteration = 1;  // which training iteration (1-based)
+  std::int32_t first = 0, end = 0;
+};
+
 struct Report {
   std::string model;
   std::string trace_name;
@@ -133,6 +141,13 @@ struct Report {
   // own buffers, a documented estimate apart from every figure above
   // (models/nccl_buffers.h; the CLI's --nccl-* flags set its options).
   std::optional<NcclEstimate> nccl;
+
+  // A program of several traces (a training step): its phases, in order,
+  // and each storage's category, an index into kStepCategories
+  // (attribution.h), set by whoever joined the traces; empty for a trace,
+  // whose storages' categories follow from their roles.
+  std::vector<ReportPhase> phases;
+  std::vector<std::uint8_t> storage_categories;
 
   // What the steps' text views: the source they quote and an arena for text
   // rendered for them (statements re-printed from JSON, op names).

@@ -21,8 +21,10 @@ struct TrainingStepReportOptions {
 std::string TrainingStepToText(const TrainingStepResult& step, const TrainingStepReportOptions& options);
 // {"schema_version", "kind": "training_step", "peak_bytes", "final_bytes",
 //  "phase_at_peak", "step_at_peak", "by_category", "by_module", "budget",
-//  "fits", "headroom_bytes", "phases": [{"phase", "step", "peak_bytes",
-//  "around_bytes"}], "diagnostics"}.
+//  "fits", "headroom_bytes", "allocator" (null, or allocator_summary.h's
+//  object for the whole step's stream), "phases": [{"phase", "step",
+//  "peak_bytes", "around_bytes"}], "diagnostics"}. The text shows the same
+//  allocator section as a trace's text report.
 std::string TrainingStepToJson(const TrainingStepResult& step, const TrainingStepReportOptions& options,
                                int indent = 2);
 

@@ -3,9 +3,11 @@
 //   - the summary: peak (and its statement), final bytes, the allocator's
 //     numbers when one priced the run;
 //   - a timeline of the live bytes after every statement, stacked by
-//     category (attribution.h), the most bytes live inside each statement
-//     drawn as a line above it, and the peak marked (element id
-//     "peak-marker", colour kPeakColour);
+//     category (attribution.h; a training step's own categories for a
+//     step), the most bytes live inside each statement drawn as a line
+//     above it, the peak marked (element id "peak-marker", colour
+//     kPeakColour), and, for a program of several traces, where each phase
+//     starts (class "phase": "forward 1", "backward 1", ...);
 //   - hovering the plot shows the statement under the pointer: its op, its
 //     source, the live bytes and the largest live storages; the page's
 //     address may name a step to show on load ("report.html#step=23");
@@ -26,6 +28,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +44,20 @@ constexpr std::size_t kHoverStorages = 5;  // largest live storages shown on hov
 constexpr std::size_t kTableRows = 12;
 constexpr std::array<const char*, kCategoryCount> kCategoryColours = {
     "#4e79a7", "#76b7b2", "#f28e2b", "#59a14f", "#edc948", "#9c755f", "#b07aa1"};
+// kStepCategories' colours (python/peakmem/step_timeline.py draws with the same).
+constexpr std::array<const char*, std::size(kStepCategories)> kStepCategoryColours = {
+    "#4e79a7", "#76b7b2", "#59a14f", "#b07aa1", "#f28e2b", "#edc948"};
+constexpr const char* kPhaseColour = "#222222";
+
+// The report's categories with their colours.
+struct CategoryStyle {
+  std::span<const std::string_view> names;
+  const char* const* colours;
+};
+CategoryStyle StyleOf(const Report& report) {
+  const std::span<const std::string_view> names = CategoryNames(report);
+  return {names, report.storage_categories.empty() ? kCategoryColours.data() : kStepCategoryColours.data()};
+}
 constexpr const char* kPeakColour = "#e0102f";
 constexpr const char* kStepPeakColour = "#555555";
 
@@ -143,11 +160,11 @@ double Y(std::int64_t bytes, double axis_max) {
 
 // The stacked areas (one path per category, bottom to top), the in-step
 // peak line and the axes.
-void AppendPlotBody(const std::vector<Column>& columns, double axis_max, double tick,
-                    std::size_t points, std::string* out) {
+void AppendPlotBody(const std::vector<Column>& columns, const CategoryStyle& style, double axis_max,
+                    double tick, std::size_t points, std::string* out) {
   const double width = kPlotWidth / static_cast<double>(columns.size());
   std::vector<std::int64_t> below(columns.size(), 0);
-  for (std::size_t c = 0; c < kCategoryCount; ++c) {
+  for (std::size_t c = 0; c < style.names.size(); ++c) {
     std::string top, bottom;
     bool any = false;
     for (std::size_t i = 0; i < columns.size(); ++i) {
@@ -163,7 +180,7 @@ void AppendPlotBody(const std::vector<Column>& columns, double axis_max, double 
     }
     if (!any) continue;
     *out += fmt::format("<path class=\"area\" data-category=\"{}\" fill=\"{}\" d=\"{}{}Z\"/>\n",
-                        kCategories[c], kCategoryColours[c], top, bottom);
+                        style.names[c], style.colours[c], top, bottom);
   }
   std::string line;
   for (std::size_t i = 0; i < columns.size(); ++i) {
@@ -212,9 +229,24 @@ void AppendPeakMarker(const Report& report, const std::vector<Column>& columns, 
       x > kWidth / 2 ? "end" : "start", HumanBytes(report.peak_bytes), where);
 }
 
+// A program of several traces (Report::phases): a line where each phase
+// starts, labelled with its name and iteration ("backward 2").
+void AppendPhases(const Report& report, const ColumnBuilder& builder, std::size_t columns, std::string* out) {
+  const double width = kPlotWidth / static_cast<double>(columns);
+  for (std::size_t i = 0; i < report.phases.size(); ++i) {
+    const ReportPhase& p = report.phases[i];
+    const double x = kLeft + width * static_cast<double>(builder.ColumnOf(static_cast<std::size_t>(p.first) + 1));
+    *out += fmt::format("<g class=\"phase\" data-phase=\"{}\" data-iteration=\"{}\"><line x1=\"{}\" x2=\"{}\" "
+                        "y1=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"0.6\"/><text x=\"{}\" y=\"{}\" "
+                        "font-size=\"9\">{} {}</text></g>\n",
+                        p.name, p.iteration, Num(x), Num(x), kTop, kTop + kPlotHeight, kPhaseColour, Num(x + 2),
+                        kTop + 10 + 10 * static_cast<double>(i % 2), p.name, p.iteration);
+  }
+}
+
 // The hover data (see the file comment), with '<' escaped so that no text
 // ends the <script> element.
-std::string HoverData(const Report& report, const AllocLog& log,
+std::string HoverData(const Report& report, const AllocLog& log, const CategoryStyle& style,
                       const std::vector<std::uint8_t>& categories, const std::vector<Column>& columns) {
   std::string json = "{\"columns\":[";
   std::map<StorageId, std::size_t> storage_index;
@@ -223,7 +255,7 @@ std::string HoverData(const Report& report, const AllocLog& log,
     const Column& c = columns[i];
     if (i) json += ',';
     json += fmt::format("[{},{},{}", c.point, c.live, c.step_peak);
-    for (const std::int64_t b : c.by_category) json += fmt::format(",{}", b);
+    for (std::size_t k = 0; k < style.names.size(); ++k) json += fmt::format(",{}", c.by_category[k]);
     json += ",[";
     for (std::size_t k = 0; k < c.largest.size(); ++k) {
       const auto [it, added] = storage_index.emplace(c.largest[k], storages.size());
@@ -233,8 +265,8 @@ std::string HoverData(const Report& report, const AllocLog& log,
     json += "]]";
   }
   json += "],\"categories\":[";
-  for (std::size_t c = 0; c < kCategoryCount; ++c) {
-    json += fmt::format("{}[\"{}\",\"{}\"]", c ? "," : "", kCategories[c], kCategoryColours[c]);
+  for (std::size_t c = 0; c < style.names.size(); ++c) {
+    json += fmt::format("{}[\"{}\",\"{}\"]", c ? "," : "", style.names[c], style.colours[c]);
   }
   json += "],\"storages\":[";
   for (std::size_t k = 0; k < storages.size(); ++k) {
@@ -243,7 +275,7 @@ std::string HoverData(const Report& report, const AllocLog& log,
     json += k ? ",[" : "[";
     AppendJsonString(s.role == StorageRole::kScratch ? std::string_view("(scratch)")
                                                      : log.storage_names[id], &json);
-    json += fmt::format(",{},\"{}\"]", s.bytes, kCategories[categories[id]]);
+    json += fmt::format(",{},\"{}\"]", s.bytes, style.names[categories[id]]);
   }
   json += "],\"steps\":{";
   bool first = true;
@@ -388,6 +420,7 @@ class Html final : public ReportWriter {
   void Write(const Report& report, const WriterOptions&, const ReportSink& sink) const override {
     const AllocLog& log = RequireAllocLog(report, name());
     const std::vector<std::uint8_t> categories = StorageCategories(report);
+    const CategoryStyle style = StyleOf(report);
     const std::size_t points = static_cast<std::size_t>(log.steps) + 1;
     ColumnBuilder builder(report, categories, points);
     Replay(log, builder);
@@ -406,15 +439,16 @@ class Html final : public ReportWriter {
     out += "</head><body>\n";
     AppendSummary(report, &out);
     out += "<div class=\"legend\">";
-    for (std::size_t c = 0; c < kCategoryCount; ++c) {
-      out += fmt::format("<span><i style=\"background:{}\"></i>{}</span>", kCategoryColours[c], kCategories[c]);
+    for (std::size_t c = 0; c < style.names.size(); ++c) {
+      out += fmt::format("<span><i style=\"background:{}\"></i>{}</span>", style.colours[c], style.names[c]);
     }
     out += fmt::format("<span><i style=\"background:{}\"></i>most live inside a statement</span>"
                        "<span><i style=\"background:{}\"></i>peak</span></div>\n", kStepPeakColour, kPeakColour);
     out += fmt::format("<div id=\"plot\"><svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" "
                        "width=\"{}\" height=\"{}\" data-left=\"{}\" data-plot-width=\"{}\" data-points=\"{}\">\n",
                        kWidth, kHeight, kLeft, kPlotWidth, points);
-    AppendPlotBody(columns, axis_max, tick, points, &out);
+    AppendPlotBody(columns, style, axis_max, tick, points, &out);
+    AppendPhases(report, builder, columns.size(), &out);
     AppendPeakMarker(report, columns, builder.ColumnOf(static_cast<std::size_t>(report.peak_step + 1)),
                      axis_max, &out);
     out += fmt::format("<line id=\"cursor\" y1=\"{}\" y2=\"{}\" stroke=\"#000\" stroke-width=\"1\" "
@@ -422,7 +456,7 @@ class Html final : public ReportWriter {
                        kTop, kTop + kPlotHeight);
     AppendAttribution(AttributeAtPeak(report, kTableRows), &out);
     out += "<script type=\"application/json\" id=\"peakmem-data\">";
-    out += HoverData(report, log, categories, columns);
+    out += HoverData(report, log, style, categories, columns);
     out += "</script>\n";
     out += kScript;
     out += "</body></html>\n";

@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "peakmem/report/allocator_summary.h"
 #include "registry.h"
 
 namespace peakmem {
@@ -182,48 +183,6 @@ void WriteStepRows(const Report& report, std::string head, const ReportSink& sin
   sink(out);
 }
 
-// " at step N" (or the arguments); nothing for a peak never reached.
-std::string AtStep(std::int32_t step) {
-  if (step == kCudaNoStep) return "";
-  if (step < 0) return " at the arguments";
-  return fmt::format(" at step {}", step);
-}
-
-// The allocator section: what torch.cuda.memory_stats() would say.
-void AppendAllocatorText(const Report& report, std::string* out) {
-  const AllocatorResult& a = *report.allocator;
-  const CudaAllocatorStats& s = a.stats;
-  *out += fmt::format("\nallocator: {} ({})\n", AllocatorModelName(a.model),
-                      a.device == "all" ? "no CUDA tensors in the trace: every storage priced as on one GPU"
-                                        : "the storages on " + a.device);
-  *out += fmt::format("  allocated: peak {} bytes ({}){}; final {} bytes\n",
-                      s.allocated_bytes_peak, HumanBytes(s.allocated_bytes_peak),
-                      AtStep(s.allocated_peak_step), s.allocated_bytes);
-  *out += fmt::format("  reserved:  peak {} bytes ({}){}; final {} bytes\n",
-                      s.reserved_bytes_peak, HumanBytes(s.reserved_bytes_peak),
-                      AtStep(s.reserved_peak_step), s.reserved_bytes);
-  *out += fmt::format("  segments:  peak {}, final {}; {} cudaMalloc, {} cudaFree, {} retries\n",
-                      s.segments_peak, s.segments, s.num_device_alloc, s.num_device_free,
-                      s.num_alloc_retries);
-  if (s.oom_step != kCudaNoStep) {
-    const bool have_step =
-        s.oom_step >= 0 && s.oom_step < static_cast<std::int32_t>(report.steps.size());
-    *out += fmt::format(
-        "  OUT OF MEMORY{}{}: a request of {} bytes (a {}-byte segment) failed with {} bytes "
-        "allocated and {} reserved{}\n",
-        AtStep(s.oom_step),
-        have_step ? fmt::format(" (line {}, op '{}')", report.steps[s.oom_step].line,
-                                report.steps[s.oom_step].op)
-                  : "",
-        a.oom_requested_bytes, s.oom_alloc_size, s.allocated_bytes, s.reserved_bytes,
-        a.device_capacity > 0 ? fmt::format(" of a {}-byte device", a.device_capacity) : "");
-  } else if (a.device_capacity > 0) {
-    *out += fmt::format("  fits a {}-byte device ({}): headroom {} bytes ({})\n", a.device_capacity,
-                        HumanBytes(a.device_capacity), a.device_capacity - s.reserved_bytes_peak,
-                        HumanBytes(a.device_capacity - s.reserved_bytes_peak));
-  }
-}
-
 void AppendGroups(const char* title, const std::vector<AttributionGroup>& groups, std::string* out) {
   *out += fmt::format("  {}:\n", title);
   const std::size_t shown = std::min<std::size_t>(groups.size(), kTextReportLiveTensors);
@@ -353,7 +312,7 @@ void WriteReportText(const Report& report, const ReportSink& sink, const Attribu
   } else {
     out += "peak reached before the first statement (the inputs alone)\n";
   }
-  if (report.allocator != nullptr) AppendAllocatorText(report, &out);
+  if (report.allocator != nullptr) out += AllocatorSummaryText(report);
   if (!report.live_at_peak.empty() && at == nullptr) {  // (the attribution lists them)
     out += "\nlargest live tensors at the peak:\n";
     const std::size_t shown =
