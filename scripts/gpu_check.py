@@ -164,6 +164,48 @@ def step_names() -> list[str]:
 # The device
 
 
+# Private memory pools made by _private_pool, kept for the whole run: their
+# segments (the inputs given to measure_step, the warm-up's library buffers)
+# must outlive the measurements.
+_POOLS: list = []
+
+
+def _private_pool(torch: Any, device: Any):
+    """A context in which `device`'s allocations go to a new private memory
+    pool, whose segments the default pool (what every measurement and every
+    prediction is of) never uses; on the CPU, or a torch without
+    ``torch.cuda.MemPool``, a context that changes nothing."""
+    from contextlib import nullcontext
+
+    if device.type != "cuda" or not hasattr(torch.cuda, "use_mem_pool"):
+        return nullcontext()
+    _POOLS.append(torch.cuda.MemPool())
+    return torch.cuda.use_mem_pool(_POOLS[-1], device)
+
+
+def warm_up(torch: Any, device: Any) -> tuple[int, int]:
+    """Runs matrix products on `device` inside a private pool, so that the
+    buffers CUDA libraries make on first use and keep (cuBLAS's and
+    cuBLASLt's workspaces, made through the caching allocator) live in that
+    pool's segments, not in a default-pool segment whose free part a
+    measured program could use. Returns the (allocated, reserved) bytes they
+    hold."""
+    _clean(torch, device)
+    before = _held(torch, device)
+    with _private_pool(torch, device):
+        for dtype in (torch.float32, torch.bfloat16):
+            x = torch.ones(4, 8, 16, device=device, dtype=dtype)
+            w = torch.ones(32, 16, device=device, dtype=dtype)
+            b = torch.ones(32, device=device, dtype=dtype)
+            outs = [torch.nn.functional.linear(x, w, b), torch.nn.functional.linear(x[0], w, b), x @ w.t(),
+                    torch.bmm(x, x.transpose(1, 2))]
+            torch.cuda.synchronize(device)
+            del x, w, b, outs
+    _clean(torch, device)
+    after = _held(torch, device)
+    return after[0] - before[0], after[1] - before[1]
+
+
 def _clean(torch: Any, device: Any) -> None:
     """Frees what nothing holds and returns the cache's unused segments to
     the driver: the allocator then holds only live blocks."""
@@ -304,29 +346,64 @@ def _on_device(x: Any, device: Any) -> Any:
     return make_corpus()._on_device(x, device)
 
 
+def _held(torch: Any, device: Any) -> tuple[int, int] | None:
+    """(allocated, reserved) bytes `device` holds now; None on the CPU."""
+    if device.type != "cuda":
+        return None
+    current = _cuda_current(torch, device)
+    return current["allocated_bytes"], current["reserved_bytes"]
+
+
 def check_step(result: Result, name: str, device: Any) -> None:
     """Adds the rows of step-corpus entry `name`: estimate_step against
-    measure_step on `device`."""
+    measure_step on `device`.
+
+    The estimate's allocator figures are of an allocator that holds the
+    parameters and then the inputs before the step; measure_step's are
+    relative to the parameters (its inputs are copied inside its region).
+    So the measured side adds the parameters' own allocated and reserved
+    bytes, measured as the model is moved onto the device (after the cache
+    is emptied), and the inputs given to measure_step are made in a private
+    memory pool whose segments the step cannot use (its copies of them are
+    made in the default pool, as the estimate's inputs are)."""
     import peakmem
     import torch
 
     entry = next(e for e in step_models().ENTRIES if e.name == name)
     torch.manual_seed(0)
-    model = entry.make().to(device)
-    inputs = _on_device(entry.inputs(), device)
+    model, inputs = entry.make(), entry.inputs()
+    _clean(torch, device)
+    with _private_pool(torch, device):
+        inputs = _on_device(inputs, device)
+    before = _cuda_current(torch, device) if device.type == "cuda" else None
+    model = model.to(device)
+    after = _cuda_current(torch, device) if device.type == "cuda" else None
     estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, allocator="cuda-caching",
                                       **entry.setup)
     _clean(torch, device)
     measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
+    # The segments now: the parameters' and those the measured steps made
+    # (measure_step emptied the cache before them, and nothing has since).
+    segments = None if before is None else _cuda_current(torch, device)["segment"] - before["segment"]
     label = f"step {name}"
     result.rows += [
         Row(label, "requested peak", estimated.peak_bytes, measured.peak_bytes),
         Row(label, "requested final", estimated.final_bytes, measured.final_bytes),
     ]
     predicted = estimated.allocator or {}
-    got = measured.allocator or {}
+    got = dict(measured.allocator or {})
+    if got and before is not None:
+        params_allocated = after["allocated_bytes"] - before["allocated_bytes"]
+        params_reserved = after["reserved_bytes"] - before["reserved_bytes"]
+        for key in got:
+            got[key] += params_allocated if key.startswith("allocated") else params_reserved
+        result.notes.append(f"{label}: measured allocator figures include the parameters' {params_allocated:,} "
+                            f"allocated and {params_reserved:,} reserved bytes (measured as the model was "
+                            "moved to the device)")
     for key in ALLOCATOR_KEYS:
         result.rows.append(Row(label, key.removesuffix("_bytes").replace("_", " "), predicted.get(key), got.get(key)))
+    if estimated.allocator is not None:
+        result.rows.append(Row(label, "segments final", estimated.allocator.get("segments_final"), segments))
 
 
 # ---------------------------------------------------------------------------
@@ -415,6 +492,12 @@ def run(device: Any, programs: list[str], steps: list[str], *, executors: str = 
     start = time.monotonic()
     import_thunder()
     result = Result(device=str(device), versions=versions(device))
+    if device.type == "cuda":
+        import torch
+
+        kept = warm_up(torch, device)
+        result.notes.append(f"a warm-up's matrix products left {kept[0]:,} bytes allocated in {kept[1]:,} reserved "
+                            "(CUDA libraries' workspaces), in a private pool apart from every measurement")
     work = [("program", n) for n in programs] + [("step", n) for n in steps]
     for i, (kind, name) in enumerate(work):
         if time_budget is not None and time.monotonic() - start > time_budget:

@@ -34,18 +34,18 @@ def run_script(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 def test_dry_run_predicts_the_cpu_measurement(thunder, gpu_check):
-    # Two programs, forward and backward: the requested bytes the runtime
-    # model predicts are the profiler's; the allocator's figures are
-    # predictions only (a CPU has no caching allocator).
-    result = gpu_check.run(torch.device("cpu"), ["xyz", "mlp"], [], time_budget=None)
+    # Two programs, forward and backward, and a training step: the
+    # requested bytes peakmem predicts are the profiler's; the allocator's
+    # figures are predictions only (a CPU has no caching allocator).
+    result = gpu_check.run(torch.device("cpu"), ["xyz", "mlp"], ["mlp"], time_budget=None)
     assert not result.failures and not result.not_run
     labels = {r.program for r in result.rows}
-    assert labels == {"xyz fw", "xyz bw", "mlp fw", "mlp bw"}
+    assert labels == {"xyz fw", "xyz bw", "mlp fw", "mlp bw", "step mlp"}
     requested = [r for r in result.rows if r.quantity.startswith("requested")]
-    assert len(requested) == 8 and all(r.compared for r in requested)
+    assert len(requested) == 10 and all(r.compared for r in requested)
     assert result.mismatches == [] and result.status == gpu_check.OK
     allocator = [r for r in result.rows if not r.quantity.startswith("requested")]
-    assert allocator and all(r.predicted is not None and r.measured is None for r in allocator)
+    assert len(allocator) == 5 * 5 and all(r.predicted is not None and r.measured is None for r in allocator)
     # Every request is rounded up to a 512-byte block, so the allocated
     # peak is at least the requested one.
     by = {(r.program, r.quantity): r.predicted for r in result.rows}
