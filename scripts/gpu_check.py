@@ -18,20 +18,28 @@ end (``segment.all.current``, against the model's ``segments_final``).
 
 Steps: every entry of the training-step corpus (tests/python/step_models.py)
 on the device: ``peakmem.estimate_step(..., allocator="cuda-caching")``
-against ``peakmem.measure_step``; requested peak and final, and the
-``StepReport.allocator`` figures of both.
+against ``peakmem.measure_step``; requested peak and final, the
+``StepReport.allocator`` figures of both and the segments held at the end.
+The estimate's allocator holds the parameters and inputs before the step;
+measure_step's figures are relative to the parameters, so the measured side
+adds the parameters' allocated and reserved bytes, measured as the model is
+moved onto the device (check_step says how the inputs are kept apart).
+Steps run with Thunder's default executors whatever ``--executors`` says.
 
 Every row whose two sides are known is compared exactly; any difference, or
 a program that fails, makes the exit status 1. The table names each
 difference; the notes under it say what the device did that the comparison
-does not show (what a first call allocated and kept, segment sizes).
+does not show (what was held when a call began, what a first call kept,
+the segments' sizes in order where they differ from the model's).
 
-On the CUDA device each trace is measured on a clean allocator: the cache is
-emptied before the call (``torch.cuda.empty_cache``), after one unmeasured
-call of the same trace, so that what CUDA libraries allocate on first use and
-keep (cuBLAS's workspace, made through the caching allocator by the first
-matmul on a stream) is held before the baseline instead of counted in the
-call; the note under the table says how much the first call left held.
+On the CUDA device, a warm-up first runs matrix products inside a private
+memory pool, so that the buffers CUDA libraries make on first use and keep
+(cuBLAS's and cuBLASLt's workspaces, made through the caching allocator)
+sit in segments no measured program can use. Each trace is then measured on
+a clean allocator: the cache is emptied (``torch.cuda.empty_cache``) after
+one unmeasured call of the same trace and before the compared one, so that
+anything else a first call makes and keeps is held before the baseline
+instead of counted; a note says how much that was.
 
 ``--dry-run`` runs the same code on the CPU: ``peakmem.measure``'s profiler
 path is the truth for requested bytes; the allocator's predictions are shown
