@@ -115,13 +115,37 @@ def _flat_tensors(x: Any) -> list:
     return []
 
 
-def jit_traces(module: types.ModuleType) -> dict[str, Any]:
-    """Runs the program under thunder.jit; returns {"fw": trace, "bw": trace} (bw if BACKWARD)."""
+def _on_device(x: Any, device: Any) -> Any:
+    """`x` with every tensor moved to `device`; a leaf that requires grad
+    stays a leaf that requires grad (the program's inputs as it made them)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(device).requires_grad_(x.requires_grad)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_on_device(i, device) for i in x)
+    if isinstance(x, dict):
+        return {k: _on_device(v, device) for k, v in x.items()}
+    return x
+
+
+def jit_traces(module: types.ModuleType, device: str | None = None,
+               executors: list | None = None) -> dict[str, Any]:
+    """Runs the program under thunder.jit; returns {"fw": trace, "bw": trace} (bw if BACKWARD).
+
+    `device` (None: where the program makes them, the CPU) is where its
+    module and inputs are moved before the call; `executors` is
+    ``thunder.jit``'s (None: Thunder's default executors)."""
     import torch
 
     thunder = import_thunder()
-    jfn = thunder.jit(module.make_function())
-    out = jfn(*module.make_inputs())
+    fn, inputs = module.make_function(), module.make_inputs()
+    if device is not None:
+        if isinstance(fn, torch.nn.Module):
+            fn = fn.to(device)
+        inputs = _on_device(inputs, device)
+    jfn = thunder.jit(fn) if executors is None else thunder.jit(fn, executors=executors)
+    out = jfn(*inputs)
     traces = {"fw": thunder.last_traces(jfn)[-1]}
     if module.BACKWARD:
         outs = [t for t in _flat_tensors(out) if t.requires_grad]

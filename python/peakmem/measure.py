@@ -544,10 +544,14 @@ def measure_region_cpu(device: Any, make: Callable, run: Callable) -> tuple[int,
 def measure_region_cuda(device: Any, make: Callable, run: Callable) -> tuple[int, int, Any, dict]:
     """The same on a CUDA device from the caching allocator's statistics,
     relative to what `device` held before ``make()``: requested bytes, and
-    allocated and reserved bytes (peak and final) in the dict."""
+    allocated and reserved bytes (peak and final) in the dict. The cache is
+    emptied first: the region starts with segments holding live blocks
+    only, so its reserved bytes do not depend on what an earlier run (a
+    warm-up of the same step) left cached."""
     import torch
 
     torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)  # peak := current
     base = cuda_stats(device, "current")
     made = make()

@@ -509,12 +509,14 @@ def test_measure_is_reachable_both_ways():
     assert peakmem.measure(FakeTrace(lambda: None, [])) == module.measure(FakeTrace(lambda: None, []))
 
 
-def test_cuda(thunder):
-    if not torch.cuda.is_available():
-        with pytest.raises(RuntimeError, match="CUDA is not available"):
-            peakmem.measure(FakeTrace(lambda: None, []), device="cuda")
-        return
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_unavailable_is_an_error():
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        peakmem.measure(FakeTrace(lambda: None, []), device="cuda")
 
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda(thunder):
     def f(x, y, z):
         return x * y * z
 
