@@ -192,7 +192,8 @@ def _private_pool(torch: Any, device: Any):
     if device.type != "cuda" or not hasattr(torch.cuda, "use_mem_pool"):
         return nullcontext()
     _POOLS.append(torch.cuda.MemPool())
-    return torch.cuda.use_mem_pool(_POOLS[-1], device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return torch.cuda.use_mem_pool(_POOLS[-1], index)  # it takes an index, not "cuda"
 
 
 def warm_up(torch: Any, device: Any) -> tuple[int, int]:
@@ -671,6 +672,8 @@ def main(argv: list[str] | None = None) -> int:
         return OK
     else:
         device = torch.device(args.device)
+        if device.index is None:  # some of torch.cuda's calls take only an indexed device
+            device = torch.device(device.type, torch.cuda.current_device())
     programs = _names(args.programs, QUICK_PROGRAMS, program_names(), args.quick, "program")
     steps = _names(args.steps, QUICK_STEPS, step_names(), args.quick, "step")
     budget = args.time_budget if args.time_budget is not None else None if args.dry_run else GPU_TIME_BUDGET
