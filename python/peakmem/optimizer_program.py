@@ -38,10 +38,14 @@ __all__ = ["OptimizerProgram", "OptimizerSpec", "ParamInfo", "resolve_optimizer"
 
 @dataclass(frozen=True)
 class ParamInfo:
-    """A parameter the optimizer updates: its shape and dtype (torch.dtype)."""
+    """A parameter the optimizer updates: its shape, dtype (torch.dtype) and
+    device (as types print it: "cpu", "cuda:0", "meta"). A scalar the
+    optimizer makes with ``device="cpu"`` (Adam's ``step`` counter, without
+    ``capturable``) keeps the default."""
 
     shape: tuple[int, ...]
     dtype: Any
+    device: str = "cpu"
 
 
 @dataclass(frozen=True)
@@ -187,7 +191,7 @@ def type_of(p: ParamInfo) -> str:
     from thunder.core import dtypes
 
     shape = ", ".join(str(d) for d in p.shape)
-    return f"cpu {dtypes.to_dtype(p.dtype).shortname()}[{shape}]"
+    return f"{p.device} {dtypes.to_dtype(p.dtype).shortname()}[{shape}]"
 
 
 def num(x: Any) -> str:

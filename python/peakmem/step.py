@@ -330,6 +330,13 @@ def _storage_nbytes(t: Any) -> int:
     return local_shard(t).untyped_storage().nbytes()
 
 
+def _printed_device(t: Any) -> str:
+    """A tensor's device as trace types print it ("cpu", "cuda:0", "meta")."""
+    d = t.device
+    return f"{d.type}:{d.index}" if d.type == "cuda" and d.index is not None else (
+        "cuda:0" if d.type == "cuda" else d.type)
+
+
 def _distinct_storages(tensors) -> list[int]:
     """Bytes of each distinct storage behind `tensors`, in order (a view counts its whole storage once)."""
     seen: dict[Any, int] = {}
@@ -719,7 +726,8 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
         from .optimizer_program import ParamInfo, optimizer_program
 
         trainable = [(path, p) for path, p in holder.named_parameters() if p.requires_grad]
-        infos = [ParamInfo(tuple(int(d) for d in local_shard(p).shape), p.dtype) for _, p in trainable]
+        infos = [ParamInfo(tuple(int(d) for d in local_shard(p).shape), p.dtype, _printed_device(local_shard(p)))
+                 for _, p in trainable]
         programs = [optimizer_program(opt_spec, infos, True)]
         if steps > 1 or later_program:
             programs.append(optimizer_program(opt_spec, infos, False))

@@ -201,15 +201,13 @@ class StepStream {
   // `category(id)` and the module `modules` names for its value (or
   // `module_of(id)`'s, when that names one). Returns each of the program's
   // storages' id in the step (kNoStorage for an argument held elsewhere).
-  // `on`: every storage of the program is on this device, whatever its
-  // text says (nullopt: as it says).
   template <typename Argument, typename Category, typename ModuleOverride>
   std::vector<StorageId> Run(const Report& program, std::string_view label, Argument argument, Category category,
                              const std::map<std::string, std::string, std::less<>>& modules,
-                             ModuleOverride module_of, std::optional<std::uint8_t> on = std::nullopt) {
+                             ModuleOverride module_of) {
     const AllocLog& log = *program.alloc_log;
     std::vector<std::uint8_t> devices;
-    for (const std::string& d : log.devices) devices.push_back(on ? *on : Device(d));
+    for (const std::string& d : log.devices) devices.push_back(Device(d));
     std::vector<StorageId> ids(log.storages.size(), kNoStorage);
     std::size_t e = 0;
     for (; e < log.events.size() && log.events[e].step == kBeforeFirstStep; ++e) {
@@ -420,11 +418,9 @@ TrainingStepResult SimulateTrainingStep(const ParsedTrace& forward, const Parsed
   // buffers (each storage), then the inputs, on the forward's device.
   StepStream stream(events);
   std::uint8_t device = 0;
-  std::optional<std::uint8_t> held_device;
   for (const StorageRecord& r : out.forward.alloc_log->storages) {
     if (r.made_at == kBeforeFirstStep) {
       device = stream.Device(out.forward.alloc_log->devices[r.device]);
-      held_device = device;
       break;
     }
   }
@@ -532,10 +528,7 @@ TrainingStepResult SimulateTrainingStep(const ParsedTrace& forward, const Parsed
           [&](StorageId local) {
             return state_names.count(program.alloc_log->storage_names[local]) ? kOptimizerState : kTemporaries;
           },
-          spec.optimizer_modules, no_module,
-          // peakmem.optimizer_program writes shapes and dtypes, not devices:
-          // step() allocates on its parameters' device.
-          held_device);
+          spec.optimizer_modules, no_module);
     }
     // step() returns: zero_grad(set_to_none=True) drops .grad; the loss dies.
     stream.Begin();

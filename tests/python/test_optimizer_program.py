@@ -115,3 +115,21 @@ def test_state_names_are_the_state(thunder):
     # Adam keeps step, exp_avg, exp_avg_sq and max_exp_avg_sq per parameter.
     assert program.state_names == {"s0", "m0", "v0", "x0"}
     assert "return (s0, m0, v0, x0)" in program.text
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_tensors_are_on_their_parameters_device_and_step_counters_on_the_cpu(thunder, foreach):
+    """On a GPU, Adam's moments are made like their parameters (zeros_like)
+    and its ``step`` counters on the CPU (torch/optim/adam.py, not
+    capturable: ``torch.tensor(0.0, dtype=_get_scalar_dtype())``; foreach's
+    increment ``torch.tensor(1.0, device="cpu")``)."""
+    import torch
+
+    from peakmem.optimizer_program import ParamInfo, optimizer_program, resolve_optimizer
+
+    spec = resolve_optimizer(torch.optim.Adam, {"foreach": foreach})
+    for first in (True, False):
+        text = optimizer_program(spec, [ParamInfo((4, 8), torch.float32, "cuda:0")], first).text
+        assert '# p0: "cuda:0 f32[4, 8]"' in text
+        assert '"cpu f32[]"' in text  # the step counter
+        assert '"cpu f32[4, 8]"' not in text  # nothing of the parameter's shape off its device
