@@ -24,6 +24,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -628,6 +629,68 @@ CLI::App* AddStep(CLI::App& app, StepArgs& args) {
   return step;
 }
 
+// Levenshtein distance (small words: the quadratic table is fine).
+std::size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The closest of `candidates` to `word` when it is a likely typo (at most
+// two edits, and fewer than half its length); empty otherwise.
+std::string Closest(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_distance = 3;
+  for (const std::string& c : candidates) {
+    const std::size_t d = EditDistance(word, c);
+    if (d < best_distance && 2 * d < word.size()) best = c, best_distance = d;
+  }
+  return best;
+}
+
+// After a usage error: "did you mean ...?" for a mistyped subcommand or
+// long option (`peakmem analyse`, `--fromat`).
+void SuggestSpelling(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+  if (argc < 2) return;
+  const std::string_view first = argv[1];
+  const CLI::App* command = nullptr;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == first) command = sub;
+  }
+  if (command == nullptr) {
+    if (first.empty() || first[0] == '-') return;
+    const std::string guess = Closest(first, commands);
+    if (!guess.empty()) std::fprintf(stderr, "peakmem: did you mean '%s'?\n", guess.c_str());
+    return;
+  }
+  std::vector<std::string> options;
+  for (const CLI::Option* o : command->get_options()) {
+    for (const std::string& name : o->get_lnames()) options.push_back("--" + name);
+  }
+  for (int i = 2; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg.size() < 3 || arg.substr(0, 2) != "--") continue;
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(options.begin(), options.end(), arg) != options.end()) continue;
+    const std::string guess = Closest(arg, options);
+    if (!guess.empty()) {
+      std::fprintf(stderr, "peakmem: %.*s: did you mean '%s'?\n", static_cast<int>(arg.size()), arg.data(),
+                   guess.c_str());
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -665,6 +728,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
+    if (code != 0) SuggestSpelling(app, argc, argv);
     return code == 0 ? kExitOk : kExitUsage;
   }
   if (analyze->parsed()) return RunAnalyze(analyze_args);

@@ -732,6 +732,21 @@ TEST_F(Cli, StepWritesEveryFormatAndTakesTheCachingAllocator) {
   std::remove(path.c_str());
 }
 
+TEST_F(Cli, AMistypedCommandOrOptionGetsASuggestion) {
+  const CliResult command = RunCli("analyse " + ShellQuote(kReferenceTrace));
+  EXPECT_EQ(command.exit_code, 2);
+  EXPECT_NE(command.err.find("peakmem: did you mean 'analyze'?"), std::string::npos) << command.err;
+  const CliResult option = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --fromat json");
+  EXPECT_EQ(option.exit_code, 2);
+  EXPECT_NE(option.err.find("peakmem: --fromat: did you mean '--format'?"), std::string::npos) << option.err;
+  const CliResult with_value = RunCli("step x.json --allocater=cuda-caching");
+  EXPECT_NE(with_value.err.find("--allocater: did you mean '--allocator'?"), std::string::npos) << with_value.err;
+  // Nothing close: no guess.
+  const CliResult far = RunCli("zzz");
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
 TEST_F(Cli, StepBadFilesAndUsageAreErrors) {
   const CliResult missing = RunCli("step " + ShellQuote(TempPath("no_such.json")));
   EXPECT_EQ(missing.exit_code, 1);
