@@ -16,6 +16,8 @@ Public API:
                                 the step as a portable file: `peakmem step STEP.json`
     max_batch_size(model, make_inputs, budget, ...)
                                 the largest batch (or sequence) whose step fits
+    peak_formula(model, make_inputs, ...)
+                                the step at every size n from three Thunder traces
     plan(trace, time_budget=)   a statement order with a lower peak (a new TraceCtx
                                 that runs, or planned text), judged by the runtime model
     plan_transform()            the planner as a Thunder transform (thunder.jit(..., transforms=[...]))
@@ -38,6 +40,7 @@ report_views.attach(Report)
 # `peakmem.measure` is the function, not the submodule of the same name.
 from .measure import Measurement, measure  # noqa: E402
 from .step import StepReport, estimate_step, export_step, measure_step  # noqa: E402
+from .batch_formula import PeakFormula, peak_formula  # noqa: E402
 from .batch_search import BatchSearch, max_batch_size  # noqa: E402
 from .planning import Plan, plan, plan_transform  # noqa: E402
 from .distribution import nccl_estimate  # noqa: E402
@@ -46,6 +49,7 @@ __all__ = [
     "BatchSearch",
     "LiveTensor",
     "Measurement",
+    "PeakFormula",
     "Plan",
     "Report",
     "StepReport",
@@ -59,6 +63,7 @@ __all__ = [
     "measure",
     "measure_step",
     "nccl_estimate",
+    "peak_formula",
     "plan",
     "plan_transform",
     "thunder",

@@ -1,68 +1,199 @@
-"""The largest batch that fits: ``max_batch_size``, searched with ``estimate_step``.
+"""The largest batch that fits: ``max_batch_size``.
 
     r = peakmem.max_batch_size(model, lambda b: (torch.randn(b, 256, device="meta"),),
                                "24GiB", loss_fn=mse_loss, optimizer=torch.optim.AdamW)
-    r.batch_size, r.report.peak_bytes, r.tried
+    r.batch_size, r.report.peak_bytes, r.tried, r.traces, r.method
 
-`make_inputs(n)` returns the step's inputs for size `n` (a batch size, or a
-sequence length: whatever the caller makes scale); on ``meta`` nothing is
-allocated. The search doubles `n` from `low` until a step does not fit (or
-`high` is reached), then bisects between the last size that fits and the
-first that does not. It assumes the peak grows with `n`, as it does when the
-inputs' sizes do; every size it estimated is in ``tried``.
+`make_inputs(n)` returns the step's inputs for size `n`: a batch size, or a
+sequence length (``lambda s: (tokens[:, :s], targets[:, :s])``): whatever
+the caller makes scale is the dimension searched; on ``meta`` nothing is
+allocated.
+
+``method="formula"`` (the default) traces the step with Thunder at three
+sizes (peakmem.batch_formula: two derive the step at every size, the third
+verifies the derivation), then finds the largest size by simulating the
+derived step alone: doubling `n` until a step does not fit (or `high` is
+reached), then bisecting between the last size that fits and the first that
+does not, each size a C++ simulation (no Thunder). Where the step's program
+changes with `n` (the formula cannot be derived or does not verify), it
+warns, says why in ``reason``, and searches as ``method="search"`` does.
+
+``method="search"`` runs the same doubling and bisection with a fresh
+``estimate_step`` (a Thunder trace) at every size. Both assume the peak
+grows with `n`, as it does when the inputs' sizes do; ``tried`` holds every
+size simulated or estimated with its peak bytes.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .batch_formula import DEFAULT_SIZES
+
 __all__ = ["BatchSearch", "max_batch_size"]
+
+# Doubling stops here: a step that still fits has a peak that does not grow with n.
+_LARGEST = 1 << 31
 
 
 @dataclass(frozen=True)
 class BatchSearch:
-    """The result: the largest size that fits (0: not even `low`), the step
-    report at that size (at `low` when none fits), and every size estimated
-    with its peak bytes."""
+    """The result: the largest size that fits, the step report at that size,
+    the budget, and every size tried with its peak bytes. ``traces``: how
+    many times Thunder traced the step; ``method``: ``"formula"`` (the sizes
+    simulated from the derived step) or ``"search"`` (each an estimate_step);
+    ``reason``: why a formula asked for was not used (None when it was, or
+    when the search was asked for)."""
 
     batch_size: int
     report: Any
     budget: int
     tried: dict[int, int] = field(default_factory=dict)
+    traces: int = 0
+    method: str = "search"
+    reason: str | None = None
 
 
 def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int | str, *,
-                   low: int = 1, high: int | None = None, **step_kwargs: Any) -> BatchSearch:
+                   low: int = 1, high: int | None = None, method: str = "formula",
+                   sizes: tuple[int, ...] = DEFAULT_SIZES, verify: bool = True,
+                   **step_kwargs: Any) -> BatchSearch:
     """The largest `n` in [`low`, `high`] whose step, ``estimate_step(model,
     *make_inputs(n), **step_kwargs)``, fits in `budget` bytes (or a size such
     as ``"80GiB"``). `step_kwargs` are estimate_step's (loss_fn, optimizer,
     optimizer_kwargs, steps, zero_grad, transform, plan, allocator,
-    alloc_conf); with ``plan={"recompute": True}`` each size recomputes
-    saved tensors until it fits `budget` (the report's ``recomputation``
-    says what and the FLOPs). With ``allocator="cuda-caching"`` a size fits
-    when PyTorch's CUDA caching allocator, given `budget` as the device's
-    capacity, runs the whole step without running out of memory: the
-    largest batch whose *reserved* bytes fit, not its requested ones."""
-    from .step import _budget, estimate_step
+    alloc_conf, device_memory, strategy, world_size, rank); with
+    ``plan={"recompute": True}`` each size recomputes saved tensors until it
+    fits `budget` (the report's ``recomputation`` says what and the FLOPs),
+    which only the search does. With ``allocator="cuda-caching"`` a size
+    fits when PyTorch's CUDA caching allocator, given `budget` as the
+    device's capacity, runs the whole step without running out of memory:
+    the largest batch whose *reserved* bytes fit, not its requested ones.
+
+    `method`: ``"formula"`` (Thunder traces `sizes`, three by default;
+    ``verify=False``: the first two, unverified) or ``"search"`` (a trace
+    per size); see the module docstring. Raises ValueError when not even
+    `low` fits."""
+    from .batch_formula import StructureChanges, _build, _check_sizes, _FirstDoesNotFit, _Traced
+    from .step import _budget, _pricing, _simulate, _with_budget
 
     limit = _budget(budget)
     if limit is None:
         raise ValueError("max_batch_size needs a budget")
     if not isinstance(low, int) or low < 1 or (high is not None and high < low):
         raise ValueError(f"need 1 <= low <= high, got low={low!r}, high={high!r}")
+    if method not in ("formula", "search"):
+        raise ValueError(f"method must be 'formula' or 'search', got {method!r}")
+    if method == "search":
+        return _search(model, make_inputs, limit, low, high, step_kwargs)
+    sizes = _check_sizes(sizes, verify)
+    traced = _Traced()
+    smallest = min(sizes)
+    below = (f"n={smallest}, the smallest size the formula is traced at, does not fit; the sizes below "
+             "it are estimated one by one (a dimension of 1 can change the program)")
+    pricing = _pricing(step_kwargs.get("allocator", "requested"), step_kwargs.get("alloc_conf"),
+                       step_kwargs.get("device_memory"), limit)
+
+    def first_fits(program: Any) -> bool:
+        return bool(_with_budget(_simulate(program, pricing)[0], limit).fits)
+
+    if high is not None and high < smallest:
+        reason = f"high={high} is below the sizes the formula is traced at ({', '.join(map(str, sizes))})"
+    else:
+        try:
+            # Asked only when the first size traced is the smallest and no
+            # larger than `low`: then its not fitting settles the matter.
+            check = first_fits if sizes[0] == smallest and low <= smallest else None
+            formula = _build(model, make_inputs, sizes, verify, step_kwargs, traced, check)
+        except StructureChanges as e:
+            reason = e.reason
+        except _FirstDoesNotFit:
+            reason = below
+            high = smallest - 1
+        else:
+            found = _solve(formula, limit, low, high)
+            if found is not None:
+                return found
+            reason = below
+            high = smallest - 1
+    if high is None or high >= low:  # (else `low` did not fit: _search raises)
+        warnings.warn(f"max_batch_size: {reason}; searching with a Thunder trace per size", stacklevel=2)
+    return _search(model, make_inputs, limit, low, high, step_kwargs, traced, reason)
+
+
+def _solve(formula: Any, limit: int, low: int, high: int | None) -> BatchSearch | None:
+    """The largest n in [max(low, smallest traced size), high] whose derived
+    step fits, with its report; None when the smallest such n does not fit
+    and smaller sizes remain to try (they are not the formula's)."""
+    smallest = min(formula.sizes)
+    tried: dict[int, int] = {}
+    fit: dict[int, bool] = {}
+
+    def fits(n: int) -> bool:
+        if n not in fit:
+            tried[n], fit[n] = formula.simulate(n, limit)
+        return fit[n]
+
+    start = max(low, smallest)
+    if not fits(start):
+        if low < smallest:
+            return None
+        raise _nothing_fits(limit, start, formula.estimate(start, limit))
+    good, bad = start, None
+    while bad is None and (high is None or good < high):
+        n = 2 * good if high is None else min(2 * good, high)
+        if n > _LARGEST:
+            raise ValueError(f"the step fits {limit} bytes at n={good}: its peak does not grow with n "
+                             f"(pass high=)")
+        if fits(n):
+            good = n
+        else:
+            bad = n
+    while bad is not None and bad - good > 1:
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
+        else:
+            bad = mid
+    # The answer, confirmed: the derived step at B fits (its report made as
+    # estimate_step makes one) and at B + 1 does not (unless B is `high`).
+    report = formula.estimate(good, limit)
+    if not report.fits or (good != high and fits(good + 1)):
+        raise RuntimeError(f"max_batch_size: the answer {good} does not confirm (report fits: {report.fits}, "
+                           f"n={good + 1} fits: {fit.get(good + 1)}): the peak does not grow with n")
+    return BatchSearch(good, report, limit, dict(sorted(tried.items())), formula.traces, "formula", None)
+
+
+def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: int, high: int | None,
+            step_kwargs: dict, traced: Any = None, reason: str | None = None) -> BatchSearch:
+    """Doubling and bisection with estimate_step at each size; the steps in
+    `traced` (a batch_formula._Traced) are reused, not traced again."""
+    from .step import _pricing, _simulate, _with_budget, estimate_step
+
     plan = step_kwargs.get("plan")
     if isinstance(plan, dict) and plan.get("recompute") and plan.get("budget") is None:
         # Recompute only until the step fits this budget: the fewest added FLOPs.
         step_kwargs = {**step_kwargs, "plan": {**plan, "budget": limit}}
     reports: dict[int, Any] = {}
+    traces = 0
+    if traced is not None:
+        pricing = _pricing(step_kwargs.get("allocator", "requested"), step_kwargs.get("alloc_conf"),
+                           step_kwargs.get("device_memory"), limit)
+        for n, program in traced.programs.items():
+            reports[n] = _with_budget(_simulate(program, pricing)[0], limit)
+        traces = len(traced.programs)
 
     def fits(n: int) -> bool:
-        reports[n] = estimate_step(model, *make_inputs(n), budget=limit, **step_kwargs)
+        nonlocal traces
+        if n not in reports:
+            reports[n] = estimate_step(model, *make_inputs(n), budget=limit, **step_kwargs)
+            traces += 1
         return reports[n].fits
 
     if not fits(low):
-        return BatchSearch(0, reports[low], limit, _peaks(reports))
+        raise _nothing_fits(limit, low, reports[low])
     good, bad = low, None
     while bad is None and (high is None or good < high):
         n = 2 * good if high is None else min(2 * good, high)
@@ -76,8 +207,13 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
             good = mid
         else:
             bad = mid
-    return BatchSearch(good, reports[good], limit, _peaks(reports))
+    peaks = {n: r.peak_bytes for n, r in sorted(reports.items())}
+    return BatchSearch(good, reports[good], limit, peaks, traces, "search", reason)
 
 
-def _peaks(reports: dict[int, Any]) -> dict[int, int]:
-    return {n: r.peak_bytes for n, r in sorted(reports.items())}
+def _nothing_fits(limit: int, n: int, report: Any) -> ValueError:
+    need = f"{report.peak_bytes:,} bytes"
+    if report.allocator is not None and report.allocator.get("reserved_peak_bytes") is not None:
+        need += f" (the allocator reserves {report.allocator['reserved_peak_bytes']:,})"
+    return ValueError(f"nothing fits in {limit:,} bytes: the step at n={n}, the smallest size asked for, "
+                      f"needs {need}")

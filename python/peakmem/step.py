@@ -514,6 +514,28 @@ def _names(x: Any) -> list[str]:
     return out
 
 
+def _traced_program(model: Any, inputs: tuple, *, loss_fn: Callable | None = None, gradient: str | None = None,
+                    optimizer: Any = None, optimizer_kwargs: dict | None = None, steps: int = 1,
+                    zero_grad: bool = True, transform: Callable | None = None,
+                    plan: bool | dict = False) -> tuple[_StepProgram, float]:
+    """The step estimate_step simulates, traced by Thunder (recomputed when
+    `plan` asks), and the seconds Thunder took: importing it (on the first
+    call) and tracing. estimate_step and peakmem.batch_formula (which traces
+    a few sizes and derives the rest) both make their steps here."""
+    start = time.perf_counter()
+    _torch, thunder = _import_torch_and_thunder()  # the first call imports Thunder: its time
+    importing = time.perf_counter() - start
+    spec, _ = _check_arguments(steps, optimizer, optimizer_kwargs, None)
+    module = _step_module(model, loss_fn)
+    reorder, recompute = _plan_options(plan)
+    _check_gradient(gradient)
+    program, tracing = _step_program(thunder, module, tuple(inputs), spec, steps, zero_grad, transform,
+                                     reorder, gradient=gradient)
+    if recompute is not None:
+        program = _recomputed(program, recompute)
+    return program, importing + tracing
+
+
 @with_strategy
 def estimate_step(
     model: Any,
@@ -590,16 +612,10 @@ def estimate_step(
     RuntimeError when Thunder cannot trace the step.
     """
     start = time.perf_counter()
-    _torch, thunder = _import_torch_and_thunder()  # the first call imports Thunder: its time
-    importing = time.perf_counter() - start
-    spec, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
-    module = _step_module(model, loss_fn)
-    reorder, recompute = _plan_options(plan)
-    _check_gradient(gradient)
-    program, tracing = _step_program(thunder, module, tuple(inputs), spec, steps, zero_grad, transform,
-                                     reorder, gradient=gradient)
-    if recompute is not None:
-        program = _recomputed(program, recompute)
+    _, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
+    program, thunder_s = _traced_program(model, inputs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
+                                         optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad,
+                                         transform=transform, plan=plan)
     pricing = _pricing(allocator, alloc_conf, device_memory, limit)
     report, simulating = _simulate(program, pricing)
     world_size = program.spec.get("world_size", 0)
@@ -610,7 +626,6 @@ def estimate_step(
         if collectives:
             report = replace(report, nccl_estimate=nccl_estimate(world_size, collectives))
     total = time.perf_counter() - start
-    thunder_s = importing + tracing
     return replace(_with_budget(report, limit), seconds={
         "thunder": thunder_s, "peakmem": total - thunder_s, "simulate": simulating})
 

@@ -1,5 +1,5 @@
 """max_batch_size against the truth: the size it returns fits when measured,
-and one more does not."""
+and one more does not (the search here; the formula in test_batch_formula.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_the_largest_batch_fits_and_one_more_does_not(thunder):
     budget = peakmem.measure_step(model, torch.randn(37, 256), **setup).peak_bytes
     meta_model = copy.deepcopy(model).to("meta")
     r = peakmem.max_batch_size(meta_model, lambda b: (torch.randn(b, 256, device="meta"),),
-                               budget, high=64, **setup)
+                               budget, high=64, method="search", **setup)
     assert r.batch_size == 37
     assert r.report.fits and r.report.peak_bytes == budget
     assert peakmem.measure_step(model, torch.randn(38, 256), **setup).peak_bytes > budget
@@ -31,14 +31,15 @@ def test_the_largest_batch_fits_and_one_more_does_not(thunder):
     assert {1, 2, 4, 8, 16, 32, 64} <= set(r.tried)
 
 
-def test_nothing_fits(thunder):
+@pytest.mark.parametrize("method", ["formula", "search"])
+def test_nothing_fits_raises(thunder, method):
     import torch
 
     import peakmem
 
-    r = peakmem.max_batch_size(MLP(), lambda b: (torch.randn(b, 256),), 1024, loss_fn=mse_loss)
-    # The parameters alone (2,102,272 bytes) exceed 1 KiB.
-    assert (r.batch_size, r.report.fits, list(r.tried)) == (0, False, [1])
+    # The parameters alone (2,102,272 bytes) exceed 1 KiB: not even batch 1 fits.
+    with pytest.raises(ValueError, match=r"nothing fits in 1,024 bytes: the step at n=1, .* needs 2,1"):
+        peakmem.max_batch_size(MLP(), lambda b: (torch.randn(b, 256),), 1024, loss_fn=mse_loss, method=method)
 
 
 def test_bad_arguments(thunder):
