@@ -3,6 +3,8 @@ and one more does not (the search here; the formula in test_batch_formula.py).""
 
 from __future__ import annotations
 
+import re
+
 import copy
 
 import pytest
@@ -37,9 +39,13 @@ def test_nothing_fits_raises(thunder, method):
 
     import peakmem
 
-    # The parameters alone (2,102,272 bytes) exceed 1 KiB: not even batch 1 fits.
-    with pytest.raises(ValueError, match=r"nothing fits in 1,024 bytes: the step at n=1, .* needs 2,1"):
+    # The parameters alone (2,102,272 bytes) exceed 1 KiB: not even batch 1
+    # fits; the step needs at least the parameters and their gradients.
+    with pytest.raises(ValueError, match=r"nothing fits in 1,024 bytes: the step at n=1, .* needs [\d,]+ bytes") as e:
         peakmem.max_batch_size(MLP(), lambda b: (torch.randn(b, 256),), 1024, loss_fn=mse_loss, method=method)
+    needed = int(re.search(r"needs ([\d,]+) bytes", str(e.value)).group(1).replace(",", ""))
+    parameters = sum(p.numel() * p.element_size() for p in MLP().parameters())
+    assert parameters == 2_102_272 and needed >= 2 * parameters
 
 
 def test_bad_arguments(thunder):
