@@ -141,22 +141,10 @@ def _solve(formula: Any, limit: int, low: int, high: int | None) -> BatchSearch 
         if low < smallest:
             return None
         raise _nothing_fits(limit, start, formula.estimate(start, limit))
-    good, bad = start, None
-    while bad is None and (high is None or good < high):
-        n = 2 * good if high is None else min(2 * good, high)
-        if n > _LARGEST:
-            raise ValueError(f"the step fits {limit} bytes at n={good}: its peak does not grow with n "
-                             f"(pass high=)")
-        if fits(n):
-            good = n
-        else:
-            bad = n
-    while bad is not None and bad - good > 1:
-        mid = (good + bad) // 2
-        if fits(mid):
-            good = mid
-        else:
-            bad = mid
+    def unbounded(good: int) -> ValueError:
+        return ValueError(f"the step fits {limit} bytes at n={good}: its peak does not grow with n (pass high=)")
+
+    good = _largest_that_fits(fits, start, high, _LARGEST, unbounded)
     # The answer, confirmed: the derived step at B fits (its report made as
     # estimate_step makes one) and at B + 1 does not (unless B is `high`).
     report = formula.estimate(good, limit)
@@ -194,9 +182,21 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
 
     if not fits(low):
         raise _nothing_fits(limit, low, reports[low])
-    good, bad = low, None
+    good = _largest_that_fits(fits, low, high)
+    peaks = {n: r.peak_bytes for n, r in sorted(reports.items())}
+    return BatchSearch(good, reports[good], limit, peaks, traces, "search", reason)
+
+
+def _largest_that_fits(fits: Callable[[int], bool], good: int, high: int | None, largest: int | None = None,
+                       unbounded: Callable[[int], Exception] | None = None) -> int:
+    """The largest n >= `good` (which fits) and <= `high` that `fits`,
+    assuming the peak grows with n: doubling until a size does not fit (or
+    `high`), then bisection. A doubling past `largest` raises `unbounded(good)`."""
+    bad = None
     while bad is None and (high is None or good < high):
         n = 2 * good if high is None else min(2 * good, high)
+        if largest is not None and n > largest and unbounded is not None:
+            raise unbounded(good)
         if fits(n):
             good = n
         else:
@@ -207,8 +207,7 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
             good = mid
         else:
             bad = mid
-    peaks = {n: r.peak_bytes for n, r in sorted(reports.items())}
-    return BatchSearch(good, reports[good], limit, peaks, traces, "search", reason)
+    return good
 
 
 def _nothing_fits(limit: int, n: int, report: Any) -> ValueError:
