@@ -271,13 +271,8 @@ class StepStream {
 
   // The bytes of each module live at the peak, largest first (ties: by name).
   std::vector<std::pair<std::string, std::int64_t>> ModulesAtPeak() const {
-    const PeakMoment& m = stream_.counter().peak_moment();
     std::map<std::string_view, std::int64_t> modules;
-    for (std::size_t i = 0; i < std::min(m.storages, storages_.size()); ++i) {
-      const StorageRecord& s = storages_[i];
-      if ((s.free_seq != 0 && s.free_seq <= m.frees) || s.bytes == 0) continue;
-      modules[modules_[i]] += s.bytes;
-    }
+    for (const StorageId i : LiveAtPeakIds()) modules[modules_[i]] += storages_[i].bytes;
     std::vector<std::pair<std::string, std::int64_t>> out;
     for (const auto& [module, bytes] : modules) out.emplace_back(module, bytes);
     std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -286,7 +281,9 @@ class StepStream {
 
  private:
   // The storages live at the peak, largest first, each with its category as its role.
-  std::vector<LiveTensor> LiveAtPeak(const Report& out, std::size_t* total) const {
+  // The storages of some bytes alive when the peak was first reached
+  // (allocated by then and not yet freed), in allocation order.
+  std::vector<StorageId> LiveAtPeakIds() const {
     const PeakMoment& m = stream_.counter().peak_moment();
     std::vector<StorageId> live;
     for (StorageId i = 0; i < std::min(m.storages, storages_.size()); ++i) {
@@ -294,6 +291,11 @@ class StepStream {
       if ((s.free_seq != 0 && s.free_seq <= m.frees) || s.bytes == 0) continue;
       live.push_back(i);
     }
+    return live;
+  }
+
+  std::vector<LiveTensor> LiveAtPeak(const Report& out, std::size_t* total) const {
+    std::vector<StorageId> live = LiveAtPeakIds();
     std::stable_sort(live.begin(), live.end(),
                      [&](StorageId a, StorageId b) { return storages_[a].bytes > storages_[b].bytes; });
     *total = live.size();
