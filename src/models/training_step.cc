@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "peakmem/analyze.h"
+#include "peakmem/models/step_stream.h"
 #include "peakmem/report/attribution.h"
 #include "peakmem/sim/alloc_stream.h"
 
@@ -75,11 +76,6 @@ struct Gradient {
   std::string_view module;  // its own, else its parameter's (StepSpec::value_modules)
 };
 
-std::string_view ModuleOf(const std::map<std::string, std::string, std::less<>>& modules, std::string_view name) {
-  auto it = modules.find(name);
-  return it == modules.end() ? std::string_view() : std::string_view(it->second);
-}
-
 // The gradients the backward returns, in the forward's argument order.
 std::vector<Gradient> Gradients(const TrainingStepSpec& spec, const Report& bw,
                                 const std::unordered_map<std::string_view, Returned>& fw) {
@@ -132,205 +128,6 @@ std::int64_t ArgumentBytes(const Report& report) {
     if (s.made_at == kBeforeFirstStep) bytes += s.bytes;
   return bytes;
 }
-
-// kStepCategories' indexes.
-enum StepCategory : std::uint8_t { kParameters, kInputs, kGradients, kOptimizerState, kActivations, kTemporaries };
-constexpr std::size_t kStepCategoryCount = std::size(kStepCategories);
-
-// The step's stream as it is emitted: the storages' names, categories and
-// modules beside the AllocStream, the live bytes by category (and their
-// value when the peak is reached), and, with `rows`, one Step a statement.
-class StepStream {
- public:
-  explicit StepStream(bool rows) : stream_(&storages_, &log_, false), rows_(rows) {
-    log_.name_text = names_arena_;
-  }
-
-  std::int32_t next_step() const { return next_step_; }
-  std::int64_t live() const { return stream_.counter().live(); }
-  std::int64_t live(StepCategory c) const { return live_[c]; }
-  bool alive(StorageId id) const { return storages_[id].free_seq == 0; }
-
-  StorageId Alloc(std::int64_t bytes, std::string_view name, StorageRole role, StepCategory category,
-                  std::string_view module, std::uint8_t device) {
-    const StorageId id = stream_.Alloc(bytes, role == StorageRole::kScratch ? kNoValue : 0, role, device);
-    if (id == kNoStorage) {
-      throw std::overflow_error("the step's live bytes pass 2^63 bytes when " + std::string(name) +
-                                " is allocated");
-    }
-    log_.storage_names.push_back(name.empty() ? std::string_view() : names_arena_->Save(name));
-    categories_.push_back(category);
-    modules_.push_back(module);
-    live_[category] += bytes;
-    if (stream_.counter().peak() > peak_seen_) {
-      peak_seen_ = stream_.counter().peak();
-      at_peak_ = live_;
-    }
-    return id;
-  }
-  void Free(StorageId id) {
-    live_[categories_[id]] -= storages_[id].bytes;
-    stream_.Free(id);
-  }
-  std::uint8_t Device(std::string_view name) { return stream_.Device(name); }
-
-  // A statement of the step: `op` and `source` (prefixed with `label`) for its row.
-  void Begin() {
-    live_before_ = live();
-    stream_.BeginStep(next_step_);
-  }
-  void End(std::string_view label, std::string_view op, std::string_view source, int line) {
-    if (rows_) {
-      Step row;
-      row.index = next_step_;
-      row.line = line;
-      row.op = strings_->Save(op);
-      row.source = strings_->Save(std::string(label) + ": " + std::string(source));
-      row.live_bytes = live();
-      row.delta_bytes = row.live_bytes - live_before_;
-      row.peak_bytes = stream_.counter().step_peak();
-      rows_out_.push_back(row);
-    }
-    stream_.EndStep();
-    ++next_step_;
-  }
-
-  // Emits `program`'s events as statements labelled `label`. Its storages
-  // made before its first statement (its arguments) are `argument(id)`'s
-  // (kNoStorage: held elsewhere, no event); each of the others is new, of
-  // `category(id)` and the module `modules` names for its value (or
-  // `module_of(id)`'s, when that names one). Returns each of the program's
-  // storages' id in the step (kNoStorage for an argument held elsewhere).
-  template <typename Argument, typename Category, typename ModuleOverride>
-  std::vector<StorageId> Run(const Report& program, std::string_view label, Argument argument, Category category,
-                             const std::map<std::string, std::string, std::less<>>& modules,
-                             ModuleOverride module_of) {
-    const AllocLog& log = *program.alloc_log;
-    std::vector<std::uint8_t> devices;
-    for (const std::string& d : log.devices) devices.push_back(Device(d));
-    std::vector<StorageId> ids(log.storages.size(), kNoStorage);
-    std::size_t e = 0;
-    for (; e < log.events.size() && log.events[e].step == kBeforeFirstStep; ++e) {
-      const StorageId local = log.events[e].storage;
-      if (log.events[e].alloc) ids[local] = argument(local);
-    }
-    for (std::int32_t step = 0; step < log.steps; ++step) {
-      Begin();
-      for (; e < log.events.size() && log.events[e].step == step; ++e) {
-        const AllocEvent& event = log.events[e];
-        const StorageRecord& r = log.storages[event.storage];
-        if (event.alloc) {
-          const std::string_view name = log.storage_names[event.storage];
-          std::string_view module = module_of(event.storage);
-          if (module.empty()) module = ModuleOf(modules, name);
-          ids[event.storage] = Alloc(r.bytes, name, r.role,
-                                     r.role == StorageRole::kScratch ? kTemporaries : category(event.storage), module,
-                                     devices.empty() ? 0 : devices[r.device]);
-        } else if (ids[event.storage] != kNoStorage) {
-          Free(ids[event.storage]);
-        }
-      }
-      if (rows_ && static_cast<std::size_t>(step) < program.steps.size()) {
-        const Step& s = program.steps[static_cast<std::size_t>(step)];
-        End(label, s.op, s.source, s.line);
-      } else {
-        End(label, "", "", 0);
-      }
-    }
-    return ids;
-  }
-
-  // The step's Report: the stream's numbers, and with rows its log, rows
-  // and what is live at the peak.
-  Report Finish(const std::vector<ReportPhase>& phases) {
-    Report out;
-    out.model = "runtime";
-    out.trace_name = "training step";
-    out.convention = "step";
-    const RequestedBytes& counter = stream_.counter();
-    out.peak_bytes = counter.peak();
-    out.final_bytes = counter.live();
-    out.peak_step = counter.peak_moment().step;
-    out.tensor_peak_bytes = counter.tensor_peak();
-    out.phases = phases;
-    for (std::size_t c = 0; c < kStepCategoryCount; ++c) out.breakdown.Set(kStepCategories[c], at_peak_[c]);
-    log_.storages = storages_;
-    log_.steps = next_step_;
-    out.storage_categories = categories_;
-    if (rows_) {
-      out.steps = std::move(rows_out_);
-      out.live_at_peak = LiveAtPeak(out, &out.live_at_peak_total);
-      out.alloc_log = std::make_shared<const AllocLog>(log_);
-    }
-    out.strings = strings_;
-    return out;
-  }
-
-  const AllocLog& log() const { return log_; }
-  const std::array<std::int64_t, kStepCategoryCount>& at_peak() const { return at_peak_; }
-
-  // The bytes of each module live at the peak, largest first (ties: by name).
-  std::vector<std::pair<std::string, std::int64_t>> ModulesAtPeak() const {
-    std::map<std::string_view, std::int64_t> modules;
-    for (const StorageId i : LiveAtPeakIds()) modules[modules_[i]] += storages_[i].bytes;
-    std::vector<std::pair<std::string, std::int64_t>> out;
-    for (const auto& [module, bytes] : modules) out.emplace_back(module, bytes);
-    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    return out;
-  }
-
- private:
-  // The storages live at the peak, largest first, each with its category as its role.
-  // The storages of some bytes alive when the peak was first reached
-  // (allocated by then and not yet freed), in allocation order.
-  std::vector<StorageId> LiveAtPeakIds() const {
-    const PeakMoment& m = stream_.counter().peak_moment();
-    std::vector<StorageId> live;
-    for (StorageId i = 0; i < std::min(m.storages, storages_.size()); ++i) {
-      const StorageRecord& s = storages_[i];
-      if ((s.free_seq != 0 && s.free_seq <= m.frees) || s.bytes == 0) continue;
-      live.push_back(i);
-    }
-    return live;
-  }
-
-  std::vector<LiveTensor> LiveAtPeak(const Report& out, std::size_t* total) const {
-    std::vector<StorageId> live = LiveAtPeakIds();
-    std::stable_sort(live.begin(), live.end(),
-                     [&](StorageId a, StorageId b) { return storages_[a].bytes > storages_[b].bytes; });
-    *total = live.size();
-    std::vector<LiveTensor> tensors;
-    for (const StorageId i : live) {
-      const StorageRecord& s = storages_[i];
-      LiveTensor t;
-      t.name = s.role == StorageRole::kScratch ? "(scratch)" : std::string(log_.storage_names[i]);
-      t.bytes = s.bytes;
-      if (s.made_at >= 0 && static_cast<std::size_t>(s.made_at) < out.steps.size()) {
-        t.made_by = std::string(out.steps[s.made_at].op);
-        t.line = out.steps[s.made_at].line;
-      } else {
-        t.made_by = "caller";
-      }
-      t.role = std::string(kStepCategories[categories_[i]]);
-      tensors.push_back(std::move(t));
-    }
-    return tensors;
-  }
-
-  std::vector<StorageRecord> storages_;
-  AllocLog log_;
-  AllocStream stream_;
-  bool rows_;
-  std::shared_ptr<StringArena> names_arena_ = std::make_shared<StringArena>();
-  std::shared_ptr<StringArena> strings_ = std::make_shared<StringArena>();
-  std::vector<std::uint8_t> categories_;
-  std::vector<std::string_view> modules_;
-  std::array<std::int64_t, kStepCategoryCount> live_{}, at_peak_{};
-  std::int64_t peak_seen_ = -1;
-  std::int64_t live_before_ = 0;
-  std::int32_t next_step_ = 0;
-  std::vector<Step> rows_out_;
-};
 
 std::string Label(std::string_view phase, int iteration) {
   return std::string(phase) + " " + std::to_string(iteration);
@@ -552,25 +349,8 @@ TrainingStepResult SimulateTrainingStep(const ParsedTrace& forward, const Parsed
 
   // The numbers, from the stream.
   for (const TrainingStepPhase& p : out.phases) phases.push_back({p.phase, p.step, p.first, p.end});
-  out.step = stream.Finish(phases);
+  FinishTrainingStep(stream, phases, !spec.value_modules.empty(), allocator, &out);
   out.step.distribution = out.forward.distribution;
-  out.peak_bytes = out.step.peak_bytes;
-  out.final_bytes = out.step.final_bytes;
-  for (const TrainingStepPhase& p : out.phases) {
-    if (out.step.peak_step >= p.first && out.step.peak_step < p.end) {
-      out.phase_at_peak = p.phase;
-      out.step_at_peak = p.step;
-    }
-  }
-  for (std::size_t c = 0; c < std::size(kStepCategories); ++c) {
-    out.by_category.emplace_back(kStepCategories[c], stream.at_peak()[c]);
-  }
-  if (!spec.value_modules.empty()) {
-    for (auto& [module, bytes] : stream.ModulesAtPeak()) out.by_module.emplace_back(module, bytes);
-  }
-  if (allocator.model != AllocatorModel::kRequested) {
-    out.step.allocator = std::make_shared<const AllocatorResult>(RunAllocatorModel(stream.log(), allocator));
-  }
   return out;
 }
 

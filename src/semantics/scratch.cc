@@ -222,6 +222,31 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
 
 }  // namespace
 
+ScratchEstimate ElementwiseOperandScratch(std::span<const ValueType* const> tensors,
+                                          std::span<const NumberKind> numbers, bool integers_to_float) {
+  ScratchEstimate out;
+  const DType* common = ResultType({tensors, numbers});
+  if (common == nullptr) return out;  // no promotion PyTorch accepts: nothing to say
+  if (integers_to_float && common->bits > 0 &&
+      (common->short_name[0] == 'i' || common->short_name[0] == 'u' || common->short_name == "b8")) {
+    common = FindDType("f32");  // true division of integers computes in the default dtype
+  }
+  // Each tensor operand of another dtype is copied to the computation dtype.
+  for (const ValueType* t : tensors) {
+    if (t->dtype != common) {
+      out.with_outputs = SaturatingAdd(out.with_outputs, SaturatingBytes(t->numel, common->bits));
+    }
+  }
+  // Each number is wrapped (and cast when its wrapped dtype is not the computation's).
+  for (NumberKind kind : numbers) {
+    out.with_outputs = SaturatingAdd(out.with_outputs, WrappedBytes(kind));
+    if (!SameDType(kind, common->short_name)) {
+      out.with_outputs = SaturatingAdd(out.with_outputs, common->bits / 8);
+    }
+  }
+  return out;
+}
+
 ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const OpInfo* op) {
   ScratchEstimate out;
   if (s.kind != StatementKind::kCall || op == nullptr) return out;
@@ -271,27 +296,7 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
       if (kind != NumberKind::kNone) numbers.push_back(kind);
     }
   }
-  const DType* common = ResultType({tensors, numbers});
-  if (common == nullptr) return out;  // no promotion PyTorch accepts: nothing to say
-  if (PromotesIntegersToFloat(s, *op) && common->bits > 0 &&
-      (common->short_name[0] == 'i' || common->short_name[0] == 'u' ||
-       common->short_name == "b8")) {
-    common = FindDType("f32");  // true division of integers computes in the default dtype
-  }
-  // Each tensor operand of another dtype is copied to the computation dtype.
-  for (const ValueType* t : tensors) {
-    if (t->dtype != common) {
-      out.with_outputs = SaturatingAdd(out.with_outputs, SaturatingBytes(t->numel, common->bits));
-    }
-  }
-  // Each number is wrapped (and cast when its wrapped dtype is not the computation's).
-  for (NumberKind kind : numbers) {
-    out.with_outputs = SaturatingAdd(out.with_outputs, WrappedBytes(kind));
-    if (!SameDType(kind, common->short_name)) {
-      out.with_outputs = SaturatingAdd(out.with_outputs, common->bits / 8);
-    }
-  }
-  return out;
+  return ElementwiseOperandScratch(tensors, numbers, PromotesIntegersToFloat(s, *op));
 }
 
 }  // namespace peakmem

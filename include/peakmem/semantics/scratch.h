@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "peakmem/semantics/op_registry.h"
 #include "peakmem/ir/trace.h"
@@ -44,5 +45,13 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& statement);
 // The same, given the op's registry entry (FindOp(statement.symbol)), which
 // the caller has already looked up.
 ScratchEstimate EstimateScratch(const Trace& trace, const Statement& statement, const OpInfo* op);
+
+// The wrapped-scalar rule (ScratchRule::kWrappedScalars, kWrappedBase) on an
+// elementwise op's operands, whichever front end found them: `tensors` its
+// tensor operands, `numbers` the Python numbers it wraps into 0-d tensors
+// (only those in the places the op wraps), `integers_to_float` when it
+// computes integer operands in the default float dtype (true division).
+ScratchEstimate ElementwiseOperandScratch(std::span<const ValueType* const> tensors,
+                                          std::span<const NumberKind> numbers, bool integers_to_float);
 
 }  // namespace peakmem
