@@ -17,11 +17,13 @@
 #include "peakmem/planning/recompute_search.h"
 #include "peakmem/frontend/trace_json_writer.h"
 #include "peakmem/models/nccl_buffers.h"
+#include "peakmem/models/recorded_step.h"
 #include "peakmem/models/training_step.h"
 #include "peakmem/report/allocator_summary.h"
 #include "peakmem/report/attribution.h"
 #include "peakmem/report/nccl_summary.h"
 #include "peakmem/report/writer.h"
+#include "peakmem/semantics/aten_ops.h"
 #include "peakmem/semantics/op_registry.h"
 #include "thunder_drop_in.h"
 
@@ -607,7 +609,82 @@ nb::dict StepToDict(peakmem::TrainingStepResult r) {
   return d;
 }
 
+// A recorded step from Python lists (python/peakmem/eager_step.py writes
+// them): storages (bytes, name, category, module, device, scratch),
+// statements (op, source, events), phases (name, iteration, first, end).
+peakmem::RecordedStep MakeRecordedStep(
+    const std::vector<std::tuple<std::int64_t, std::string, int, std::string, std::string, bool>>& storages,
+    const std::vector<std::int64_t>& held,
+    const std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>>>& statements,
+    const std::vector<std::tuple<std::string, int, std::int32_t, std::int32_t>>& phases) {
+  peakmem::RecordedStep step;
+  step.storages.reserve(storages.size());
+  for (const auto& [bytes, name, category, module, device, scratch] : storages) {
+    if (category < 0 || category > 255) throw std::invalid_argument("a recorded storage's category is out of range");
+    step.storages.push_back({bytes, name, static_cast<std::uint8_t>(category), module, device, scratch});
+  }
+  step.held = held;
+  step.statements.reserve(statements.size());
+  for (const auto& [op, source, events] : statements) step.statements.push_back({op, source, events});
+  for (const auto& [name, iteration, first, end] : phases) step.phases.push_back({name, iteration, first, end});
+  return step;
+}
+
+peakmem::NumberKind NumberKindNamed(const std::string& kind) {
+  if (kind == "bool") return peakmem::NumberKind::kBool;
+  if (kind == "int") return peakmem::NumberKind::kInt;
+  if (kind == "float") return peakmem::NumberKind::kFloat;
+  if (kind == "complex") return peakmem::NumberKind::kComplex;
+  throw std::invalid_argument("a wrapped number's kind is bool, int, float or complex, not '" + kind + "'");
+}
+
 void BindStep(nb::module_& m) {
+  m.def(
+      "simulate_recorded_step",
+      [](const std::vector<std::tuple<std::int64_t, std::string, int, std::string, std::string, bool>>& storages,
+         const std::vector<std::int64_t>& held,
+         const std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>>>& statements,
+         const std::vector<std::tuple<std::string, int, std::int32_t, std::int32_t>>& phases, bool events,
+         const std::string& allocator, const std::optional<std::string>& alloc_conf,
+         const std::optional<std::string>& device_memory) {
+        const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
+        const peakmem::RecordedStep step = MakeRecordedStep(storages, held, statements, phases);
+        peakmem::TrainingStepResult result;
+        {
+          nb::gil_scoped_release release;
+          result = peakmem::SimulateRecordedStep(step, events, priced);
+        }
+        return StepToDict(std::move(result));
+      },
+      nb::arg("storages"), nb::arg("held"), nb::arg("statements"), nb::arg("phases"), nb::arg("events") = false,
+      nb::arg("allocator") = "requested", nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
+      "A step recorded as it ran (peakmem/models/recorded_step.h), as simulate_step's dict.");
+
+  m.def(
+      "aten_scratch",
+      [](const std::string& name, const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors,
+         const std::vector<std::string>& wrapped) {
+        std::vector<peakmem::ValueType> types;
+        types.reserve(tensors.size());
+        for (const auto& [dtype, shape] : tensors) {
+          peakmem::TypeStringError error;
+          std::optional<peakmem::ValueType> t = peakmem::MakeTensorType(
+              "cpu", dtype, peakmem::Dims(shape.begin(), shape.end()), false, &error);
+          if (!t) throw std::invalid_argument(name + ": " + error.message);
+          types.push_back(std::move(*t));
+        }
+        std::vector<const peakmem::ValueType*> pointers;
+        for (const peakmem::ValueType& t : types) pointers.push_back(&t);
+        std::vector<peakmem::NumberKind> numbers;
+        for (const std::string& kind : wrapped) numbers.push_back(NumberKindNamed(kind));
+        const peakmem::ScratchEstimate s = peakmem::EstimateAtenScratch(name, {pointers, numbers});
+        return std::make_pair(s.before_outputs, s.with_outputs);
+      },
+      nb::arg("name"), nb::arg("tensors"), nb::arg("wrapped"),
+      "The registry's scratch of one ATen call (peakmem/semantics/aten_ops.h): tensors as (dtype short "
+      "name, shape), wrapped the kinds of the Python numbers in its self/other arguments. "
+      "Returns (before_outputs, with_outputs) bytes.");
+
   m.def(
       "simulate_step",
       [](nb::handle forward, nb::handle backward, const std::optional<std::string>& optimizer_first,
