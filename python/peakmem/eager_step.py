@@ -85,6 +85,7 @@ class RecordedStep:
     held: list[int] = field(default_factory=list)
     statements: list[tuple[str, str, list[int]]] = field(default_factory=list)
     phases: list[tuple[str, int, int, int]] = field(default_factory=list)
+    diagnostics: list[str] = field(default_factory=list)
 
 
 class _Recorder:
@@ -96,6 +97,9 @@ class _Recorder:
         self._refs: dict[int, Any] = {}
         self.pending: list[int] = []  # frees since the last statement
         self.module = ""  # the nn.Module path running now
+        # Outputs of calls that wrapped a number, whose autograd node may
+        # have saved it (checked once the node exists: see saved_numbers).
+        self.unchecked: list[Any] = []
 
     def storage(self, t: Any, name: str, category: int, device: str | None = None) -> int | None:
         """Registers `t`'s storage if new (its index), else None."""
@@ -123,18 +127,50 @@ class _Recorder:
         self.record.storages.append([bytes_, f"scratch of {op}", _TEMPORARIES, self.module, device, True])
         return index
 
-    def statement(self, op: str, source: str, events: list[int] | None = None) -> None:
-        """A statement: the frees since the last one, then `events`."""
+    def statement(self, op: str, source: str, events: list[int] | None = None, moment: bool = True) -> None:
+        """A statement: the frees since the last one, then `events`. A
+        `moment` of the step (not an ATen call) first takes in the numbers
+        saved by the calls before it."""
+        if moment:
+            self.saved_numbers()
         self.record.statements.append((op, source, self.pending + (events or [])))
         self.pending = []
 
+    def saved_numbers(self) -> None:
+        """The wrapped numbers autograd saved for the backward. A number a
+        call wraps (``x * 0.5``) is a 0-d CPU tensor the dispatch mode never
+        sees (it is handed the number); MulBackward0 and DivBackward0 save
+        it, so it lives until their node runs, not just through the call.
+        The node is attached to the output after the call returns, so the
+        outputs of such calls are looked at here, before the next statement."""
+        import torch
 
-def _operands(func: Any, args: tuple, kwargs: dict, op: str) -> tuple[list, list]:
-    """The call's tensor operands (dtype name, shape) and the kinds of the
-    Python numbers in its self/other arguments."""
+        for ref in self.unchecked:
+            out = ref()
+            node = getattr(out, "grad_fn", None)
+            if node is None:
+                continue
+            for attribute in dir(node):
+                if not attribute.startswith("_saved_"):
+                    continue
+                saved = getattr(node, attribute)
+                if isinstance(saved, torch.Tensor) and saved.dim() == 0 and saved.device.type == "cpu":
+                    index = self.storage(saved, f"a number {node.name()} saved", _ACTIVATIONS)
+                    if index is not None:
+                        self.pending.append(index)
+        self.unchecked = []
+
+
+def _arguments(func: Any, args: tuple, kwargs: dict, op: str, known: Callable[[Any], bool]) -> tuple[list, bool]:
+    """The call's arguments as ``_core.aten_scratch`` takes them (name,
+    value) in schema order, and whether it wraps a number: a Python number
+    in its self/other arguments, or a 0-d CPU tensor the recording never saw
+    made (``known``), which ATen's C++ made with wrapped_scalar_tensor
+    before calling (a backward formula's ``grad * 2``), whatever the other
+    operands' device."""
     import torch
 
-    tensors, wrapped = [], []
+    out, wraps = [], False
     for i, argument in enumerate(func._schema.arguments):
         if i < len(args):
             value = args[i]
@@ -143,10 +179,17 @@ def _operands(func: Any, args: tuple, kwargs: dict, op: str) -> tuple[list, list
         else:
             continue
         if isinstance(value, torch.Tensor):
-            tensors.append((_dtype_name(value.dtype, op), list(value.shape)))
-        elif argument.name in _WRAPPED_ARGUMENTS and (kind := _number_kind(value)) is not None:
-            wrapped.append(kind)
-    return tensors, wrapped
+            wrapped = value.dim() == 0 and value.device.type == "cpu" and not known(value)
+            wraps = wraps or wrapped
+            value = ("tensor", _dtype_name(value.dtype, op), list(value.shape), list(value.stride()), wrapped)
+        elif _number_kind(value) is not None:
+            wraps = wraps or argument.name in _WRAPPED_ARGUMENTS
+        elif isinstance(value, (list, tuple)) and all(type(v) is int for v in value):
+            value = list(value)
+        else:
+            value = None
+        out.append((argument.name, value))
+    return out, wraps
 
 
 def _describe(x: Any) -> str:
@@ -168,10 +211,13 @@ def _dispatch_mode(recorder: _Recorder):
 
     import torch
 
+    threads = torch.get_num_threads()
+
     class RecordingMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             op = str(func)
+            recorder.saved_numbers()
             out = func(*args, **kwargs)
             events: list[int] = []
             device = "cpu"
@@ -182,8 +228,12 @@ def _dispatch_mode(recorder: _Recorder):
                                              _TEMPORARIES)
                     if index is not None:
                         events.append(index)
-            tensors, wrapped = _operands(func, args, kwargs, op)
-            before, with_outputs = _core.aten_scratch(op, tensors, wrapped) if tensors else (0, 0)
+            arguments, wraps = _arguments(func, args, kwargs, op, lambda t: recorder.index_of(t) is not None)
+            before, with_outputs, why_not = _core.aten_scratch(op, arguments, threads)
+            if why_not:
+                recorder.record.diagnostics.append(
+                    f"statement {len(recorder.record.statements)} ({op}): what it allocates inside the op "
+                    f"is not counted: {why_not}")
             if before:
                 s = recorder.scratch(before, op, device)
                 events[:0] = [s, -1 - s]
@@ -193,10 +243,56 @@ def _dispatch_mode(recorder: _Recorder):
             source = f"{op}({', '.join(_describe(a) for a in args)}) -> {_describe(out)}"
             if recorder.module:
                 source += f"  # {recorder.module}"
-            recorder.statement(op, source, events)
+            if wraps:
+                recorder.unchecked += [weakref.ref(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+            recorder.statement(op, source, events, moment=False)
             return out
 
     return RecordingMode()
+
+
+def _cpu_attention():
+    """A TorchFunctionMode under which scaled_dot_product_attention on meta
+    tensors runs the kernel the CPU would. On meta, ATen's composite always
+    picks the math kernel (_fused_sdp_choice_meta), which saves the
+    attention matrix for the backward; the CPU picks its flash kernel when
+    the shapes allow (select_sdp_backend_cpp), which saves only its output
+    and log-sum-exp. The CPU's choice reads shapes, dtypes and the last
+    dimension's stride, so it is asked on CPU stand-ins of one row each,
+    expanded to the shapes (nothing of the tensors' size is allocated), and
+    the flash kernel, whose meta function takes grouped-query shapes as the
+    CPU kernel does, is called directly."""
+    import torch
+    from torch.nn.attention import SDPBackend
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_map
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+
+    def on_cpu(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor):
+            return x
+        row = torch.zeros(x.shape[-1] if x.dim() else (), dtype=x.dtype)
+        return row.expand(x.shape) if x.dim() == 0 or x.stride(-1) == 1 else row[:1].expand(x.shape)
+
+    def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                  enable_gqa=False):
+        choice = torch._fused_sdp_choice(*tree_map(on_cpu, (query, key, value, attn_mask)), dropout_p, is_causal,
+                                         scale=scale, enable_gqa=enable_gqa)
+        if choice != int(SDPBackend.FLASH_ATTENTION):
+            return sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+        return flash(query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
+
+    class CpuAttention(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is sdpa and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+                with torch._C.DisableTorchFunction():
+                    return attention(*args, **kwargs)
+            return func(*args, **kwargs)
+
+    return CpuAttention()
 
 
 def _module_tracking(model: Any, recorder: _Recorder):
@@ -387,7 +483,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.collect()
     gc.disable()
     try:
-        with _dispatch_mode(recorder):
+        with _cpu_attention(), _dispatch_mode(recorder):
             for k in range(1, steps + 1):
                 _run_iteration(recorder, k, step)
     finally:
@@ -410,7 +506,7 @@ def estimate_eager_step(model: Any, inputs: tuple, *, kwargs: dict | None, loss_
                          optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad)
     recording = time.perf_counter() - start
     result = _core.simulate_recorded_step(record.storages, record.held, record.statements, record.phases,
-                                          events=True, **pricing)
+                                          record.diagnostics, events=True, **pricing)
     return result, recording
 
 

@@ -59,7 +59,7 @@ import gc
 import time
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from .distribution import with_strategy
 from .measure import local_shard
@@ -555,6 +555,8 @@ def estimate_step(
     strategy: str | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
+    kwargs: dict | None = None,
+    frontend: Literal["thunder", "eager"] = "thunder",
 ) -> StepReport:
     """Predicts the memory of ``steps`` training steps of `model` on `inputs`.
 
@@ -608,10 +610,25 @@ def estimate_step(
     reserved bytes, not requested ones), and ``headroom_bytes`` is the
     capacity less the reserved peak.
 
+    `frontend` (default ``"thunder"``): ``"eager"`` records the step as
+    eager PyTorch runs it instead of tracing it with Thunder
+    (peakmem.eager_step): any model PyTorch runs (``transformers`` models
+    included), any ``torch.optim`` optimizer class (or a callable taking
+    the parameters), keyword inputs in `kwargs` (``model(*inputs,
+    **kwargs)``), and a model output with a ``.loss`` (a ``transformers``
+    ModelOutput given ``labels``) taken as the loss. Real tensors are
+    replaced by ``meta`` stand-ins for the recording, so the user's model
+    is not run or changed. `transform`, `plan` and `strategy` need Thunder.
+
     Raises ValueError for an optimizer or a loss peakmem cannot model,
     RuntimeError when Thunder cannot trace the step.
     """
     start = time.perf_counter()
+    if _eager(frontend, kwargs, transform=transform, plan=plan):
+        return _estimate_eager(model, inputs, kwargs=kwargs, loss_fn=loss_fn, gradient=gradient,
+                               optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
+                               zero_grad=zero_grad, budget=budget,
+                               pricing=(allocator, alloc_conf, device_memory), start=start)
     _, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
     program, thunder_s = _traced_program(model, inputs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
                                          optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad,
@@ -812,6 +829,72 @@ def _simulate(program: _StepProgram, pricing: dict | None = None) -> tuple[StepR
 
 
 # ---------------------------------------------------------------------------
+# The eager front end (peakmem.eager_step)
+
+
+def _eager(frontend: str, kwargs: dict | None, **thunder_only: Any) -> bool:
+    """Whether the step is eager's; ValueError for a front end that is
+    neither, keyword inputs to Thunder's, or Thunder's options with eager."""
+    if frontend not in ("thunder", "eager"):
+        raise ValueError(f"frontend must be 'thunder' or 'eager', got {frontend!r}")
+    if frontend == "thunder":
+        if kwargs:
+            raise ValueError("kwargs= (keyword inputs to the model) needs frontend='eager'; Thunder's step "
+                             "calls model(*inputs)")
+        return False
+    given = [name for name, value in thunder_only.items() if value]
+    if given:
+        raise ValueError(f"{', '.join(given)} need Thunder: pass frontend='thunder' (they rewrite Thunder's traces)")
+    return True
+
+
+def _estimate_eager(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: Callable | None,
+                    gradient: str | None, optimizer: Any, optimizer_kwargs: dict | None, steps: int,
+                    zero_grad: bool, budget: int | str | None, pricing: tuple, start: float) -> StepReport:
+    from .eager_step import estimate_eager_step
+
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    _check_gradient(gradient)
+    limit = _budget(budget)
+    r, recording = estimate_eager_step(model, tuple(inputs), kwargs=kwargs, loss_fn=loss_fn, gradient=gradient,
+                                       optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
+                                       zero_grad=zero_grad, pricing=_pricing(*pricing, limit))
+    whole = r["step"]
+    report = StepReport(
+        peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
+        step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
+        timeline=StepTimeline.from_report(whole), allocator=whole.allocator, report=whole)
+    total = time.perf_counter() - start
+    return replace(_with_budget(report, limit), seconds={"record": recording, "peakmem": total - recording})
+
+
+def _measure_eager(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: Callable | None,
+                   gradient: str | None, optimizer: Any, optimizer_kwargs: dict | None, steps: int,
+                   zero_grad: bool, budget: int | str | None) -> StepReport:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    from .eager_step import measure_eager_step
+
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    _check_gradient(gradient)
+    limit = _budget(budget)
+    given = [x for x in tree_leaves((tuple(inputs), kwargs or {})) if isinstance(x, torch.Tensor)]
+    device = _step_device(torch, given + _held_by_module(model))
+    peak, final, input_bytes, allocator = measure_eager_step(
+        model, tuple(inputs), kwargs=kwargs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
+        optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad, device=device)
+    parameters = _storage_bytes(_held_by_module(model))
+    report = StepReport(
+        peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
+        step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
+        measured=True, allocator=allocator)
+    return _with_budget(report, limit)
+
+
+# ---------------------------------------------------------------------------
 # The measurement
 
 
@@ -842,6 +925,8 @@ def measure_step(
     strategy: str | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
+    kwargs: dict | None = None,
+    frontend: Literal["thunder", "eager"] = "thunder",
 ) -> StepReport:
     """Runs ``steps`` training steps of `model` for real and measures them:
     the truth ``estimate_step`` is checked against.
@@ -858,8 +943,13 @@ def measure_step(
     ``requested_bytes`` give the figures, and ``allocator`` the allocated and
     reserved bytes. ``phase_at_peak`` is ``"measured"`` and ``by_category``
     holds the parameters and inputs only (neither source says what a block
-    is).
+    is). ``frontend="eager"`` runs the step eagerly, without Thunder
+    (``estimate_step``'s `frontend` and `kwargs`).
     """
+    if _eager(frontend, kwargs, transform=transform, plan=plan):
+        return _measure_eager(model, inputs, kwargs=kwargs, loss_fn=loss_fn, gradient=gradient,
+                              optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
+                              zero_grad=zero_grad, budget=budget)
     _, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
     _check_gradient(gradient)
     kwargs = dict(optimizer_kwargs or {})

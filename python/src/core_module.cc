@@ -616,8 +616,10 @@ peakmem::RecordedStep MakeRecordedStep(
     const std::vector<std::tuple<std::int64_t, std::string, int, std::string, std::string, bool>>& storages,
     const std::vector<std::int64_t>& held,
     const std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>>>& statements,
-    const std::vector<std::tuple<std::string, int, std::int32_t, std::int32_t>>& phases) {
+    const std::vector<std::tuple<std::string, int, std::int32_t, std::int32_t>>& phases,
+    const std::vector<std::string>& diagnostics) {
   peakmem::RecordedStep step;
+  step.diagnostics = diagnostics;
   step.storages.reserve(storages.size());
   for (const auto& [bytes, name, category, module, device, scratch] : storages) {
     if (category < 0 || category > 255) throw std::invalid_argument("a recorded storage's category is out of range");
@@ -630,12 +632,50 @@ peakmem::RecordedStep MakeRecordedStep(
   return step;
 }
 
-peakmem::NumberKind NumberKindNamed(const std::string& kind) {
-  if (kind == "bool") return peakmem::NumberKind::kBool;
-  if (kind == "int") return peakmem::NumberKind::kInt;
-  if (kind == "float") return peakmem::NumberKind::kFloat;
-  if (kind == "complex") return peakmem::NumberKind::kComplex;
-  throw std::invalid_argument("a wrapped number's kind is bool, int, float or complex, not '" + kind + "'");
+// One (name, value) of aten_scratch's arguments.
+peakmem::AtenArgument AtenArgumentOf(const nb::tuple& item, const std::string& op) {
+  peakmem::AtenArgument a;
+  a.name = nb::cast<std::string>(item[0]);
+  nb::handle v = item[1];
+  if (nb::isinstance<nb::bool_>(v)) {
+    a.kind = peakmem::AtenArgument::Kind::kNumber;
+    a.number = peakmem::NumberKind::kBool;
+    a.integer = nb::cast<bool>(v);
+  } else if (nb::isinstance<nb::int_>(v)) {
+    a.kind = peakmem::AtenArgument::Kind::kNumber;
+    a.number = peakmem::NumberKind::kInt;
+    a.integer = nb::cast<std::int64_t>(v);
+  } else if (nb::isinstance<nb::float_>(v)) {
+    a.kind = peakmem::AtenArgument::Kind::kNumber;
+    a.number = peakmem::NumberKind::kFloat;
+  } else if (PyComplex_Check(v.ptr())) {
+    a.kind = peakmem::AtenArgument::Kind::kNumber;
+    a.number = peakmem::NumberKind::kComplex;
+  } else if (nb::isinstance<nb::list>(v)) {
+    a.kind = peakmem::AtenArgument::Kind::kInts;
+    a.ints = nb::cast<std::vector<std::int64_t>>(v);
+  } else if (nb::isinstance<nb::tuple>(v)) {
+    const nb::tuple t = nb::cast<nb::tuple>(v);
+    const auto dtype = nb::cast<std::string>(t[1]);
+    const auto shape = nb::cast<std::vector<std::int64_t>>(t[2]);
+    const auto strides = nb::cast<std::vector<std::int64_t>>(t[3]);
+    peakmem::TypeStringError error;
+    std::optional<peakmem::ValueType> type =
+        peakmem::MakeTensorType("cpu", dtype, peakmem::Dims(shape.begin(), shape.end()), false, &error);
+    if (!type) throw std::invalid_argument(op + ": argument " + a.name + ": " + error.message);
+    a.kind = peakmem::AtenArgument::Kind::kTensor;
+    a.type = std::move(*type);
+    a.strides = peakmem::Dims(strides.begin(), strides.end());
+    a.wrapped = nb::cast<bool>(t[4]);
+    if (a.wrapped) {
+      const std::string_view d = a.type.dtype->short_name;
+      a.number = d == "b8" ? peakmem::NumberKind::kBool
+                 : d[0] == 'c' ? peakmem::NumberKind::kComplex
+                 : d[0] == 'f' || d == "bf16" ? peakmem::NumberKind::kFloat
+                                              : peakmem::NumberKind::kInt;
+    }
+  }
+  return a;
 }
 
 void BindStep(nb::module_& m) {
@@ -644,11 +684,11 @@ void BindStep(nb::module_& m) {
       [](const std::vector<std::tuple<std::int64_t, std::string, int, std::string, std::string, bool>>& storages,
          const std::vector<std::int64_t>& held,
          const std::vector<std::tuple<std::string, std::string, std::vector<std::int64_t>>>& statements,
-         const std::vector<std::tuple<std::string, int, std::int32_t, std::int32_t>>& phases, bool events,
-         const std::string& allocator, const std::optional<std::string>& alloc_conf,
-         const std::optional<std::string>& device_memory) {
+         const std::vector<std::tuple<std::string, int, std::int32_t, std::int32_t>>& phases,
+         const std::vector<std::string>& diagnostics, bool events, const std::string& allocator,
+         const std::optional<std::string>& alloc_conf, const std::optional<std::string>& device_memory) {
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
-        const peakmem::RecordedStep step = MakeRecordedStep(storages, held, statements, phases);
+        const peakmem::RecordedStep step = MakeRecordedStep(storages, held, statements, phases, diagnostics);
         peakmem::TrainingStepResult result;
         {
           nb::gil_scoped_release release;
@@ -656,34 +696,27 @@ void BindStep(nb::module_& m) {
         }
         return StepToDict(std::move(result));
       },
-      nb::arg("storages"), nb::arg("held"), nb::arg("statements"), nb::arg("phases"), nb::arg("events") = false,
+      nb::arg("storages"), nb::arg("held"), nb::arg("statements"), nb::arg("phases"),
+      nb::arg("diagnostics") = std::vector<std::string>(), nb::arg("events") = false,
       nb::arg("allocator") = "requested", nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       "A step recorded as it ran (peakmem/models/recorded_step.h), as simulate_step's dict.");
 
   m.def(
       "aten_scratch",
-      [](const std::string& name, const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors,
-         const std::vector<std::string>& wrapped) {
-        std::vector<peakmem::ValueType> types;
-        types.reserve(tensors.size());
-        for (const auto& [dtype, shape] : tensors) {
-          peakmem::TypeStringError error;
-          std::optional<peakmem::ValueType> t = peakmem::MakeTensorType(
-              "cpu", dtype, peakmem::Dims(shape.begin(), shape.end()), false, &error);
-          if (!t) throw std::invalid_argument(name + ": " + error.message);
-          types.push_back(std::move(*t));
-        }
-        std::vector<const peakmem::ValueType*> pointers;
-        for (const peakmem::ValueType& t : types) pointers.push_back(&t);
-        std::vector<peakmem::NumberKind> numbers;
-        for (const std::string& kind : wrapped) numbers.push_back(NumberKindNamed(kind));
-        const peakmem::ScratchEstimate s = peakmem::EstimateAtenScratch(name, {pointers, numbers});
-        return std::make_pair(s.before_outputs, s.with_outputs);
+      [](const std::string& name, const nb::list& arguments, int threads) {
+        std::vector<peakmem::AtenArgument> args;
+        args.reserve(arguments.size());
+        for (nb::handle item : arguments) args.push_back(AtenArgumentOf(nb::cast<nb::tuple>(item), name));
+        std::string why_not;
+        const peakmem::ScratchEstimate s = peakmem::EstimateAtenScratch(name, args, threads, &why_not);
+        return nb::make_tuple(s.before_outputs, s.with_outputs, why_not);
       },
-      nb::arg("name"), nb::arg("tensors"), nb::arg("wrapped"),
-      "The registry's scratch of one ATen call (peakmem/semantics/aten_ops.h): tensors as (dtype short "
-      "name, shape), wrapped the kinds of the Python numbers in its self/other arguments. "
-      "Returns (before_outputs, with_outputs) bytes.");
+      nb::arg("name"), nb::arg("arguments"), nb::arg("threads"),
+      "The registry's scratch of one ATen call on the CPU (peakmem/semantics/aten_ops.h). arguments: "
+      "(name, value) in schema order, value a bool, int, float or complex, a list of ints, "
+      "('tensor', dtype short name, shape, strides, wrapped), or None for anything else. Returns "
+      "(before_outputs, with_outputs, why_not): why_not is non-empty when the op's rule does not cover "
+      "the call (nothing is counted for it).");
 
   m.def(
       "simulate_step",

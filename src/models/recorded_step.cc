@@ -84,6 +84,7 @@ TrainingStepResult SimulateRecordedStep(const RecordedStep& step, bool events, c
   TrainingStepResult out;
   for (const ReportPhase& p : step.phases) out.phases.push_back({p.name, p.iteration, 0, 0, 0, 0, p.first, p.end});
   FinishTrainingStep(stream, step.phases, modules, allocator, &out);
+  out.step.diagnostics = step.diagnostics;
   return out;
 }
 

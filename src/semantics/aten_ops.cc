@@ -1,5 +1,9 @@
 #include "peakmem/semantics/aten_ops.h"
 
+#include <optional>
+
+#include "peakmem/semantics/convolution_scratch.h"
+
 namespace peakmem {
 namespace {
 
@@ -16,22 +20,101 @@ std::pair<std::string_view, std::string_view> SplitAtenName(std::string_view nam
   return {name.substr(0, dot), name.substr(dot + 1)};
 }
 
+const AtenArgument* Named(std::span<const AtenArgument> arguments, std::string_view name) {
+  for (const AtenArgument& a : arguments) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+// The wrapped-scalar rule: the tensor operands, and the numbers in self and
+// other (or wrapped before the call), each wrapped.
+ScratchEstimate WrappedScratch(const OpInfo& op, std::string_view overload, std::span<const AtenArgument> arguments) {
+  std::vector<const ValueType*> tensors;
+  std::vector<NumberKind> numbers;
+  for (const AtenArgument& a : arguments) {
+    if (a.kind == AtenArgument::Kind::kTensor && !a.wrapped) {
+      tensors.push_back(&a.type);
+    } else if ((a.kind == AtenArgument::Kind::kTensor && a.wrapped) ||
+               (a.kind == AtenArgument::Kind::kNumber && (a.name == "self" || a.name == "other"))) {
+      numbers.push_back(a.number);
+    }
+  }
+  if (tensors.empty()) return {};
+  // pow's exponent is not named self or other: only a number base
+  // (pow.Scalar) is among the numbers, as kWrappedBase asks.
+  const bool true_division =
+      op.name == "true_divide" || (op.name == "div" && overload.find("mode") == std::string_view::npos);
+  return ElementwiseOperandScratch(tensors, numbers, true_division);
+}
+
+// A list argument of `spatial` entries (one given for all, or none: `fallback`).
+std::optional<Dims> Spatial(const AtenArgument* a, std::int64_t fallback, std::size_t spatial) {
+  if (a == nullptr || (a->kind == AtenArgument::Kind::kInts && a->ints.empty())) return Dims(spatial, fallback);
+  if (a->kind == AtenArgument::Kind::kNumber) return Dims(spatial, a->integer);
+  if (a->kind != AtenArgument::Kind::kInts) return std::nullopt;
+  if (a->ints.size() == 1) return Dims(spatial, a->ints[0]);
+  if (a->ints.size() != spatial) return std::nullopt;
+  return Dims(a->ints.begin(), a->ints.end());
+}
+
+// aten.convolution(input, weight, bias, stride, padding, dilation,
+// transposed, output_padding, groups) as the CPU runs it.
+ScratchEstimate ConvolutionScratch(std::span<const AtenArgument> arguments, int threads, std::string* why_not) {
+  const AtenArgument* input = Named(arguments, "input");
+  const AtenArgument* weight = Named(arguments, "weight");
+  if (input == nullptr || weight == nullptr || input->kind != AtenArgument::Kind::kTensor ||
+      weight->kind != AtenArgument::Kind::kTensor) {
+    return {};
+  }
+  ConvolutionCall call;
+  call.input = {input->type.shape, input->strides, input->type.dtype};
+  call.weight = {weight->type.shape, weight->strides, weight->type.dtype};
+  const std::size_t spatial = weight->type.shape.size() >= 2 ? weight->type.shape.size() - 2 : 0;
+  const auto stride = Spatial(Named(arguments, "stride"), 1, spatial);
+  const auto padding = Spatial(Named(arguments, "padding"), 0, spatial);
+  const auto dilation = Spatial(Named(arguments, "dilation"), 1, spatial);
+  const AtenArgument* groups = Named(arguments, "groups");
+  const AtenArgument* transposed = Named(arguments, "transposed");
+  if (!stride || !padding || !dilation || input->type.shape.size() != spatial + 2) {
+    *why_not = "its stride, padding or dilation do not match its spatial dimensions";
+    return {};
+  }
+  call.stride = *stride;
+  call.padding = *padding;
+  call.dilation = *dilation;
+  call.groups = groups != nullptr && groups->kind == AtenArgument::Kind::kNumber ? groups->integer : 1;
+  call.transposed = transposed != nullptr && transposed->kind == AtenArgument::Kind::kNumber && transposed->integer;
+  call.threads = threads;
+  // The output's spatial sizes (a convolution's, not a transposed one's:
+  // CpuConvolutionScratch declines those).
+  call.output_shape = {input->type.shape[0], weight->type.shape[0]};
+  for (std::size_t d = 0; d < spatial; ++d) {
+    const std::int64_t extent = (*dilation)[d] * (weight->type.shape[d + 2] - 1) + 1;
+    call.output_shape.push_back((input->type.shape[d + 2] + 2 * (*padding)[d] - extent) / (*stride)[d] + 1);
+  }
+  if (std::optional<ScratchEstimate> scratch = CpuConvolutionScratch(call, why_not)) return *scratch;
+  return {};
+}
+
 }  // namespace
 
 const OpInfo* FindAtenOp(std::string_view aten_name) { return FindOp(SplitAtenName(aten_name).first); }
 
-ScratchEstimate EstimateAtenScratch(std::string_view aten_name, const AtenOperands& operands) {
+ScratchEstimate EstimateAtenScratch(std::string_view aten_name, std::span<const AtenArgument> arguments,
+                                    int threads, std::string* why_not) {
   const auto [base, overload] = SplitAtenName(aten_name);
   const OpInfo* op = FindOp(base);
-  if (op == nullptr || operands.tensors.empty()) return {};
-  // pow's exponent is not named self or other: only a number base
-  // (pow.Scalar) is among `wrapped`, as kWrappedBase asks.
-  if (op->scratch == ScratchRule::kWrappedScalars || op->scratch == ScratchRule::kWrappedBase) {
-    const bool true_division =
-        op->name == "true_divide" || (op->name == "div" && overload.find("mode") == std::string_view::npos);
-    return ElementwiseOperandScratch(operands.tensors, operands.wrapped, true_division);
+  if (op == nullptr) return {};
+  switch (op->scratch) {
+    case ScratchRule::kWrappedScalars:
+    case ScratchRule::kWrappedBase:
+      return WrappedScratch(*op, overload, arguments);
+    case ScratchRule::kConvolution:
+      return ConvolutionScratch(arguments, threads, why_not);
+    default:
+      return {};
   }
-  return {};
 }
 
 }  // namespace peakmem

@@ -2,13 +2,43 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 namespace peakmem {
 namespace {
 
-ValueType Tensor(std::string_view dtype, std::vector<std::int64_t> shape) {
-  return *MakeTensorType("cpu", dtype, Dims(shape.begin(), shape.end()), false, nullptr);
+AtenArgument Tensor(std::string name, std::string_view dtype, std::vector<std::int64_t> shape) {
+  AtenArgument a;
+  a.name = std::move(name);
+  a.kind = AtenArgument::Kind::kTensor;
+  a.type = *MakeTensorType("cpu", dtype, Dims(shape.begin(), shape.end()), false, nullptr);
+  a.strides = a.type.contiguous_strides;
+  return a;
+}
+
+AtenArgument Number(std::string name, NumberKind kind, std::int64_t integer = 0) {
+  AtenArgument a;
+  a.name = std::move(name);
+  a.kind = AtenArgument::Kind::kNumber;
+  a.number = kind;
+  a.integer = integer;
+  return a;
+}
+
+AtenArgument Ints(std::string name, std::vector<std::int64_t> ints) {
+  AtenArgument a;
+  a.name = std::move(name);
+  a.kind = AtenArgument::Kind::kInts;
+  a.ints = std::move(ints);
+  return a;
+}
+
+ScratchEstimate Scratch(std::string_view op, const std::vector<AtenArgument>& arguments, int threads = 1) {
+  std::string why_not;
+  const ScratchEstimate s = EstimateAtenScratch(op, arguments, threads, &why_not);
+  EXPECT_EQ(why_not, "");
+  return s;
 }
 
 TEST(AtenOps, OverloadsFindTheRegistrysOp) {
@@ -23,27 +53,39 @@ TEST(AtenOps, ANumberInAFloat32DivisionIsWrappedAndCast) {
   // f32[128, 128]): inside aten::div, an 8-byte allocation (the wrapped
   // double) and a 4-byte one (aten::to: its cast to f32), both freed before
   // div returns, beside the 65,536-byte output.
-  const ValueType t = Tensor("f32", {128, 128});
-  const std::vector<const ValueType*> tensors = {&t};
-  const std::vector<NumberKind> wrapped = {NumberKind::kFloat};
-  const ScratchEstimate s = EstimateAtenScratch("aten.div.Tensor", {tensors, wrapped});
+  const ScratchEstimate s =
+      Scratch("aten.div.Tensor", {Tensor("self", "f32", {128, 128}), Number("other", NumberKind::kFloat)});
   EXPECT_EQ(s.with_outputs, 12);
   EXPECT_EQ(s.before_outputs, 0);
 }
 
+TEST(AtenOps, ANumberWrappedBeforeTheCallIsWrappedToo) {
+  // A backward formula's `grad * 0.5` reaches the mode as a 0-d double it
+  // never saw made: the same 8 + 4 bytes as a number passed in `other`.
+  AtenArgument wrapped = Tensor("other", "f64", {});
+  wrapped.wrapped = true;
+  wrapped.number = NumberKind::kFloat;
+  EXPECT_EQ(Scratch("aten.mul.Tensor", {Tensor("self", "f32", {4}), wrapped}).with_outputs, 12);
+}
+
+TEST(AtenOps, OnlySelfAndOtherAreWrapped) {
+  // add.Tensor's alpha is a Scalar the kernel takes as it is: no scratch.
+  EXPECT_EQ(Scratch("aten.add.Tensor", {Tensor("self", "f32", {4}), Tensor("other", "f32", {4}),
+                                        Number("alpha", NumberKind::kInt, 2)})
+                .with_outputs,
+            0);
+}
+
 TEST(AtenOps, AFloat64OperandNeedsNoCast) {
   // The wrapped double is already the computation's dtype: 8 bytes only.
-  const ValueType t = Tensor("f64", {4});
-  const std::vector<const ValueType*> tensors = {&t};
-  const std::vector<NumberKind> wrapped = {NumberKind::kFloat};
-  EXPECT_EQ(EstimateAtenScratch("aten.mul_.Scalar", {tensors, wrapped}).with_outputs, 8);
+  EXPECT_EQ(Scratch("aten.mul_.Scalar", {Tensor("self", "f64", {4}), Number("other", NumberKind::kFloat)}).with_outputs,
+            8);
 }
 
 TEST(AtenOps, WithoutANumberThereIsNothingToWrap) {
-  const ValueType t = Tensor("f32", {4});
-  const std::vector<const ValueType*> tensors = {&t, &t};
-  EXPECT_EQ(EstimateAtenScratch("aten.add.Tensor", {tensors, {}}).with_outputs, 0);
-  EXPECT_EQ(EstimateAtenScratch("aten.mm.default", {tensors, {}}).with_outputs, 0);
+  EXPECT_EQ(Scratch("aten.add.Tensor", {Tensor("self", "f32", {4}), Tensor("other", "f32", {4})}).with_outputs, 0);
+  EXPECT_EQ(Scratch("aten.mm.default", {Tensor("self", "f32", {4, 4}), Tensor("mat2", "f32", {4, 4})}).with_outputs,
+            0);
 }
 
 TEST(AtenOps, TrueDivisionOfIntegersComputesInFloat32) {
@@ -51,11 +93,26 @@ TEST(AtenOps, TrueDivisionOfIntegersComputesInFloat32) {
   // wrapped int64), 16 (the i64[4] copied to f32), 4 (the number cast to
   // f32), then its 16-byte output; with rounding_mode="floor" only the 8
   // beside its 32-byte int64 output.
-  const ValueType t = Tensor("i64", {4});
-  const std::vector<const ValueType*> tensors = {&t};
-  const std::vector<NumberKind> wrapped = {NumberKind::kInt};
-  EXPECT_EQ(EstimateAtenScratch("aten.div.Tensor", {tensors, wrapped}).with_outputs, 16 + 8 + 4);
-  EXPECT_EQ(EstimateAtenScratch("aten.div.Tensor_mode", {tensors, wrapped}).with_outputs, 8);
+  const std::vector<AtenArgument> args = {Tensor("self", "i64", {4}), Number("other", NumberKind::kInt, 2)};
+  EXPECT_EQ(Scratch("aten.div.Tensor", args).with_outputs, 16 + 8 + 4);
+  EXPECT_EQ(Scratch("aten.div.Tensor_mode", args).with_outputs, 8);
+}
+
+TEST(AtenOps, ACpuConvolutionsOneDnnBuffers) {
+  // Measured on the CPU (torch 2.13, two threads, ONEDNN_MAX_CPU_ISA=AVX2):
+  // ViT's patch embedding, conv2d(f32[2, 3, 32, 32], f32[64, 3, 8, 8],
+  // stride 8), allocates inside aten::mkldnn_convolution the weight
+  // reordered into blocks (64 * 3 * 8 * 8 * 4 = 49,152 bytes) and the
+  // blocked output (2 * 64 * 4 * 4 * 4 = 8,192), frees the weight's, then
+  // allocates the 8,192-byte result and frees the blocked output.
+  const std::vector<AtenArgument> args = {Tensor("input", "f32", {2, 3, 32, 32}), Tensor("weight", "f32", {64, 3, 8, 8}),
+                                          Tensor("bias", "f32", {64}),           Ints("stride", {8, 8}),
+                                          Ints("padding", {0, 0}),               Ints("dilation", {1, 1}),
+                                          Number("transposed", NumberKind::kBool, 0), Ints("output_padding", {0, 0}),
+                                          Number("groups", NumberKind::kInt, 1)};
+  const ScratchEstimate s = Scratch("aten.convolution.default", args, 2);
+  EXPECT_EQ(s.before_outputs, 49152 + 8192);  // both blocked buffers, before the result exists
+  EXPECT_EQ(s.with_outputs, 8192);            // the blocked output, beside the result
 }
 
 }  // namespace

@@ -47,6 +47,9 @@ struct RecordedStep {
   // The phases over `statements`' indexes; a row's label is its phase's
   // ("forward 1"), "step" outside every phase.
   std::vector<ReportPhase> phases;
+  // What the recording could not count (an op whose scratch rule does not
+  // cover its call): the step Report's diagnostics.
+  std::vector<std::string> diagnostics;
 };
 
 // The recorded step as one event stream. `events`: keep its rows and log

@@ -9,11 +9,16 @@
 // kernel redispatches to the Tensor overload with wrapped_scalar_tensor).
 // Either way the number becomes a 0-d tensor alive while the op runs,
 // which is the registry's wrapped-scalar rule; a number in any other
-// argument (`alpha`, `p`, a dimension) is not wrapped.
+// argument (`alpha`, `p`, a dimension) is not wrapped. A number ATen's own
+// C++ wrapped before the call (a backward formula's `grad * 2`) reaches
+// the mode as a 0-d CPU tensor it never saw made: it is a wrapped number too.
 #pragma once
 
+#include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "peakmem/ir/trace.h"
 #include "peakmem/ir/value_type.h"
@@ -26,19 +31,27 @@ namespace peakmem {
 // "aten::div_.Scalar" and "div_" all find "div_"; null when there is none.
 const OpInfo* FindAtenOp(std::string_view aten_name);
 
-// One ATen call's operands, as the dispatch mode saw them.
-struct AtenOperands {
-  // The tensor operands.
-  std::span<const ValueType* const> tensors;
-  // The Python numbers passed in the arguments named `self` and `other`
-  // (the places ATen wraps a number), in order.
-  std::span<const NumberKind> wrapped;
+// One argument of an ATen call, by its schema name, as the mode saw it.
+struct AtenArgument {
+  enum class Kind { kOther, kNumber, kInts, kTensor };
+  std::string name;
+  Kind kind = Kind::kOther;
+  NumberKind number = NumberKind::kNone;  // kNumber; a kTensor that is a wrapped number
+  std::int64_t integer = 0;               // kNumber of an integral or boolean kind
+  std::vector<std::int64_t> ints;         // kInts
+  ValueType type;                         // kTensor: dtype, shape (device "cpu")
+  Dims strides;                           // kTensor
+  bool wrapped = false;                   // kTensor: a 0-d tensor ATen wrapped a number in
 };
 
 // The scratch the call allocates and frees before it returns, by the
 // registry's rule for the op (none for an op without one or not in the
-// registry). `aten_name` is the full name: the overload decides true
-// division ("div.Tensor" divides integers into floats, "div.Tensor_mode" does not).
-ScratchEstimate EstimateAtenScratch(std::string_view aten_name, const AtenOperands& operands);
+// registry), as it runs on the CPU with `threads` intra-op threads.
+// `aten_name` is the full name: the overload decides true division
+// ("div.Tensor" divides integers into floats, "div.Tensor_mode" does not).
+// `why_not` is set when the op has a rule that does not cover this call
+// (then nothing is counted for it: the caller says so).
+ScratchEstimate EstimateAtenScratch(std::string_view aten_name, std::span<const AtenArgument> arguments,
+                                    int threads, std::string* why_not);
 
 }  // namespace peakmem

@@ -1,0 +1,83 @@
+"""The eager front end (peakmem.eager_step): a step recorded as eager PyTorch
+runs it equals the step measured on the CPU to the byte, and the same
+estimate comes from ``meta`` models.
+
+The truth is ``measure_step(..., frontend="eager")``: the step run for real
+on the CPU under the PyTorch profiler (peakmem.measure's walk), after a
+warm-up step.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import peakmem
+from eager_models import FAMILIES
+
+
+def _estimate(model, kwargs, **options):
+    return peakmem.estimate_step(model, kwargs=kwargs, frontend="eager", **options)
+
+
+@pytest.mark.parametrize("optimizer", [torch.optim.AdamW, torch.optim.SGD], ids=["adamw", "sgd"])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_transformers_step_is_exact_on_cpu_and_meta(family, optimizer):
+    # AdamW's step peaks in the optimizer; plain SGD's in the backward,
+    # where attention's saved tensors and autograd's frees decide the peak.
+    model, kwargs = FAMILIES[family]("cpu")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    estimate = _estimate(model, kwargs, optimizer=optimizer)
+    # The estimate ran on meta stand-ins: the user's model is neither run nor changed.
+    assert all(torch.equal(p, before[n]) and p.grad is None for n, p in model.named_parameters())
+    measured = peakmem.measure_step(model, kwargs=kwargs, optimizer=optimizer, frontend="eager")
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+    meta_model, meta_kwargs = FAMILIES[family]("meta")
+    on_meta = _estimate(meta_model, meta_kwargs, optimizer=optimizer)
+    assert (on_meta.peak_bytes, on_meta.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+    # What the step holds before it runs, from torch: every distinct storage
+    # of the parameters and buffers (GPT-2's head is its embedding), and the inputs.
+    held = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes()
+            for p in [*model.parameters(), *model.buffers()]}
+    assert estimate.by_category["parameters"] == sum(held.values())
+    assert sum(estimate.by_category.values()) == estimate.peak_bytes
+
+
+def test_accumulated_steps_and_any_torch_optimizer_are_exact():
+    # Two steps without zero_grad (the second adds into .grad) and RMSprop
+    # with momentum, which Thunder's path does not model: the eager path
+    # runs the optimizer itself.
+    model, kwargs = FAMILIES["llama"]("cpu")
+    options = dict(optimizer=torch.optim.RMSprop, optimizer_kwargs={"momentum": 0.9}, steps=2, zero_grad=False)
+    estimate = _estimate(model, kwargs, **options)
+    measured = peakmem.measure_step(model, kwargs=kwargs, frontend="eager", **options)
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+    # Left at the end: the parameters, their .grad and RMSprop's square_avg,
+    # momentum_buffer and step for each, and the inputs.
+    assert estimate.final_bytes > estimate.by_category["parameters"] * 3
+
+
+def test_the_step_report_is_priced_and_written_like_a_traced_one():
+    model, kwargs = FAMILIES["gpt2"]("meta")
+    r = _estimate(model, kwargs, optimizer=torch.optim.AdamW, allocator="cuda-caching", budget="1GiB")
+    assert r.fits and r.allocator["reserved_peak_bytes"] >= r.allocator["allocated_peak_bytes"] >= r.peak_bytes
+    assert [p.name for p in r.report.phases] == ["forward", "backward", "optimizer"]
+    assert r.phase_at_peak in ("forward", "backward", "optimizer")
+    html = r.write("html")
+    assert 'class="phase"' in html and "aten.mm.default" in html
+    text = r.write("text", at="peak")
+    assert "optimizer_state" in text
+    # A parameter's state and gradient are its module's.
+    assert any(m.startswith("transformer.h.") for m in r.by_module)
+
+
+def test_mistakes_are_named():
+    model, kwargs = FAMILIES["gpt2"]("meta")
+    with pytest.raises(ValueError, match="pass its class"):
+        _estimate(model, kwargs, optimizer=torch.optim.AdamW(torch.nn.Linear(2, 2).parameters()))
+    with pytest.raises(ValueError, match="need Thunder"):
+        _estimate(model, kwargs, transform=lambda jm: jm)
+    with pytest.raises(ValueError, match="needs frontend='eager'"):
+        peakmem.estimate_step(model, kwargs=kwargs)
+    with pytest.raises(ValueError, match="frontend must be"):
+        peakmem.estimate_step(model, kwargs=kwargs, frontend="jax")
