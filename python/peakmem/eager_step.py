@@ -100,6 +100,7 @@ class _Recorder:
         # Outputs of calls that wrapped a number, whose autograd node may
         # have saved it (checked once the node exists: see saved_numbers).
         self.unchecked: list[Any] = []
+        self.unknown_ops: set[str] = set()  # ATen ops the registry has no entry for
 
     def storage(self, t: Any, name: str, category: int, device: str | None = None) -> int | None:
         """Registers `t`'s storage if new (its index), else None."""
@@ -186,6 +187,8 @@ def _arguments(func: Any, args: tuple, kwargs: dict, op: str, known: Callable[[A
             wraps = wraps or argument.name in _WRAPPED_ARGUMENTS
         elif isinstance(value, (list, tuple)) and all(type(v) is int for v in value):
             value = list(value)
+        elif isinstance(value, torch.dtype):
+            value = _DTYPE_NAMES.get(str(value).removeprefix("torch."))
         else:
             value = None
         out.append((argument.name, value))
@@ -229,7 +232,9 @@ def _dispatch_mode(recorder: _Recorder):
                     if index is not None:
                         events.append(index)
             arguments, wraps = _arguments(func, args, kwargs, op, lambda t: recorder.index_of(t) is not None)
-            before, with_outputs, why_not = _core.aten_scratch(op, arguments, threads)
+            before, with_outputs, why_not, known = _core.aten_scratch(op, arguments, threads)
+            if not known and func.namespace == "aten":
+                recorder.unknown_ops.add(op)
             if why_not:
                 recorder.record.diagnostics.append(
                     f"statement {len(recorder.record.statements)} ({op}): what it allocates inside the op "
@@ -265,6 +270,7 @@ def _cpu_attention():
     import torch
     from torch.nn.attention import SDPBackend
     from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import _disable_current_modes
     from torch.utils._pytree import tree_map
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -278,8 +284,9 @@ def _cpu_attention():
 
     def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                   enable_gqa=False):
-        choice = torch._fused_sdp_choice(*tree_map(on_cpu, (query, key, value, attn_mask)), dropout_p, is_causal,
-                                         scale=scale, enable_gqa=enable_gqa)
+        with _disable_current_modes():  # the stand-ins are not the step's
+            choice = torch._fused_sdp_choice(*tree_map(on_cpu, (query, key, value, attn_mask)), dropout_p,
+                                             is_causal, scale=scale, enable_gqa=enable_gqa)
         if choice != int(SDPBackend.FLASH_ATTENTION):
             return sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
         return flash(query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
@@ -491,6 +498,10 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
             h.remove()
         if was_enabled:
             gc.enable()
+    if recorder.unknown_ops:
+        recorder.record.diagnostics.append(
+            f"{len(recorder.unknown_ops)} ATen ops are not in peakmem's registry; what their CPU kernels "
+            f"allocate inside themselves, if anything, is not counted: {', '.join(sorted(recorder.unknown_ops))}")
     return recorder.record
 
 

@@ -178,7 +178,12 @@ class StepReport:
                  f"step {self.step_at_peak}; final {self.final_bytes:,} bytes"]
         if self.budget is not None:
             verdict = "fits" if self.fits else "does not fit"
-            lines.append(f"  budget {self.budget:,} bytes: {verdict}, headroom {self.headroom_bytes:,} bytes")
+            if self.headroom_bytes is not None:
+                verdict += f", headroom {self.headroom_bytes:,} bytes"
+            oom = (self.allocator or {}).get("out_of_memory")
+            if oom:
+                verdict += f"; the allocator runs out of memory at {oom['op']} ({oom['requested_bytes']:,} bytes)"
+            lines.append(f"  budget {self.budget:,} bytes: {verdict}")
         if self.allocator is not None and "reserved_peak_bytes" in self.allocator:
             lines.append(f"  allocator: allocated peak {self.allocator['allocated_peak_bytes']:,}, "
                          f"reserved peak {self.allocator['reserved_peak_bytes']:,} bytes")
@@ -386,8 +391,10 @@ def _with_budget(report: StepReport, budget: int | None) -> StepReport:
         return report
     if report.allocator is not None and report.allocator.get("fits") is not None:
         # Priced by an allocator run with the budget as its capacity: its answer.
+        # Its headroom is None where it ran out of memory (reserved bytes
+        # stop where the failing request could not be met).
         return replace(report, budget=budget, fits=report.allocator["fits"],
-                       headroom_bytes=budget - report.allocator["reserved_peak_bytes"])
+                       headroom_bytes=report.allocator["headroom_bytes"])
     return replace(report, budget=budget, fits=report.peak_bytes <= budget,
                    headroom_bytes=budget - report.peak_bytes)
 

@@ -654,6 +654,8 @@ peakmem::AtenArgument AtenArgumentOf(const nb::tuple& item, const std::string& o
   } else if (nb::isinstance<nb::list>(v)) {
     a.kind = peakmem::AtenArgument::Kind::kInts;
     a.ints = nb::cast<std::vector<std::int64_t>>(v);
+  } else if (nb::isinstance<nb::str>(v)) {  // a dtype, by its short name
+    a.dtype = peakmem::FindDType(nb::cast<std::string>(v));
   } else if (nb::isinstance<nb::tuple>(v)) {
     const nb::tuple t = nb::cast<nb::tuple>(v);
     const auto dtype = nb::cast<std::string>(t[1]);
@@ -709,14 +711,14 @@ void BindStep(nb::module_& m) {
         for (nb::handle item : arguments) args.push_back(AtenArgumentOf(nb::cast<nb::tuple>(item), name));
         std::string why_not;
         const peakmem::ScratchEstimate s = peakmem::EstimateAtenScratch(name, args, threads, &why_not);
-        return nb::make_tuple(s.before_outputs, s.with_outputs, why_not);
+        return nb::make_tuple(s.before_outputs, s.with_outputs, why_not, peakmem::FindAtenOp(name) != nullptr);
       },
       nb::arg("name"), nb::arg("arguments"), nb::arg("threads"),
       "The registry's scratch of one ATen call on the CPU (peakmem/semantics/aten_ops.h). arguments: "
       "(name, value) in schema order, value a bool, int, float or complex, a list of ints, "
       "('tensor', dtype short name, shape, strides, wrapped), or None for anything else. Returns "
-      "(before_outputs, with_outputs, why_not): why_not is non-empty when the op's rule does not cover "
-      "the call (nothing is counted for it).");
+      "(before_outputs, with_outputs, why_not, known): why_not is non-empty when the op's rule does not "
+      "cover the call (nothing is counted for it); known is whether the registry has the op at all.");
 
   m.def(
       "simulate_step",

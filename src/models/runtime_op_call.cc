@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "peakmem/semantics/blas_operands.h"
 #include "peakmem/ir/dtensor_layout.h"
 #include "peakmem/semantics/convolution_scratch.h"
 #include "peakmem/semantics/fusion.h"
@@ -81,25 +82,6 @@ Dims RuntimeModel::ViewStrides(const Statement& s, const OpInfo& op, const Objec
 }
 
 namespace {
-
-// Whether BLAS takes a 2-D operand as it is: row- or column-major, with a
-// leading stride at least the inner size.
-bool BlasTakes(std::int64_t rows, std::int64_t cols, std::int64_t s0, std::int64_t s1) {
-  const bool row_major = (s1 == 1 || cols == 1) && s0 >= std::max<std::int64_t>(1, cols);
-  const bool col_major = (s0 == 1 || rows == 1) && s1 >= std::max<std::int64_t>(1, rows);
-  return row_major || col_major;
-}
-
-// The same as gemv and the mm of a row take a matrix (ATen's addmv_impl_cpu
-// and addmm_impl_cpu_ on a [1, k] operand): unit stride in one dimension,
-// required even where the dimension has size 1 (measured: a [2, 1] view with
-// strides (2, 2) is cloned), and a leading stride at least the other size
-// unless that is 1.
-bool BlasTakesWithUnitStride(std::int64_t rows, std::int64_t cols, std::int64_t s0, std::int64_t s1) {
-  const bool col_major = s0 == 1 && (cols == 1 || s1 >= std::max<std::int64_t>(1, rows));
-  const bool row_major = s1 == 1 && (rows == 1 || s0 >= std::max<std::int64_t>(1, cols));
-  return col_major || row_major;
-}
 
 // Bytes of a contiguous copy of `numel` elements of `dtype`.
 std::int64_t CopyBytes(std::int64_t numel, const DType* dtype) { return numel * dtype->bits / 8; }

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "peakmem/semantics/blas_operands.h"
 #include "peakmem/semantics/convolution_scratch.h"
 
 namespace peakmem {
@@ -97,6 +98,69 @@ ScratchEstimate ConvolutionScratch(std::span<const AtenArgument> arguments, int 
   return {};
 }
 
+// A CPU matrix product's operand clones (blas_operands.h): mm(self, mat2)
+// and addmm(self, mat1, mat2), whose `self` is added, not multiplied.
+// Batched products (bmm) whose matrices BLAS takes copy nothing; others
+// are not modelled.
+ScratchEstimate ProductScratch(std::string_view base, std::span<const AtenArgument> arguments, std::string* why_not) {
+  const bool addmm = base == "addmm" || base == "addmm_";
+  ScratchEstimate out;
+  for (const AtenArgument& a : arguments) {
+    if (a.kind != AtenArgument::Kind::kTensor || a.wrapped || (addmm && a.name == "self")) continue;
+    const Dims& shape = a.type.shape;
+    if (shape.size() < 2 || a.strides.size() != shape.size()) return out;
+    const std::size_t r = shape.size() - 2;
+    if (BlasTakes(shape[r], shape[r + 1], a.strides[r], a.strides[r + 1])) continue;
+    if (shape.size() > 2) {
+      *why_not = "the copies of a batched product's strided operand are not modelled";
+      return {};
+    }
+    out.with_outputs += static_cast<std::int64_t>(a.type.bytes);
+  }
+  return out;
+}
+
+// The first tensor operand that is not a wrapped number (null: none).
+const AtenArgument* FirstTensor(std::span<const AtenArgument> arguments) {
+  for (const AtenArgument& a : arguments) {
+    if (a.kind == AtenArgument::Kind::kTensor && !a.wrapped) return &a;
+  }
+  return nullptr;
+}
+
+// where(condition, self, other) with a number in self or other (the
+// ScalarSelf/ScalarOther overloads): a 0-d scalar_tensor of the result's
+// dtype for each (scratch.cc's kWhereScalar, measured: 4 bytes for f32).
+ScratchEstimate WhereScratch(std::span<const AtenArgument> arguments) {
+  const AtenArgument* value = nullptr;
+  int numbers = 0;
+  for (const AtenArgument& a : arguments) {
+    if (a.name != "self" && a.name != "other") continue;
+    if (a.kind == AtenArgument::Kind::kNumber || (a.kind == AtenArgument::Kind::kTensor && a.wrapped)) ++numbers;
+    if (a.kind == AtenArgument::Kind::kTensor && !a.wrapped) value = &a;
+  }
+  ScratchEstimate out;
+  if (numbers > 0 && value != nullptr) out.with_outputs = numbers * value->type.dtype->bits / 8;
+  return out;
+}
+
+// Whether a rule that depends on the operands' dtypes can apply: a
+// reduction into another dtype (a `dtype` argument other than the input's),
+// a half-precision gather or index_add. The rules themselves are not yet
+// written for ATen calls; a call they cannot apply to needs none.
+bool DTypeRuleApplies(ScratchRule rule, std::span<const AtenArgument> arguments) {
+  const AtenArgument* first = FirstTensor(arguments);
+  if (first == nullptr) return false;
+  const std::string_view d = first->type.dtype->short_name;
+  if (rule == ScratchRule::kReductionCast) {
+    for (const AtenArgument& a : arguments) {
+      if (a.name == "dtype" && a.dtype != nullptr && a.dtype != first->type.dtype) return true;
+    }
+    return false;
+  }
+  return d == "f16" || d == "bf16";  // kHalfGather, kHalfIndexAdd
+}
+
 }  // namespace
 
 const OpInfo* FindAtenOp(std::string_view aten_name) { return FindOp(SplitAtenName(aten_name).first); }
@@ -112,7 +176,20 @@ ScratchEstimate EstimateAtenScratch(std::string_view aten_name, std::span<const 
       return WrappedScratch(*op, overload, arguments);
     case ScratchRule::kConvolution:
       return ConvolutionScratch(arguments, threads, why_not);
+    case ScratchRule::kBlasOperandClones:
+      return ProductScratch(base, arguments, why_not);
+    case ScratchRule::kWhereScalar:
+      return WhereScratch(arguments);
+    case ScratchRule::kNone:
+      return {};
+    case ScratchRule::kReductionCast:
+    case ScratchRule::kHalfGather:
+    case ScratchRule::kHalfIndexAdd:
+      if (!DTypeRuleApplies(op->scratch, arguments)) return {};
+      [[fallthrough]];
     default:
+      *why_not = "the registry's scratch rule for " + std::string(base) + " (" + DescribeOp(*op) +
+                 ") is not applied to ATen calls yet";
       return {};
   }
 }

@@ -98,6 +98,46 @@ TEST(AtenOps, TrueDivisionOfIntegersComputesInFloat32) {
   EXPECT_EQ(Scratch("aten.div.Tensor_mode", args).with_outputs, 8);
 }
 
+TEST(AtenOps, AProductClonesTheOperandsBlasCannotTake) {
+  // Measured on the CPU: torch.mm(a, b) with a = f32[8, 6] and b a
+  // [6, 8] slice b0[:, ::2] of a f32[6, 16] (strides (16, 2): neither row-
+  // nor column-major) allocates 192 bytes (b's contiguous clone) beside
+  // its 256-byte output; with b contiguous, or b0.t() of a [8, 6] (column-
+  // major), only the output. addmm's `self` (the bias) is added, never cloned.
+  AtenArgument strided = Tensor("mat2", "f32", {6, 8});
+  strided.strides = {16, 2};
+  EXPECT_EQ(Scratch("aten.mm.default", {Tensor("self", "f32", {8, 6}), strided}).with_outputs, 192);
+  AtenArgument transposed = Tensor("mat2", "f32", {6, 8});
+  transposed.strides = {1, 6};
+  EXPECT_EQ(Scratch("aten.mm.default", {Tensor("self", "f32", {8, 6}), transposed}).with_outputs, 0);
+  AtenArgument bias = Tensor("self", "f32", {8, 8});
+  bias.strides = {0, 1};
+  EXPECT_EQ(Scratch("aten.addmm.default", {bias, Tensor("mat1", "f32", {8, 6}), transposed}).with_outputs, 0);
+}
+
+TEST(AtenOps, WhereWithANumberMakesAScalarTensorOfTheResultsDtype) {
+  // scratch.cc's kWhereScalar, measured on the CPU: where(cond, x, 0.0) on
+  // f32 makes a 4-byte scalar_tensor; with two tensors nothing.
+  const std::vector<AtenArgument> with_number = {Tensor("condition", "b8", {4}), Tensor("self", "f32", {4}),
+                                                 Number("other", NumberKind::kFloat)};
+  EXPECT_EQ(Scratch("aten.where.ScalarOther", with_number).with_outputs, 4);
+  const std::vector<AtenArgument> tensors = {Tensor("condition", "b8", {4}), Tensor("self", "f32", {4}),
+                                             Tensor("other", "f32", {4})};
+  EXPECT_EQ(Scratch("aten.where.self", tensors).with_outputs, 0);
+}
+
+TEST(AtenOps, ADTypeRuleThatCannotApplyIsNoScratch) {
+  // sum without a dtype argument computes in its input's dtype: no cast.
+  EXPECT_EQ(Scratch("aten.sum.dim_IntList", {Tensor("self", "f32", {4, 4}), Ints("dim", {1})}).with_outputs, 0);
+}
+
+TEST(AtenOps, ARuleNotAppliedToAtenCallsIsSaid) {
+  std::string why_not;
+  const std::vector<AtenArgument> args = {Tensor("self", "f32", {4})};
+  EstimateAtenScratch("aten.sort.default", args, 1, &why_not);
+  EXPECT_NE(why_not.find("not applied to ATen calls"), std::string::npos) << why_not;
+}
+
 TEST(AtenOps, ACpuConvolutionsOneDnnBuffers) {
   // Measured on the CPU (torch 2.13, two threads, ONEDNN_MAX_CPU_ISA=AVX2):
   // ViT's patch embedding, conv2d(f32[2, 3, 32, 32], f32[64, 3, 8, 8],

@@ -369,6 +369,9 @@ std::vector<OpInfo> BuildTable() {
   Find(ops, "torch_nll_loss_backward_impl").scratch = ScratchRule::kNllTotalWeight;
   Find(ops, "where").scratch = ScratchRule::kWhereScalar;
   Find(ops, "mm").scratch = ScratchRule::kBlasOperandClones;
+  // ATen's products (the eager front end's calls; aten_ops.cc): addmm is
+  // linear with a bias, bmm a batch of mm.
+  for (const char* n : {"addmm", "bmm"}) Find(ops, n).scratch = ScratchRule::kBlasOperandClones;
   Find(ops, "matmul").scratch = ScratchRule::kBlasOperandClones;
   Find(ops, "linear").scratch = ScratchRule::kBlasOperandClones;
   for (const char* n : {"convolution", "conv2d"}) Find(ops, n).scratch = ScratchRule::kConvolution;

@@ -81,3 +81,30 @@ def test_mistakes_are_named():
         peakmem.estimate_step(model, kwargs=kwargs)
     with pytest.raises(ValueError, match="frontend must be"):
         peakmem.estimate_step(model, kwargs=kwargs, frontend="jax")
+
+
+def test_a_7b_llama_from_transformers_on_meta():
+    # Llama-2-7B's configuration (transformers' LlamaConfig defaults are its
+    # shapes: 32 layers, hidden 4096, MLP 11008, 32 heads, vocab 32000),
+    # float32 on meta, one AdamW step on a 2048-token sequence: 27 GB of
+    # parameters nothing here allocates.
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    config = transformers.LlamaConfig(max_position_embeddings=2048)
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config)
+    ids = torch.zeros(1, 2048, dtype=torch.int64, device="meta")
+    r = _estimate(model, {"input_ids": ids, "labels": ids}, optimizer=torch.optim.AdamW)
+    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert parameters == 6_738_415_616 * 4  # Llama-2-7B's parameter count, float32
+    held = sum(b.untyped_storage().nbytes() for b in model.buffers()) + parameters
+    assert r.by_category["parameters"] == held
+    # At the peak, inside AdamW's step(): every gradient, and the state:
+    # exp_avg and exp_avg_sq like each parameter, and a float32 0-d `step`
+    # per parameter (torch/optim/adamw.py; 291 parameter tensors).
+    assert r.phase_at_peak == "optimizer"
+    assert r.by_category["gradients"] == parameters
+    n = len(list(model.parameters()))
+    assert r.by_category["optimizer_state"] == 2 * parameters + 4 * n
+    assert r.peak_bytes > 4 * parameters

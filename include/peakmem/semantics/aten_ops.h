@@ -42,6 +42,7 @@ struct AtenArgument {
   ValueType type;                         // kTensor: dtype, shape (device "cpu")
   Dims strides;                           // kTensor
   bool wrapped = false;                   // kTensor: a 0-d tensor ATen wrapped a number in
+  const DType* dtype = nullptr;           // kOther: a dtype argument's value (null for anything else)
 };
 
 // The scratch the call allocates and frees before it returns, by the
