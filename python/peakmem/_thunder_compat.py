@@ -72,7 +72,7 @@ def install() -> None:
     """Makes a later ``import thunder`` work under torch 2.13; imports nothing itself."""
     if "thunder" in sys.modules:
         return
-    if "torch" in sys.modules:
+    if sys.modules.get("torch") is not None:
         patch_torch()
     elif _PatchBeforeThunder not in sys.meta_path:
         sys.meta_path.insert(0, _PatchBeforeThunder)
