@@ -24,15 +24,25 @@ Public API:
     nccl_estimate(world_size, collectives, ...)
                                 NCCL's own buffers on a rank: an estimate, apart
     thunder.get_alloc_memory    drop-in for Thunder's own estimator
+    thunder.jit                 thunder.jit, importable under torch 2.13
+
+After ``import peakmem``, ``import thunder`` works under torch 2.13 too.
 """
 
 from __future__ import annotations
 
-from ._core import LiveTensor, Report, Step, available_models
-from ._errors import TraceError
-from . import thunder
-from .api import analyze, to_json_export
-from . import report_views
+from . import _thunder_compat
+
+# A plain `import thunder` after `import peakmem` works under torch 2.13
+# (lightning-thunder 0.2.6 otherwise fails on torch's removed named-tensor
+# methods); neither torch nor thunder is imported here.
+_thunder_compat.install()
+
+from ._core import LiveTensor, Report, Step, available_models  # noqa: E402
+from ._errors import TraceError  # noqa: E402
+from . import thunder  # noqa: E402
+from .api import analyze, to_json_export  # noqa: E402
+from . import report_views  # noqa: E402
 
 report_views.attach(Report)
 

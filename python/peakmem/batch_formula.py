@@ -327,14 +327,17 @@ class _FirstDoesNotFit(Exception):
 
 
 def _build(model: Any, make_inputs: Callable[[int], tuple], sizes: tuple[int, ...], verify: bool,
-           step_kwargs: dict, traced: _Traced, first_fits: Callable[[Any], bool] | None = None) -> PeakFormula:
+           step_kwargs: dict, traced: _Traced, first_fits: Callable[[Any], bool] | None = None,
+           on_trace: Callable[[int, float | None], None] | None = None) -> PeakFormula:
     """The formula from Thunder's traces at `sizes` (each kept in `traced`,
     so that a caller falling back to the search reuses them);
     StructureChanges when the step is not one affine program.
     `first_fits(program)`: asked of the first size's step before any other
     size is traced; False stops there (_FirstDoesNotFit): when the smallest
     size does not fit, the answer is below every size a formula would
-    describe, and tracing more sizes is wasted."""
+    describe, and tracing more sizes is wasted. `on_trace(n, seconds)`:
+    told before each size is traced (seconds None) and after (Thunder's
+    seconds for it)."""
     from .distribution import with_strategy
     from .step import _traced_program
 
@@ -342,9 +345,13 @@ def _build(model: Any, make_inputs: Callable[[int], tuple], sizes: tuple[int, ..
     trace = with_strategy(lambda model, *inputs, **kw: _traced_program(model, inputs, **kw))
 
     def program_at(n: int) -> Any:
+        if on_trace is not None:
+            on_trace(n, None)
         program, seconds = trace(model, *make_inputs(n), **trace_kwargs)
         traced.programs[n] = program
         traced.thunder_s += seconds
+        if on_trace is not None:
+            on_trace(n, seconds)
         return program
 
     a, b = sizes[:2]

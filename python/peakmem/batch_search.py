@@ -22,10 +22,17 @@ warns, says why in ``reason``, and searches as ``method="search"`` does.
 ``estimate_step`` (a Thunder trace) at every size. Both assume the peak
 grows with `n`, as it does when the inputs' sizes do; ``tried`` holds every
 size simulated or estimated with its peak bytes.
+
+``progress`` (default True) writes a line to stderr as each size is traced
+(Thunder's seconds) and as each is judged (its peak bytes, fits or not,
+simulated or traced), and a last line with the answer; a callable instead
+receives each line; False is silent.
 """
 
 from __future__ import annotations
 
+import sys
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -36,6 +43,40 @@ __all__ = ["BatchSearch", "max_batch_size"]
 
 # Doubling stops here: a step that still fits has a peak that does not grow with n.
 _LARGEST = 1 << 31
+
+
+class _Progress:
+    """Where max_batch_size's progress lines go: stderr, a callable, or nowhere."""
+
+    def __init__(self, progress: bool | Callable[[str], Any], limit: int) -> None:
+        if progress is True:
+            self._emit = lambda line: print(line, file=sys.stderr, flush=True)
+        elif progress is False or progress is None:
+            self._emit = None
+        elif callable(progress):
+            self._emit = progress
+        else:
+            raise TypeError(f"progress must be True, False or a callable taking a line, got {progress!r}")
+        self.limit = limit
+        self.start = time.perf_counter()
+
+    def say(self, line: str) -> None:
+        if self._emit is not None:
+            self._emit(f"max_batch_size: {line}")
+
+    def tracing(self, n: int, seconds: float | None) -> None:
+        self.say(f"n={n}: tracing the step with Thunder ..." if seconds is None
+                 else f"n={n}: traced in {seconds:.1f} s")
+
+    def judged(self, n: int, peak: int, fits: bool, how: str) -> None:
+        verdict = "fits" if fits else "does not fit"
+        self.say(f"n={n}: peak {peak:,} bytes, {verdict} in {self.limit:,} ({how})")
+
+    def done(self, result: "BatchSearch") -> "BatchSearch":
+        self.say(f"n={result.batch_size} is the largest that fits ({result.report.peak_bytes:,} bytes); "
+                 f"{result.traces} Thunder traces, {len(result.tried)} sizes tried, "
+                 f"{time.perf_counter() - self.start:.1f} s")
+        return result
 
 
 @dataclass(frozen=True)
@@ -59,7 +100,7 @@ class BatchSearch:
 def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int | str, *,
                    low: int = 1, high: int | None = None, method: str = "formula",
                    sizes: tuple[int, ...] = DEFAULT_SIZES, verify: bool = True,
-                   **step_kwargs: Any) -> BatchSearch:
+                   progress: bool | Callable[[str], Any] = True, **step_kwargs: Any) -> BatchSearch:
     """The largest `n` in [`low`, `high`] whose step, ``estimate_step(model,
     *make_inputs(n), **step_kwargs)``, fits in `budget` bytes (or a size such
     as ``"80GiB"``). `step_kwargs` are estimate_step's (loss_fn, optimizer,
@@ -74,8 +115,10 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
 
     `method`: ``"formula"`` (Thunder traces `sizes`, three by default;
     ``verify=False``: the first two, unverified) or ``"search"`` (a trace
-    per size); see the module docstring. Raises ValueError when not even
-    `low` fits."""
+    per size); see the module docstring. `progress`: True (the default)
+    writes a line to stderr for each size traced and judged, a callable
+    receives each line instead, False is silent. Raises ValueError when not
+    even `low` fits."""
     from .batch_formula import StructureChanges, _build, _check_sizes, _FirstDoesNotFit, _Traced
     from .step import _budget, _pricing, _simulate, _with_budget
 
@@ -86,8 +129,9 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
         raise ValueError(f"need 1 <= low <= high, got low={low!r}, high={high!r}")
     if method not in ("formula", "search"):
         raise ValueError(f"method must be 'formula' or 'search', got {method!r}")
+    shown = _Progress(progress, limit)
     if method == "search":
-        return _search(model, make_inputs, limit, low, high, step_kwargs)
+        return shown.done(_search(model, make_inputs, limit, low, high, step_kwargs, shown=shown))
     sizes = _check_sizes(sizes, verify)
     traced = _Traced()
     smallest = min(sizes)
@@ -106,24 +150,24 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
             # Asked only when the first size traced is the smallest and no
             # larger than `low`: then its not fitting settles the matter.
             check = first_fits if sizes[0] == smallest and low <= smallest else None
-            formula = _build(model, make_inputs, sizes, verify, step_kwargs, traced, check)
+            formula = _build(model, make_inputs, sizes, verify, step_kwargs, traced, check, shown.tracing)
         except StructureChanges as e:
             reason = e.reason
         except _FirstDoesNotFit:
             reason = below
             high = smallest - 1
         else:
-            found = _solve(formula, limit, low, high)
+            found = _solve(formula, limit, low, high, shown)
             if found is not None:
-                return found
+                return shown.done(found)
             reason = below
             high = smallest - 1
     if high is None or high >= low:  # (else `low` did not fit: _search raises)
         warnings.warn(f"max_batch_size: {reason}; searching with a Thunder trace per size", stacklevel=2)
-    return _search(model, make_inputs, limit, low, high, step_kwargs, traced, reason)
+    return shown.done(_search(model, make_inputs, limit, low, high, step_kwargs, traced, reason, shown))
 
 
-def _solve(formula: Any, limit: int, low: int, high: int | None) -> BatchSearch | None:
+def _solve(formula: Any, limit: int, low: int, high: int | None, shown: _Progress) -> BatchSearch | None:
     """The largest n in [max(low, smallest traced size), high] whose derived
     step fits, with its report; None when the smallest such n does not fit
     and smaller sizes remain to try (they are not the formula's)."""
@@ -134,6 +178,7 @@ def _solve(formula: Any, limit: int, low: int, high: int | None) -> BatchSearch 
     def fits(n: int) -> bool:
         if n not in fit:
             tried[n], fit[n] = formula.simulate(n, limit)
+            shown.judged(n, tried[n], fit[n], "simulated from the formula")
         return fit[n]
 
     start = max(low, smallest)
@@ -155,7 +200,8 @@ def _solve(formula: Any, limit: int, low: int, high: int | None) -> BatchSearch 
 
 
 def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: int, high: int | None,
-            step_kwargs: dict, traced: Any = None, reason: str | None = None) -> BatchSearch:
+            step_kwargs: dict, traced: Any = None, reason: str | None = None,
+            shown: _Progress | None = None) -> BatchSearch:
     """Doubling and bisection with estimate_step at each size; the steps in
     `traced` (a batch_formula._Traced) are reused, not traced again."""
     from .step import _pricing, _simulate, _with_budget, estimate_step
@@ -171,13 +217,20 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
                            step_kwargs.get("device_memory"), limit)
         for n, program in traced.programs.items():
             reports[n] = _with_budget(_simulate(program, pricing)[0], limit)
+            if shown is not None:
+                shown.judged(n, reports[n].peak_bytes, reports[n].fits, "traced above")
         traces = len(traced.programs)
 
     def fits(n: int) -> bool:
         nonlocal traces
         if n not in reports:
+            if shown is not None:
+                shown.tracing(n, None)
             reports[n] = estimate_step(model, *make_inputs(n), budget=limit, **step_kwargs)
             traces += 1
+            if shown is not None:
+                shown.judged(n, reports[n].peak_bytes, reports[n].fits,
+                             f"traced in {reports[n].seconds['thunder']:.1f} s")
         return reports[n].fits
 
     if not fits(low):

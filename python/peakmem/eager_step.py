@@ -374,7 +374,7 @@ def _make_optimizer(optimizer: Any, optimizer_kwargs: dict | None, parameters: l
             raise ValueError("optimizer_kwargs given without an optimizer")
         return None
     if isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError(
+        raise TypeError(
             f"optimizer is a {type(optimizer).__name__} instance; pass its class "
             f"(optimizer=torch.optim.{type(optimizer).__name__}, optimizer_kwargs={{...}}): the step makes "
             "its own, over the stand-ins of the model's parameters")

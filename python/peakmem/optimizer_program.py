@@ -66,11 +66,14 @@ _NUMERIC_KEYS = {"sgd": ("lr", "momentum", "dampening", "weight_decay"),
 def resolve_optimizer(optimizer: Any, kwargs: dict) -> OptimizerSpec:
     """The class's real defaults, read from an instance over one meta parameter.
 
-    Raises ValueError for an optimizer, or an option of one, not modelled.
+    Raises ValueError for an optimizer, or an option of one, not modelled,
+    and TypeError for an optimizer instance (the class is wanted).
     """
     import torch
 
     kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adam"}
+    if isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(_instance_given(optimizer, kwargs))
     name = getattr(optimizer, "__name__", repr(optimizer))
     if optimizer not in kinds:
         raise ValueError(
@@ -94,6 +97,25 @@ def resolve_optimizer(optimizer: Any, kwargs: dict) -> OptimizerSpec:
 
     return OptimizerSpec(kind=kind, name=name, group=group, step_dtype=_get_scalar_dtype(),
                          default_dtype=torch.get_default_dtype())
+
+
+def _instance_given(optimizer: Any, kwargs: dict) -> str:
+    """The error for an optimizer instance where its class is wanted: the
+    class and the instance's non-default hyperparameters as the call takes them."""
+    import torch
+
+    cls = type(optimizer)
+    try:
+        fresh = cls([torch.nn.Parameter(torch.empty(1, device="meta"))]).defaults
+    except Exception:  # a class that cannot be made without more arguments
+        fresh = {}
+    changed = {k: v for k, v in optimizer.defaults.items() if k not in fresh or fresh[k] != v}
+    changed.update(kwargs)
+    spelled = (f"torch.optim.{cls.__name__}" if getattr(torch.optim, cls.__name__, None) is cls
+               else f"{cls.__module__}.{cls.__qualname__}")
+    suggestion = f"optimizer={spelled}" + (f", optimizer_kwargs={changed!r}" if changed else "")
+    return (f"optimizer= takes the optimizer's class, not an instance (got an instance of {cls.__name__}): peakmem "
+            f"makes the optimizer for the traced step itself; pass {suggestion}")
 
 
 @dataclass(frozen=True)

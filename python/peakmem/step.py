@@ -63,6 +63,7 @@ from typing import Any, Callable, Literal
 
 from .distribution import with_strategy
 from .measure import local_shard
+from .step_checks import check_devices, check_loss_fn_captures
 from .step_timeline import StepTimeline
 
 __all__ = ["StepReport", "estimate_step", "export_step", "measure_step"]
@@ -254,6 +255,18 @@ def _step_module(model: Any, loss_fn: Callable | None):
             return loss_fn(self.model(*inputs), *inputs)
 
     return WithLoss()
+
+
+def _checked_step_module(model: Any, inputs: tuple, loss_fn: Callable | None, transform: Callable | None):
+    """_step_module, after the checks that name a mistake before Thunder
+    traces (peakmem.step_checks): inputs on another device than the model,
+    a loss_fn reading tensors that are not inputs. A transform may place
+    the model itself (FSDP materializes meta parameters): then devices are
+    not checked."""
+    if transform is None:
+        check_devices(model, inputs)
+    check_loss_fn_captures(loss_fn, model, inputs)
+    return _step_module(model, loss_fn)
 
 
 def _check_gradient(gradient: str | None) -> None:
@@ -533,7 +546,7 @@ def _traced_program(model: Any, inputs: tuple, *, loss_fn: Callable | None = Non
     _torch, thunder = _import_torch_and_thunder()  # the first call imports Thunder: its time
     importing = time.perf_counter() - start
     spec, _ = _check_arguments(steps, optimizer, optimizer_kwargs, None)
-    module = _step_module(model, loss_fn)
+    module = _checked_step_module(model, tuple(inputs), loss_fn, transform)
     reorder, recompute = _plan_options(plan)
     _check_gradient(gradient)
     program, tracing = _step_program(thunder, module, tuple(inputs), spec, steps, zero_grad, transform,
@@ -627,8 +640,11 @@ def estimate_step(
     replaced by ``meta`` stand-ins for the recording, so the user's model
     is not run or changed. `transform`, `plan` and `strategy` need Thunder.
 
-    Raises ValueError for an optimizer or a loss peakmem cannot model,
-    RuntimeError when Thunder cannot trace the step.
+    Raises ValueError for an optimizer or a loss peakmem cannot model, for
+    inputs on another device than the parameters and for a `loss_fn` that
+    reads a tensor that is not an input (targets in a closure);
+    TypeError for an optimizer instance (pass its class and
+    `optimizer_kwargs`); RuntimeError when Thunder cannot trace the step.
     """
     start = time.perf_counter()
     if _eager(frontend, kwargs, transform=transform, plan=plan):
@@ -678,7 +694,7 @@ def export_step(
     Python, with the same numbers as ``estimate_step``."""
     _torch, thunder = _import_torch_and_thunder()
     spec, _ = _check_arguments(steps, optimizer, optimizer_kwargs, None)
-    module = _step_module(model, loss_fn)
+    module = _checked_step_module(model, tuple(inputs), loss_fn, transform)
     _check_gradient(gradient)
     program, _ = _step_program(thunder, module, tuple(inputs), spec, steps, zero_grad, transform, False,
                                later_program=True, gradient=gradient)

@@ -8,6 +8,9 @@ returns for the same trace (lightning-thunder 0.2.6): the peak in bytes and
 an ordered dict of ``"{symbol} {outputs}"`` / ``"argument x"`` /
 ``"python_del x"`` keys to byte deltas. `trace` may be a live TraceCtx, trace
 text or a path.
+
+``peakmem.thunder.jit`` is ``thunder.jit``, imported so that it works under
+torch 2.13 (as a plain ``import thunder`` does after ``import peakmem``).
 """
 
 from __future__ import annotations
@@ -24,3 +27,11 @@ def get_alloc_memory(trace: Any) -> tuple[int, dict[str, int]]:
         return _core.thunder_alloc_memory(trace)
     report = analyze(trace, model="thunder")
     return report.peak_bytes, report.breakdown
+
+
+def jit(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``thunder.jit(fn, *args, **kwargs)``, with thunder imported so that it
+    works under torch 2.13 (peakmem._thunder_compat)."""
+    from ._thunder_compat import import_thunder
+
+    return import_thunder().jit(fn, *args, **kwargs)

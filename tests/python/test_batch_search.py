@@ -61,3 +61,49 @@ def test_bad_arguments(thunder):
     with pytest.raises(ValueError, match="optimizer RMSprop is not modelled yet"):
         peakmem.max_batch_size(MLP(), make, "1GiB", loss_fn=mse_loss,
                                optimizer=torch.optim.RMSprop)
+
+
+def test_progress_shows_each_size_traced_and_judged_on_stderr(thunder, capsys):
+    import torch
+
+    import peakmem
+
+    torch.manual_seed(0)
+    model = MLP()
+    setup = {"loss_fn": mse_loss, "optimizer": torch.optim.AdamW, "steps": 2}
+    budget = peakmem.measure_step(model, torch.randn(37, 256), **setup).peak_bytes  # batch 37 measured
+    capsys.readouterr()
+    r = peakmem.max_batch_size(copy.deepcopy(model).to("meta"), lambda b: (torch.randn(b, 256, device="meta"),),
+                               budget, high=64, **setup)  # progress: on by default
+    lines = capsys.readouterr().err.splitlines()
+    assert all(line.startswith("max_batch_size: ") for line in lines), lines
+    traced = [int(m.group(1)) for m in map(re.compile(r"max_batch_size: n=(\d+): traced in [\d.]+ s$").match, lines)
+              if m]
+    assert traced == [2, 3, 4]  # the formula's three sizes, in order
+    judged = [(int(m.group(1)), int(m.group(2).replace(",", "")), m.group(3) == "fits") for m in map(
+        re.compile(r"max_batch_size: n=(\d+): peak ([\d,]+) bytes, (fits|does not fit) in [\d,]+ \(simulated").match,
+        lines) if m]
+    # Doubling from 2 up to high=64 (all fit: 37 is the measured answer),
+    # then bisection between 32 and 64: 48, 40, 36, 38, 37.
+    assert [n for n, _, _ in judged] == [2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
+    assert all(fits == (n <= 37) == (peak <= budget) for n, peak, fits in judged)
+    assert re.fullmatch(rf"max_batch_size: n=37 is the largest that fits \({budget:,} bytes\); 3 Thunder traces, "
+                        r"11 sizes tried, [\d.]+ s", lines[-1]), lines[-1]
+    assert r.batch_size == 37
+
+
+def test_progress_goes_to_a_callable_or_nowhere(thunder, capsys):
+    import torch
+
+    import peakmem
+
+    make = lambda b: (torch.randn(b, 256, device="meta"),)  # noqa: E731
+    got: list[str] = []
+    meta = MLP().to("meta")
+    r = peakmem.max_batch_size(meta, make, "1GiB", high=4, loss_fn=mse_loss, method="search", progress=got.append)
+    assert [line.split(":")[1].strip() for line in got if "tracing" in line] == ["n=1", "n=2", "n=4"]
+    assert r.batch_size == 4 and "traced in" in got[1] and capsys.readouterr().err == ""
+    peakmem.max_batch_size(meta, make, "1GiB", high=4, loss_fn=mse_loss, method="search", progress=False)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(TypeError, match="progress must be True, False or a callable"):
+        peakmem.max_batch_size(meta, make, "1GiB", loss_fn=mse_loss, progress="yes")

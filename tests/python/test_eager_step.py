@@ -73,7 +73,7 @@ def test_the_step_report_is_priced_and_written_like_a_traced_one():
 
 def test_mistakes_are_named():
     model, kwargs = FAMILIES["gpt2"]("meta")
-    with pytest.raises(ValueError, match="pass its class"):
+    with pytest.raises(TypeError, match="pass its class"):
         _estimate(model, kwargs, optimizer=torch.optim.AdamW(torch.nn.Linear(2, 2).parameters()))
     with pytest.raises(ValueError, match="need Thunder"):
         _estimate(model, kwargs, transform=lambda jm: jm)

@@ -1,13 +1,163 @@
-"""The README's accuracy table is what the models predict today."""
+"""The README is what the tools do today: its accuracy table is current,
+every ```python block runs as written, and every command line of its shell
+blocks runs (the peakmem ones with the built CLI on bundled files, the
+install lines checked against pyproject.toml's pins and extras).
 
+A block is left out only with a visible marker on the line before its fence,
+``<!-- readme-test: skip: REASON -->``; a marker without a reason fails."""
+
+from __future__ import annotations
+
+import re
+import shlex
 import subprocess
 import sys
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from conftest import cli
+
 REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+SKIP = re.compile(r"<!-- readme-test: skip(?:: (?P<reason>.*\S))? -->")
+
+
+@dataclass(frozen=True)
+class Block:
+    language: str
+    line: int  # of the opening fence, 1-based
+    text: str
+    skip_reason: str | None
+
+
+def _blocks() -> list[Block]:
+    lines = README.read_text().splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        m = re.match(r"^```(\w*)\s*$", lines[i])
+        if not m:
+            i += 1
+            continue
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        marker = SKIP.search(lines[i - 1]) if i > 0 else None
+        if marker is not None and not marker.group("reason"):
+            raise AssertionError(f"README.md:{i}: a readme-test skip marker without a reason")
+        blocks.append(Block(m.group(1), i + 1, "\n".join(lines[i + 1:end]) + "\n",
+                            marker.group("reason") if marker else None))
+        i = end + 1
+    return blocks
+
+
+BLOCKS = _blocks()
+PYTHON = [b for b in BLOCKS if b.language == "python"]
+SHELL = [b for b in BLOCKS if b.language in ("sh", "console")]
 
 
 def test_accuracy_table_is_current():
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "accuracy_table.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_blocks_are_found_and_none_is_skipped():
+    # Today no block needs leaving out; a skip marker added later must say why (above).
+    assert len(PYTHON) >= 7 and len(SHELL) >= 6
+    assert [b.line for b in BLOCKS if b.skip_reason] == []
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=lambda b: f"README.md:{b.line}")
+def test_python_block_runs_as_written(thunder, block: Block, tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    # A fresh directory (files a block writes land there) in which the
+    # repository's tests/ (its bundled data) is where the README says.
+    (tmp_path / "tests").symlink_to(REPO / "tests")
+    monkeypatch.chdir(tmp_path)
+    code = compile(block.text, f"README.md:{block.line}", "exec")
+    exec(code, {"__name__": "__readme__"})
+
+
+# Placeholders in the README's command lines and the bundled files they stand for.
+PLACEHOLDERS = {
+    "TRACE": "tests/data/corpus/mlp/fw.trace",
+    "A.trace": "tests/data/corpus/mlp/fw.trace",
+    "B.trace": "tests/data/corpus/mlp/fw.json",  # the same program, as peakmem's JSON export
+    "STEP.json": "tests/data/steps/gpt_lm_adamw.step.json",
+}
+
+
+def _commands(block: Block) -> list[tuple[int, str, list[str]]]:
+    """(line, command line, the output lines the README shows after it) for each command of a block."""
+    out: list[tuple[int, str, list[str]]] = []
+    for k, raw in enumerate(block.text.splitlines()):
+        line = raw.removeprefix("$ ") if block.language == "console" else raw
+        if block.language == "console" and not raw.startswith("$ "):
+            if out and raw.strip() not in ("", "..."):
+                out[-1][2].append(raw)
+            continue
+        if line.strip() and not line.lstrip().startswith("#"):
+            out.append((block.line + 1 + k, line, []))
+    return out
+
+
+def _install_line_is_pinned(words: list[str], where: str) -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    pins = set(extras["thunder"])
+    tested = {ln.strip() for ln in (REPO / "requirements-test.txt").read_text().splitlines()}
+    for word in words[2:]:
+        if word.startswith("-"):
+            break  # options (an index URL) follow the requirement
+        if word.startswith(".["):
+            named = word[2:-1].split(",")
+            assert set(named) <= set(extras), f"{where}: extras {named}, pyproject.toml has {sorted(extras)}"
+        elif word != ".":
+            assert word in pins and word in tested, \
+                f"{where}: {word} is not pyproject's [thunder] pin {sorted(pins)} and requirements-test.txt's"
+
+
+@pytest.mark.parametrize("block", SHELL, ids=lambda b: f"README.md:{b.line}")
+def test_shell_block_command_lines_run(block: Block, tmp_path):
+    commands = _commands(block)
+    assert commands, f"README.md:{block.line}: no command line"
+    for line, text, shown in commands:
+        where = f"README.md:{line}"
+        words = shlex.split(text, comments=True)
+        if words[0] in ("./scripts/demo", "./scripts/test"):
+            path = REPO / words[0]
+            assert path.is_file() and path.stat().st_mode & 0o111, f"{where}: {words[0]} is not an executable script"
+            continue
+        if words[:2] == ["pip", "install"]:
+            _install_line_is_pinned(words, where)
+            continue
+        if words[:3] == ["python3", "-m", "venv"]:
+            continue
+        assert words[0] in ("peakmem", "build/peakmem"), f"{where}: a command the test does not know: {text}"
+        argv = [cli()] + [PLACEHOLDERS.get(w, w) for w in words[1:]]
+        for i in range(1, len(argv) - 1):
+            if argv[i] in ("-o", "--output"):
+                argv[i + 1] = str(tmp_path / Path(argv[i + 1]).name)
+        r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"{where}: {text}\nexit {r.returncode}: {r.stderr[-2000:]}"
+        printed = r.stdout.splitlines()
+        for expected in shown:
+            assert expected in printed, f"{where}: the README shows {expected!r}; {text} printed:\n{r.stdout[:3000]}"
+
+
+def test_the_bundled_step_file_gives_its_measured_peak():
+    # tests/data/steps/README.md records the step measured by measure_step
+    # when the file was written; the README's console block shows the CLI's.
+    recorded = (REPO / "tests/data/steps/README.md").read_text()
+    peak, final = (int(v.replace(",", "")) for v in
+                   re.search(r"peak ([\d,]+) bytes, final ([\d,]+) bytes", recorded).groups())
+    r = subprocess.run([cli(), "step", "tests/data/steps/gpt_lm_adamw.step.json", "--format", "json"],
+                       cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    import json
+
+    got = json.loads(r.stdout)
+    assert (got["peak_bytes"], got["final_bytes"]) == (peak, final)
