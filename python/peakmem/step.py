@@ -325,7 +325,16 @@ def _step_failure(e: Exception, module: Any, inputs: tuple, why: str = "") -> Ru
     except Exception as eager:
         return RuntimeError(f"the model or loss raises {type(eager).__name__}: {eager} (run without Thunder "
                             "too: the error is in the step's own code, not in the tracing)")
-    return RuntimeError(f"Thunder could not trace the step: {type(e).__name__}: {e}{why}")
+    import importlib.metadata
+
+    # Thunder's interpreter ends its message with the module's whole repr.
+    reason = str(e).split(" while tracing ", 1)[0]
+    if reason != str(e):
+        reason += f" while tracing {type(module).__name__}"
+    return RuntimeError(
+        f"Thunder {importlib.metadata.version('lightning-thunder')} could not trace the step: "
+        f"{type(e).__name__}: {reason}{why}. Without Thunder, the step as eager PyTorch runs it is "
+        "estimate_step(..., frontend='eager')")
 
 
 def _rank_and_world_size() -> dict[str, int]:

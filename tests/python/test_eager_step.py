@@ -108,3 +108,23 @@ def test_a_7b_llama_from_transformers_on_meta():
     n = len(list(model.parameters()))
     assert r.by_category["optimizer_state"] == 2 * parameters + 4 * n
     assert r.peak_bytes > 4 * parameters
+
+
+def test_a_model_thunder_cannot_trace_gets_thunders_reason_and_the_way_out():
+    # transformers 5.25's GPT-2 is one of them (Thunder 0.2.6).
+    model, kwargs = FAMILIES["gpt2"]("meta")
+
+    class LanguageModelLoss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            return self.model(input_ids=ids, labels=ids).loss
+
+    with pytest.raises(RuntimeError) as e:
+        peakmem.estimate_step(LanguageModelLoss(), kwargs["input_ids"], optimizer=torch.optim.AdamW)
+    message = str(e.value)
+    assert message.startswith("Thunder 0.2.6 could not trace the step: ")
+    assert "while tracing LanguageModelLoss." in message and "frontend='eager'" in message
+    assert len(message) < 400  # the module's repr is not in it
