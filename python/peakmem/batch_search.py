@@ -7,7 +7,11 @@
 `make_inputs(n)` returns the step's inputs for size `n`: a batch size, or a
 sequence length (``lambda s: (tokens[:, :s], targets[:, :s])``): whatever
 the caller makes scale is the dimension searched; on ``meta`` nothing is
-allocated.
+allocated. A dict is the model's keyword inputs (``frontend="eager"``:
+``lambda b: {"input_ids": ids[:b], "labels": ids[:b]}``).
+
+With ``frontend="eager"`` (peakmem.eager_step) every size is recorded
+anew, as ``method="search"`` does; no Thunder trace is made.
 
 ``method="formula"`` (the default) traces the step with Thunder at three
 sizes (peakmem.batch_formula: two derive the step at every size, the third
@@ -130,6 +134,11 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     if method not in ("formula", "search"):
         raise ValueError(f"method must be 'formula' or 'search', got {method!r}")
     shown = _Progress(progress, limit)
+    if step_kwargs.get("frontend") == "eager":
+        # The formula is derived from Thunder's traces; an eager step is
+        # recorded anew at each size (in about a second for a 7B model).
+        reason = None if method == "search" else "the eager front end estimates each size (no Thunder trace)"
+        return shown.done(_search(model, make_inputs, limit, low, high, step_kwargs, reason=reason, shown=shown))
     if method == "search":
         return shown.done(_search(model, make_inputs, limit, low, high, step_kwargs, shown=shown))
     sizes = _check_sizes(sizes, verify)
@@ -226,11 +235,19 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
         if n not in reports:
             if shown is not None:
                 shown.tracing(n, None)
-            reports[n] = estimate_step(model, *make_inputs(n), budget=limit, **step_kwargs)
-            traces += 1
+            inputs = make_inputs(n)
+            if isinstance(inputs, dict):  # keyword inputs (frontend="eager")
+                reports[n] = estimate_step(model, kwargs=inputs, budget=limit, **step_kwargs)
+            else:
+                reports[n] = estimate_step(model, *inputs, budget=limit, **step_kwargs)
+            seconds = reports[n].seconds
+            if "thunder" in seconds:
+                traces += 1
+                how = f"traced in {seconds['thunder']:.1f} s"
+            else:
+                how = f"recorded eagerly in {seconds['record']:.1f} s"
             if shown is not None:
-                shown.judged(n, reports[n].peak_bytes, reports[n].fits,
-                             f"traced in {reports[n].seconds['thunder']:.1f} s")
+                shown.judged(n, reports[n].peak_bytes, reports[n].fits, how)
         return reports[n].fits
 
     if not fits(low):

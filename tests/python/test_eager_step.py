@@ -128,3 +128,26 @@ def test_a_model_thunder_cannot_trace_gets_thunders_reason_and_the_way_out():
     assert message.startswith("Thunder 0.2.6 could not trace the step: ")
     assert "while tracing LanguageModelLoss." in message and "frontend='eager'" in message
     assert len(message) < 400  # the module's repr is not in it
+
+
+def test_the_largest_batch_of_an_eager_step():
+    # GPT-2 on meta with AdamW: the largest batch whose step fits the peak
+    # measured on the CPU at batch 3 is 3 (the peak grows with the batch:
+    # the activations and the logits do), and a budget a byte smaller is 2.
+    cpu_model, _ = FAMILIES["gpt2"]("cpu")
+    ids = torch.zeros(3, 16, dtype=torch.int64)
+    measured = peakmem.measure_step(cpu_model, kwargs={"input_ids": ids, "labels": ids},
+                                    optimizer=torch.optim.AdamW, frontend="eager").peak_bytes
+    model, _ = FAMILIES["gpt2"]("meta")
+
+    def batch(b):  # a fresh storage per size (a slice would hold the whole tensor's)
+        tokens = torch.zeros(b, 16, dtype=torch.int64, device="meta")
+        return {"input_ids": tokens, "labels": tokens}
+
+    lines = []
+    options = dict(optimizer=torch.optim.AdamW, frontend="eager", progress=lines.append)
+    r = peakmem.max_batch_size(model, batch, measured, **options)
+    assert (r.batch_size, r.report.peak_bytes, r.traces) == (3, measured, 0)
+    assert any("recorded eagerly" in line for line in lines)
+    smaller = peakmem.max_batch_size(model, batch, measured - 1, **options)
+    assert smaller.batch_size == 2
