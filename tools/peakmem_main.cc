@@ -31,9 +31,12 @@
 #include <optional>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "peakmem/analyze.h"
+#include "peakmem/frontend/recorded_step_file.h"
 #include "peakmem/frontend/step_file.h"
+#include "peakmem/models/recorded_step.h"
 #include "peakmem/planning/planner.h"
 #include "peakmem/planning/step_recompute.h"
 #include "peakmem/report/report_diff.h"
@@ -567,6 +570,15 @@ std::vector<std::string> StepFormats() {
   return out;
 }
 
+// A step file's text (either kind: traced or recorded).
+std::string ReadStepFileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw peakmem::StepFileError(path + ": cannot read the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 int RunStep(const StepArgs& args) {
   return Guarded(args.file, [&] {
     std::optional<std::string_view> conf;
@@ -577,24 +589,36 @@ int RunStep(const StepArgs& args) {
     peakmem::TrainingStepReportOptions report;
     report.name = args.file;
     if (!args.budget.empty()) report.budget = BudgetBytes(args.budget);
-    peakmem::StepFile step = peakmem::LoadStepFile(args.file);
-    if (args.steps > 0) step.spec.steps = args.steps;
-    if (args.zero_grad) step.spec.zero_grad = true;
-    if (args.keep_grad) step.spec.zero_grad = false;
-    report.optimizer = step.optimizer;
-    const peakmem::TrainingStepResult result = SimulatingStepFile(args.file, [&] {
-      return peakmem::SimulateTrainingStep(step.forward, step.backward,
-                                           step.optimizer_first ? &*step.optimizer_first : nullptr,
-                                           step.optimizer_later ? &*step.optimizer_later : nullptr, step.spec,
-                                           !summary, allocator);
-    });
+    const std::string text = ReadStepFileText(args.file);
+    peakmem::TrainingStepResult result;
+    if (std::optional<peakmem::RecordedStep> recorded = peakmem::ParseRecordedStepFile(args.file, text)) {
+      if (args.steps > 0 || args.zero_grad || args.keep_grad) {
+        throw peakmem::StepFileError(args.file + ": a recorded step's iterations and zero_grad were fixed when it "
+                                     "was recorded (--steps, --zero-grad and --keep-grad do not apply): record it "
+                                     "again with peakmem.export_step(..., frontend='eager')");
+      }
+      report.optimizer = recorded->optimizer;
+      result = SimulatingStepFile(args.file, [&] { return peakmem::SimulateRecordedStep(*recorded, !summary, allocator); });
+    } else {
+      peakmem::StepFile step = peakmem::ParseStepFile(args.file, text);
+      if (args.steps > 0) step.spec.steps = args.steps;
+      if (args.zero_grad) step.spec.zero_grad = true;
+      if (args.keep_grad) step.spec.zero_grad = false;
+      report.optimizer = step.optimizer;
+      result = SimulatingStepFile(args.file, [&] {
+        return peakmem::SimulateTrainingStep(step.forward, step.backward,
+                                             step.optimizer_first ? &*step.optimizer_first : nullptr,
+                                             step.optimizer_later ? &*step.optimizer_later : nullptr, step.spec,
+                                             !summary, allocator);
+      });
+    }
     if (!summary) {  // --format took only registered names
       const peakmem::ReportWriter& writer = *peakmem::FindWriter(args.format);
       return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { writer.Write(result.step, {}, sink); });
     }
-    const std::string text = args.format == "json" ? peakmem::TrainingStepToJson(result, report)
-                                                   : peakmem::TrainingStepToText(result, report);
-    return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { sink(text); });
+    const std::string out = args.format == "json" ? peakmem::TrainingStepToJson(result, report)
+                                                  : peakmem::TrainingStepToText(result, report);
+    return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { sink(out); });
   });
 }
 

@@ -821,5 +821,39 @@ TEST_F(Cli, NcclsBuffersAreAnEstimateApart) {
   EXPECT_NE(zero.err.find("--nccl-channels"), std::string::npos) << zero.err;
 }
 
+// RecordedStep.TheRecordIsTheStream's step (src/models/recorded_step_test.cc),
+// as a recorded step file: peak 180 in the backward, final 144, by hand.
+const char* kRecordedStepFile = R"json({"peakmem_recorded_step": 1, "optimizer": null,
+ "storages": [[64, "parameter w", 0, "lin", "cpu", false], [16, "input", 1, "", "cpu", false],
+              [32, "aten.mm.default", 4, "lin", "cpu", false], [4, "aten.sum.default", 5, "", "cpu", false],
+              [8, "(scratch)", 5, "", "cpu", true], [64, "aten.mm.default", 2, "lin", "cpu", false]],
+ "held": [0, 1],
+ "statements": [["aten.mm.default", "mm", [2]], ["aten.sum.default", "sum", [3, 4, -5]],
+                ["aten.mm.default", "mm backward", [5, -3]], ["step() returns", "the loss released", [-4]]],
+ "phases": [["forward", 1, 0, 2], ["backward", 1, 2, 3], ["optimizer", 1, 3, 4]], "diagnostics": []})json";
+
+TEST_F(Cli, StepReadsARecordedStepFile) {
+  const std::string path = TempPath("recorded.json");
+  WriteFile(path, kRecordedStepFile);
+  const CliResult r = RunCli("step " + ShellQuote(path) + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::ordered_json report = nlohmann::ordered_json::parse(r.out);
+  EXPECT_EQ(report.at("peak_bytes"), 180);
+  EXPECT_EQ(report.at("final_bytes"), 144);
+  EXPECT_EQ(report.at("phase_at_peak"), "backward");
+  // A malformed entry is named; the iteration options do not apply.
+  std::string broken = kRecordedStepFile;
+  broken.replace(broken.find("[2]]"), 4, "[\"x\"]]");
+  WriteFile(path, broken);
+  const CliResult bad = RunCli("step " + ShellQuote(path));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("'statements[0]' must hold an integer"), std::string::npos) << bad.err;
+  WriteFile(path, kRecordedStepFile);
+  const CliResult steps = RunCli("step " + ShellQuote(path) + " --steps 2");
+  EXPECT_EQ(steps.exit_code, 1);
+  EXPECT_NE(steps.err.find("fixed when it was recorded"), std::string::npos) << steps.err;
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace peakmem

@@ -41,7 +41,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["record_step", "estimate_eager_step", "measure_eager_step"]
+__all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
 
 CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries")
 _PARAMETERS, _INPUTS, _GRADIENTS, _STATE, _ACTIVATIONS, _TEMPORARIES = range(6)
@@ -519,6 +519,22 @@ def estimate_eager_step(model: Any, inputs: tuple, *, kwargs: dict | None, loss_
     result = _core.simulate_recorded_step(record.storages, record.held, record.statements, record.phases,
                                           record.diagnostics, events=True, **pricing)
     return result, recording
+
+
+def recorded_step_file(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: Callable | None,
+                       gradient: str | None, optimizer: Any, optimizer_kwargs: dict | None, steps: int,
+                       zero_grad: bool) -> dict:
+    """The recorded step as a recorded step file's JSON object
+    (docs/step-file.md, "Recorded steps"): what ``peakmem step`` reads."""
+    record = record_step(model, *inputs, kwargs=kwargs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
+                         optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad)
+    description = None
+    if optimizer is not None:
+        name = getattr(optimizer, "__name__", type(optimizer).__name__)
+        description = f"{name}({', '.join(f'{k}={v!r}' for k, v in (optimizer_kwargs or {}).items())})"
+    return {"peakmem_recorded_step": 1, "optimizer": description, "storages": record.storages,
+            "held": record.held, "statements": [list(s) for s in record.statements],
+            "phases": [list(p) for p in record.phases], "diagnostics": record.diagnostics}
 
 
 def measure_eager_step(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: Callable | None,

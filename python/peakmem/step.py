@@ -694,13 +694,29 @@ def export_step(
     strategy: str | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
+    kwargs: dict | None = None,
+    frontend: Literal["thunder", "eager"] = "thunder",
 ) -> dict:
     """The step ``estimate_step`` would simulate, as a portable step file
     (docs/step-file.md): both traces as printed text, the names that join
     them, what the step holds, each value's module, and the optimizer's
     ``step()`` programs. Written to `path` (JSON) when given; returned as
     a dict either way. ``peakmem step STEP.json`` simulates it without
-    Python, with the same numbers as ``estimate_step``."""
+    Python, with the same numbers as ``estimate_step``. With
+    ``frontend="eager"`` the file is the recorded step (docs/step-file.md,
+    "Recorded steps"; peakmem.eager_step)."""
+    if _eager(frontend, kwargs, transform=transform):
+        from .eager_step import recorded_step_file
+
+        out = recorded_step_file(model, tuple(inputs), kwargs=kwargs, loss_fn=loss_fn, gradient=gradient,
+                                 optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
+                                 zero_grad=zero_grad)
+        if path is not None:
+            import json
+
+            with open(path, "w") as f:
+                json.dump(out, f)
+        return out
     _torch, thunder = _import_torch_and_thunder()
     spec, _ = _check_arguments(steps, optimizer, optimizer_kwargs, None)
     module = _checked_step_module(model, tuple(inputs), loss_fn, transform)

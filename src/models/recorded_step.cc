@@ -51,7 +51,7 @@ class RecordedEmitter {
 // Each statement's row label: its phase's "forward 1", else "step".
 std::vector<std::string> Labels(const RecordedStep& step) {
   std::vector<std::string> labels(step.statements.size(), "step");
-  for (const ReportPhase& p : step.phases) {
+  for (const RecordedPhase& p : step.phases) {
     if (p.first < 0 || p.end < p.first || static_cast<std::size_t>(p.end) > step.statements.size()) {
       throw std::invalid_argument("the phase " + p.name + " spans statements [" + std::to_string(p.first) + ", " +
                                   std::to_string(p.end) + "), not within the record's " +
@@ -82,8 +82,12 @@ TrainingStepResult SimulateRecordedStep(const RecordedStep& step, bool events, c
     stream.End(labels[i], statement.op, statement.source, 0);
   }
   TrainingStepResult out;
-  for (const ReportPhase& p : step.phases) out.phases.push_back({p.name, p.iteration, 0, 0, 0, 0, p.first, p.end});
-  FinishTrainingStep(stream, step.phases, modules, allocator, &out);
+  std::vector<ReportPhase> phases;
+  for (const RecordedPhase& p : step.phases) {
+    out.phases.push_back({p.name, p.iteration, 0, 0, 0, 0, p.first, p.end});
+    phases.push_back({p.name, p.iteration, p.first, p.end});
+  }
+  FinishTrainingStep(stream, phases, modules, allocator, &out);
   out.step.diagnostics = step.diagnostics;
   return out;
 }

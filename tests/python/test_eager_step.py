@@ -151,3 +151,24 @@ def test_the_largest_batch_of_an_eager_step():
     assert any("recorded eagerly" in line for line in lines)
     smaller = peakmem.max_batch_size(model, batch, measured - 1, **options)
     assert smaller.batch_size == 2
+
+
+def test_a_recorded_step_file_runs_in_the_cli(tmp_path):
+    # export_step(frontend="eager") writes the record; `peakmem step` reads
+    # it without Python and gives the measured step's numbers.
+    import json
+    import subprocess
+
+    from conftest import cli
+
+    model, kwargs = FAMILIES["llama"]("cpu")
+    path = tmp_path / "llama.json"
+    peakmem.export_step(model, kwargs=kwargs, optimizer=torch.optim.SGD, frontend="eager", path=str(path))
+    measured = peakmem.measure_step(model, kwargs=kwargs, optimizer=torch.optim.SGD, frontend="eager")
+    out = subprocess.run([cli(), "step", str(path), "--format", "json"], capture_output=True, text=True,
+                         check=True).stdout
+    report = json.loads(out)
+    assert (report["peak_bytes"], report["final_bytes"]) == (measured.peak_bytes, measured.final_bytes)
+    assert report["phase_at_peak"] == "backward"
+    refused = subprocess.run([cli(), "step", str(path), "--steps", "2"], capture_output=True, text=True)
+    assert refused.returncode == 1 and "fixed when it was recorded" in refused.stderr

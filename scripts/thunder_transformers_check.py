@@ -1,0 +1,181 @@
+"""Can Thunder trace a training step of tiny Hugging Face transformers models?
+
+For each family (gpt2, llama, bert, t5, vit) a tiny randomly initialised
+model is built from its config and wrapped in an ``nn.Module`` whose
+``forward`` returns the model's loss; then ``peakmem.estimate_step`` (Thunder
+traces the step) and ``peakmem.measure_step`` (the step run for real on the
+CPU) are called with ``optimizer=torch.optim.AdamW``, and one table row per
+family says whether the estimate worked and whether its peak and final bytes
+equal the measured ones (else the failure's one-line reason).
+
+    .venv/bin/python scripts/thunder_transformers_check.py [--families gpt2,llama,bert,t5,vit]
+
+Other transformers versions, installed beside the venv's own (which is not
+touched) with ``pip --target``, are checked by putting them first on
+``PYTHONPATH``::
+
+    V=4.57.6
+    .venv/bin/pip install --no-deps --target /tmp/tf/$V transformers==$V
+    PYTHONPATH=/tmp/tf/$V:$DEPS .venv/bin/python scripts/thunder_transformers_check.py
+
+where ``$DEPS`` holds what that version needs and the venv's newer packages
+do not satisfy (transformers checks the versions at import):
+
+* 5.x before about 5.2x: ``huggingface_hub>=1.3,<2`` (with its dependencies,
+  httpx among them) and ``tokenizers==0.22.1``, e.g.
+  ``pip install --target /tmp/tf/d5 "huggingface_hub>=1.3,<2"`` and
+  ``pip install --no-deps --target /tmp/tf/d5 tokenizers==0.22.1``.
+* 4.5x: ``huggingface_hub<1.0`` (with requests) and a tokenizers in the
+  range that version's ``transformers/dependency_versions_table.py`` names.
+* Older transformers also break on import against the venv's ``kernels``
+  package (``ValueError: Either a revision or a version must be
+  specified``); hide it with a stub directory holding
+  ``kernels/__init__.py`` that is ``raise ImportError``, put on
+  ``PYTHONPATH`` too.
+
+Exit status 0 when every family's estimate equals the measurement.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+
+import peakmem  # before anything imports thunder: it patches torch for Thunder 0.2.6
+import torch
+
+FAMILIES = ("gpt2", "llama", "bert", "t5", "vit")
+BATCH, SEQ, VOCAB = 2, 8, 128
+
+
+class _LossOf(torch.nn.Module):
+    """``forward(*inputs)`` returns ``model(**kwargs(*inputs)).loss``."""
+
+    def __init__(self, model, kwargs):
+        super().__init__()
+        self.model = model
+        self._kwargs = kwargs
+
+    def forward(self, *inputs):
+        return self.model(**self._kwargs(*inputs)).loss
+
+
+def build(family: str):
+    """Returns ``(wrapper, inputs)`` for `family`'s tiny model."""
+    import transformers as tf
+
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ))
+    if family == "gpt2":
+        model = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=VOCAB,
+                                                 n_positions=32))
+        return _LossOf(model, lambda i: dict(input_ids=i, labels=i)), (ids,)
+    if family == "llama":
+        model = tf.LlamaForCausalLM(tf.LlamaConfig(
+            num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=32))
+        return _LossOf(model, lambda i: dict(input_ids=i, labels=i)), (ids,)
+    if family == "bert":
+        model = tf.BertForMaskedLM(tf.BertConfig(
+            num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+            vocab_size=VOCAB, max_position_embeddings=32))
+        return _LossOf(model, lambda i: dict(input_ids=i, labels=i)), (ids,)
+    if family == "t5":
+        model = tf.T5ForConditionalGeneration(tf.T5Config(
+            num_layers=2, num_decoder_layers=2, d_model=64, d_ff=128, d_kv=16, num_heads=4,
+            vocab_size=VOCAB, decoder_start_token_id=0))
+        labels = torch.randint(0, VOCAB, (BATCH, SEQ))
+        return _LossOf(model, lambda i, l: dict(input_ids=i, labels=l)), (ids, labels)
+    if family == "vit":
+        model = tf.ViTForImageClassification(tf.ViTConfig(
+            num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+            image_size=32, patch_size=8, num_labels=10))
+        pixels = torch.randn(BATCH, 3, 32, 32)
+        labels = torch.randint(0, 10, (BATCH,))
+        return _LossOf(model, lambda p, l: dict(pixel_values=p, labels=l)), (pixels, labels)
+    raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
+
+
+def _reason(exc: BaseException) -> str:
+    """One line: the type and first message line of `exc`'s innermost cause
+    (peakmem wraps Thunder's error in a RuntimeError of its own)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc).strip().splitlines()
+    line = f"{type(exc).__name__}: {text[0] if text else ''}"
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def check(family: str, verbose: bool = False) -> dict:
+    row = {"family": family, "estimate": "-", "peak": "-", "final": "-", "match": False, "reason": ""}
+    start = time.perf_counter()
+    try:
+        torch.manual_seed(0)
+        wrapper, inputs = build(family)
+        wrapper.train()
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        row["reason"] = "build: " + _reason(exc)
+        return row
+    try:
+        r = peakmem.estimate_step(wrapper, *inputs, optimizer=torch.optim.AdamW)
+        row["estimate"] = "ok"
+    except Exception as exc:  # noqa: BLE001
+        row["estimate"] = "FAIL"
+        row["reason"] = "estimate: " + _reason(exc)
+        if verbose:
+            traceback.print_exc()
+        row["seconds"] = time.perf_counter() - start
+        return row
+    try:
+        m = peakmem.measure_step(wrapper, *inputs, optimizer=torch.optim.AdamW)
+    except Exception as exc:  # noqa: BLE001
+        row["reason"] = "measure: " + _reason(exc)
+        if verbose:
+            traceback.print_exc()
+        row["seconds"] = time.perf_counter() - start
+        return row
+    row["peak"] = f"{r.peak_bytes}/{m.peak_bytes}"
+    row["final"] = f"{r.final_bytes}/{m.final_bytes}"
+    row["match"] = r.peak_bytes == m.peak_bytes and r.final_bytes == m.final_bytes
+    if not row["match"]:
+        row["reason"] = "estimate != measurement"
+    row["seconds"] = time.perf_counter() - start
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--families", default=",".join(FAMILIES),
+                        help=f"comma-separated subset of {','.join(FAMILIES)} (default: all)")
+    parser.add_argument("--verbose", action="store_true", help="print failures' tracebacks")
+    args = parser.parse_args(argv)
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    for f in families:
+        if f not in FAMILIES:
+            parser.error(f"unknown family {f!r}; known: {', '.join(FAMILIES)}")
+
+    import transformers
+    import thunder
+
+    print(f"torch {torch.__version__}, lightning-thunder {thunder.__version__}, "
+          f"transformers {transformers.__version__} ({transformers.__file__})", flush=True)
+    rows = []
+    for family in families:
+        rows.append(check(family, verbose=args.verbose))
+        row = rows[-1]
+        print(f"  {family}: estimate {row['estimate']}, match {row['match']} "
+              f"({row.get('seconds', 0):.1f}s) {row['reason']}", flush=True)
+
+    header = ("family", "estimate", "peak est/meas", "final est/meas", "match", "reason")
+    table = [header] + [(r["family"], r["estimate"], r["peak"], r["final"], "yes" if r["match"] else "no",
+                         r["reason"]) for r in rows]
+    widths = [max(len(str(t[i])) for t in table) for i in range(len(header) - 1)]
+    print()
+    print(f"transformers {transformers.__version__}")
+    for t in table:
+        print("  ".join(str(c).ljust(w) for c, w in zip(t, widths)) + "  " + t[-1])
+    return 0 if all(r["match"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
