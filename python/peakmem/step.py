@@ -726,7 +726,7 @@ def export_step(
     s = program.spec
     out: dict[str, Any] = {
         "peakmem_step": 1,
-        "steps": s["steps"], "zero_grad": s["zero_grad"], "torch_threads": s["cpu_threads"],
+        "steps": s["steps"], "zero_grad": s["zero_grad"], "torch_threads": s["torch_threads"],
         "rank": s["rank"], "world_size": s["world_size"],
         "parameter_bytes": s["parameter_bytes"], "input_bytes": s["input_bytes"],
         "input_storages": s["input_storages"],
@@ -795,7 +795,7 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
         "input_storages": _distinct_storages(_input_tensors(inputs)),
         "steps": steps, "zero_grad": zero_grad,
         **_rank_and_world_size(),
-        "cpu_threads": torch.get_num_threads(),  # the kernels' per-thread scratch
+        "torch_threads": torch.get_num_threads(),  # the kernels' per-thread scratch
         "value_modules": module_paths.value_modules([fw, bw], arguments, gradient_modules),
         "held": module_paths.held_tensors(holder, _storage_key, _storage_nbytes),
         "optimizer_modules": {},

@@ -9,6 +9,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "live_reader.h"
@@ -558,7 +559,22 @@ T Field(const nb::dict& spec, const char* key, T fallback) {
 }
 
 // TrainingStepSpec from peakmem.step's dict (its keys are the struct's fields).
+// simulate_step's spec keys: TrainingStepSpec's fields, the rank the
+// traces are read as, and what Python keeps beside them (a recomputation's
+// choice, which the simulation does not read).
+constexpr std::string_view kStepSpecKeys[] = {
+    "saved",      "outputs",         "flat_args",         "grads",         "cotangents",       "cotangent_bytes",
+    "parameter_bytes", "input_bytes", "trainable_bytes",  "optimizer_state", "optimizer_name", "steps",
+    "zero_grad",  "torch_threads",   "value_modules",     "optimizer_modules", "held",          "input_storages",
+    "rank",       "world_size",      "recomputation"};
+
 peakmem::TrainingStepSpec StepSpec(const nb::dict& d) {
+  for (const auto& [key, value] : d) {
+    const std::string name = nb::cast<std::string>(key);
+    if (std::find(std::begin(kStepSpecKeys), std::end(kStepSpecKeys), name) == std::end(kStepSpecKeys)) {
+      throw std::invalid_argument("the step spec has an unknown key '" + name + "'");
+    }
+  }
   using Names = std::vector<std::string>;
   using NameMap = std::map<std::string, std::string>;
   peakmem::TrainingStepSpec spec;
@@ -575,7 +591,7 @@ peakmem::TrainingStepSpec StepSpec(const nb::dict& d) {
   spec.optimizer_name = Field(d, "optimizer_name", std::string());
   spec.steps = Field(d, "steps", 1);
   spec.zero_grad = Field(d, "zero_grad", true);
-  spec.cpu_threads = Field(d, "cpu_threads", 0);
+  spec.cpu_threads = Field(d, "torch_threads", 0);
   for (const auto& [k, v] : Field(d, "value_modules", NameMap{})) spec.value_modules.emplace(k, v);
   for (const auto& [k, v] : Field(d, "optimizer_modules", NameMap{})) spec.optimizer_modules.emplace(k, v);
   using Held = std::vector<std::tuple<std::string, std::int64_t, bool>>;

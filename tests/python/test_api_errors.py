@@ -145,3 +145,11 @@ def test_good_input_still_works():
     text = 'def computation(x):\n  # x: "cpu f32[4]"\n  t0 = torch.mul(x, x)  # t0: "cpu f32[4]"\n  return t0\n'
     report = peakmem.analyze(text, model="thunder")
     assert (report.peak_bytes, report.final_bytes) == (32, 32)
+
+
+def test_a_step_spec_with_an_unknown_key_is_refused():
+    # The spec's keys are read in C++; a misspelt one is not silently defaulted.
+    from peakmem import _core
+
+    with pytest.raises(ValueError, match="unknown key 'cpu_threads'"):
+        _core.simulate_step("", "", spec={"cpu_threads": 1})
