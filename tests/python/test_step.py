@@ -165,7 +165,7 @@ def test_a_module_thunder_cannot_trace_is_an_error(thunder):
                 return y.sum()
             return y.mean()
 
-    with pytest.raises(RuntimeError, match="Thunder could not trace the step"):
+    with pytest.raises(RuntimeError, match=r"Thunder [0-9.]+ could not trace the step"):
         peakmem.estimate_step(DataDependent(), torch.randn(2, 4))
 
 
