@@ -1,4 +1,4 @@
-#include "peakmem/models/nccl_buffers.h"
+#include "peakmem/allocators/nccl_buffers.h"
 
 #include <algorithm>
 #include <set>
