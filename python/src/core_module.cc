@@ -699,6 +699,17 @@ NB_MODULE(_core, m) {
       "know the op.");
 
   m.def(
+      "op_int64_indices_argument",
+      [](const std::string& symbol) -> int {
+        const peakmem::OpInfo* op = peakmem::FindOp(symbol);
+        return op == nullptr ? -1 : op->int64_indices_argument;
+      },
+      nb::arg("symbol"),
+      "The positional argument of the op that is the int64 indices tensor ATen made where Thunder "
+      "types it like the pooled input (OpInfo::int64_indices_argument), or -1 for none (unknown "
+      "ops included).");
+
+  m.def(
       "op_recompute_cost",
       [](const std::string& symbol) -> std::string {
         const peakmem::OpInfo* op = peakmem::FindOp(symbol);
