@@ -40,7 +40,7 @@
 #include "peakmem/planning/planner.h"
 #include "peakmem/planning/step_recompute.h"
 #include "peakmem/report/report_diff.h"
-#include "peakmem/report/training_step_report.h"
+#include "peakmem/models/training_step_report.h"
 #include "peakmem/report/writer.h"
 
 namespace {

@@ -792,7 +792,7 @@ TEST_F(Cli, OlderDTensorTypesReadWithTheLayoutGiven) {
 }
 
 // A rank's all-gather over 4 ranks: NCCL's buffers are an estimate apart
-// (models/nccl_buffers.h, derived in its test): with 16 channels a ring of
+// (allocators/nccl_buffers.h, derived in its test): with 16 channels a ring of
 // 16 x 12 MiB and channel structures of 16 x 6 + 4 MiB, 292 MiB; with 4
 // channels 4 x 12 + 4 x 6 + 4 = 76 MiB. The exact figures do not move.
 TEST_F(Cli, NcclsBuffersAreAnEstimateApart) {

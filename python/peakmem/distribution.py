@@ -105,7 +105,7 @@ def fake_process_group(world_size: int, rank: int) -> Iterator[None]:
 def nccl_estimate(world_size: int, collectives: list[str], **options: Any) -> dict:
     """NCCL's own device buffers on one rank: an estimate, outside
     PyTorch's allocator and apart from every exact figure
-    (docs/nccl-buffers.md; peakmem/models/nccl_buffers.h). `collectives`:
+    (docs/nccl-buffers.md; peakmem/allocators/nccl_buffers.h). `collectives`:
     "all_reduce", "all_gather", "reduce_scatter", "broadcast"; `options`:
     channels (16), gpus_per_node (8), nvls (False), communicators (1),
     simple_bytes / ll_bytes / ll128_bytes (NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE,

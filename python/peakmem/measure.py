@@ -184,20 +184,18 @@ def detect_convention(trace: Any) -> str:
 # Inputs
 
 
-# Ops whose argument at this position is the int64 indices tensor ATen's
-# forward made, though Thunder types it like the pooled input
-# (thunder/executors/torchex.py, _max_pool_with_indices_helper: both outputs
-# `TensorProxy(like=a)`); the op registry's OpInfo::int64_indices_argument.
-_INDICES_ARGUMENT = {f"max_pool{n}d_with_indices_backward": 7 for n in (1, 2, 3)}
-
-
 def _int64_index_arguments(trace: Any) -> set:
     """Names of the trace's arguments that are max-pool indices (made int64,
-    all zeros: index 0 is in range for every pooling window's plane)."""
+    all zeros: index 0 is in range for every pooling window's plane). Which
+    argument of which op is one, the op registry says
+    (OpInfo::int64_indices_argument): ATen's forward made it int64, though
+    Thunder types it like the pooled input."""
+    from . import _core
+
     names = set()
     for bsym in getattr(trace, "bound_symbols", ()) if trace is not None else ():
-        at = _INDICES_ARGUMENT.get(bsym.sym.name)
-        if at is not None and at < len(bsym.args) and hasattr(bsym.args[at], "name"):
+        at = _core.op_int64_indices_argument(bsym.sym.name)
+        if 0 <= at < len(bsym.args) and hasattr(bsym.args[at], "name"):
             names.add(bsym.args[at].name)
     return names
 

@@ -757,7 +757,7 @@ def export_step(
 class _StepProgram:
     """A step ready to simulate: the forward and backward (live TraceCtx),
     the optimizer's step() programs (text; None without one) and the dict
-    of TrainingStepSpec's fields that joins them (models/training_step.h)."""
+    of TrainingStepSpec's fields that joins them (ir/training_step_spec.h)."""
 
     forward: Any
     backward: Any

@@ -17,7 +17,7 @@
 #include "peakmem/planning/planner.h"
 #include "peakmem/planning/recompute_search.h"
 #include "peakmem/frontend/trace_json_writer.h"
-#include "peakmem/models/nccl_buffers.h"
+#include "peakmem/allocators/nccl_buffers.h"
 #include "peakmem/models/recorded_step.h"
 #include "peakmem/models/training_step.h"
 #include "peakmem/report/allocator_summary.h"
@@ -32,7 +32,7 @@ namespace nb = nanobind;
 
 namespace {
 
-// models/nccl_buffers.h's estimate as a dict: the JSON report's nccl_estimate.
+// allocators/nccl_buffers.h's estimate as a dict: the JSON report's nccl_estimate.
 nb::object NcclToDict(const peakmem::NcclEstimate& e) {
   return nb::module_::import_("json").attr("loads")(peakmem::NcclSummaryJson(e).dump());
 }
@@ -282,7 +282,7 @@ void BindReport(nb::module_& m) {
             return NcclToDict(*r.nccl);
           },
           "For a distributed trace of known world size with collectives: NCCL's own device buffers, "
-          "an estimate apart from every other figure (models/nccl_buffers.h; docs/nccl-buffers.md), "
+          "an estimate apart from every other figure (allocators/nccl_buffers.h; docs/nccl-buffers.md), "
           "with the defaults (16 channels, 8 GPUs a node); peakmem.nccl_estimate takes other options")
       .def_prop_ro(
           "live_at_peak",
@@ -810,7 +810,7 @@ NB_MODULE(_core, m) {
       nb::arg("world_size"), nb::arg("collectives"), nb::arg("channels") = 16, nb::arg("gpus_per_node") = 8,
       nb::arg("nvls") = false, nb::arg("communicators") = 1, nb::arg("simple_bytes") = std::int64_t{4} << 20,
       nb::arg("ll_bytes") = std::int64_t{512} << 10, nb::arg("ll128_bytes") = 4915200, nb::arg("cumem") = true,
-      "NCCL's own device buffers for one rank (models/nccl_buffers.h): an estimate, apart from "
+      "NCCL's own device buffers for one rank (allocators/nccl_buffers.h): an estimate, apart from "
       "PyTorch's allocator. collectives: 'all_reduce', 'all_gather', 'reduce_scatter', 'broadcast'.");
   m.def("nccl_collective_of", &peakmem::NcclCollectiveOf,
         "The NCCL collective a trace op runs ('' for none)");
@@ -825,6 +825,17 @@ NB_MODULE(_core, m) {
       nb::arg("symbol"),
       "The op registry's rule for a Thunder symbol name in words, or None when peakmem does not "
       "know the op.");
+
+  m.def(
+      "op_int64_indices_argument",
+      [](const std::string& symbol) -> int {
+        const peakmem::OpInfo* op = peakmem::FindOp(symbol);
+        return op == nullptr ? -1 : op->int64_indices_argument;
+      },
+      nb::arg("symbol"),
+      "The positional argument of the op that is the int64 indices tensor ATen made where Thunder "
+      "types it like the pooled input (OpInfo::int64_indices_argument), or -1 for none (unknown "
+      "ops included).");
 
   m.def(
       "op_recompute_cost",

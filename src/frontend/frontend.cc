@@ -108,4 +108,14 @@ ParsedTrace ReadTrace(std::shared_ptr<const SourceFile> source, const ReadOption
   return parsed;
 }
 
+ParsedTrace ParseTrace(const std::string& name, std::string text,
+                       const TextReadOptions& text_options) {
+  return ReadTrace(std::make_shared<const SourceFile>(name, std::move(text)),
+                   ReadOptions{text_options});
+}
+
+ParsedTrace LoadTrace(const std::string& path, const TextReadOptions& text_options) {
+  return ReadTrace(SourceFile::Map(path), ReadOptions{text_options});
+}
+
 }  // namespace peakmem

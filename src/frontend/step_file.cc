@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "peakmem/analyze.h"
+#include "peakmem/frontend/frontend.h"
 
 namespace peakmem {
 namespace {

@@ -417,13 +417,13 @@ bool TextReader::ReadClear(Statement& s, const Expr& rhs, std::size_t assign) {
   const std::string_view callee = rhs.text;
   const std::size_t dot = callee.rfind('.');
   const std::string_view last = dot == std::string::npos ? callee : callee.substr(dot + 1);
-  if ((last != "clear_mutable_collection" && last != "clear_collection") ||
+  if ((last != kClearSymbol && last != kLegacyClearSymbol) ||
       assign != std::string::npos) {
     return false;
   }
   s.kind = StatementKind::kClear;
   s.call_symbol = builder_.InternCallSymbol(callee, last, last);
-  s.legacy_clear = last == "clear_collection";
+  s.legacy_clear = last == kLegacyClearSymbol;
   if (rhs.items.size() != 1 || rhs.items[0].kind != Expr::Kind::kValue) {
     Fail(rhs.at, std::string(last) + " expects one collection name");
   }

@@ -477,8 +477,8 @@ void JsonReader::FinishStatement(PendingStatement* p, SourceLocation at) {
       break;
     case StatementKind::kClear:
       if (s.source == kNoValue) Fail(at, "a clear needs a 'source'");
-      if (callee.empty()) callee = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
-      if (symbol.empty()) symbol = s.legacy_clear ? "clear_collection" : "clear_mutable_collection";
+      if (callee.empty()) callee = s.legacy_clear ? kLegacyClearSymbol : kClearSymbol;
+      if (symbol.empty()) symbol = s.legacy_clear ? kLegacyClearSymbol : kClearSymbol;
       if (symbol_id.empty()) symbol_id = symbol;
       s.call_symbol = builder_.InternCallSymbol(callee, symbol, symbol_id);
       break;

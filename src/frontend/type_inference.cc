@@ -22,10 +22,6 @@ void TakeTypes(Trace* trace, const std::vector<ValueId>& outputs,
   }
 }
 
-bool IsFallbackGradient(std::string_view symbol) {
-  return symbol.size() > 4 && symbol.compare(symbol.size() - 4, 4, "_vjp") == 0;
-}
-
 // Whether any output of the pattern has no type yet.
 bool AnyUntyped(const Trace& trace, const Pattern& p) {
   switch (p.kind) {
@@ -102,26 +98,36 @@ std::optional<Dims> PooledShape(const Statement& s, const Dims& in, std::size_t 
   return shape;
 }
 
-// Types the (values, indices) outputs of topk, sort and max pooling.
-void InferValuesAndIndices(Trace* trace, const Statement& s, std::string_view symbol) {
+// The spatial dimensions of a max pooling form (0: not one).
+std::size_t PooledDims(CallForm form) {
+  switch (form) {
+    case CallForm::kMaxPool1d: return 1;
+    case CallForm::kMaxPool2d: return 2;
+    case CallForm::kMaxPool3d: return 3;
+    default: return 0;
+  }
+}
+
+// Types the (values, indices) outputs of topk, sort and max pooling; the
+// indices are int64 except where Thunder types them like the input
+// (OpInfo::int64_indices_output).
+void InferValuesAndIndices(Trace* trace, const Statement& s, const OpInfo& op) {
   const std::vector<ValueId> outputs = FlatOutputs(s);
   if (outputs.size() != 2 || s.args.empty() || s.args[0].kind != Expr::Kind::kValue) return;
   const ValueType& in = *trace->value(s.args[0].value).type;
   if (in.kind != ValueKind::kTensor || in.dtype == nullptr) return;
   std::optional<Dims> shape;
-  bool pooling = false;
-  if (symbol == "topk" || symbol == "sort") {
-    shape = SortedShape(s, in.shape, symbol == "topk");
-  } else {
-    // max_pool{1,2,3}d_with_indices
-    pooling = true;
-    shape = PooledShape(s, in.shape, static_cast<std::size_t>(symbol[8] - '0'));
+  if (op.form == CallForm::kSort || op.form == CallForm::kTopK) {
+    shape = SortedShape(s, in.shape, op.form == CallForm::kTopK);
+  } else if (const std::size_t n = PooledDims(op.form); n > 0) {
+    shape = PooledShape(s, in.shape, n);
   }
   if (!shape) return;
+  const bool typed_like_input = op.int64_indices_output >= 0;
   TypeStringError ignored;
   auto values = MakeTensorType(in.device, in.dtype->short_name, *shape, false, &ignored);
   auto indices =
-      MakeTensorType(in.device, pooling ? in.dtype->short_name : "i64", *shape, false, &ignored);
+      MakeTensorType(in.device, typed_like_input ? in.dtype->short_name : "i64", *shape, false, &ignored);
   if (!values || !indices) return;
   const ValueType* types[2] = {trace->InternType(std::move(*values)),
                                trace->InternType(std::move(*indices))};
@@ -137,8 +143,8 @@ bool InferAliasTypes(Trace* trace, const Statement& s, absl::FunctionRef<bool(Va
   auto any_pending = [&](const std::vector<ValueId>& ids) {
     return std::any_of(ids.begin(), ids.end(), pending);
   };
-  const std::string_view symbol = trace->SymbolOf(s);
-  if (IsFallbackGradient(symbol) && !s.args.empty()) {
+  const OpInfo* op = FindOp(trace->SymbolOf(s));
+  if (op != nullptr && op->output_types == OutputTypes::kForwardInputs && !s.args.empty()) {
     std::vector<ValueId> inputs;
     FlattenValues(s.args[0], &inputs);
     if (any_pending(inputs)) return false;
@@ -147,12 +153,11 @@ bool InferAliasTypes(Trace* trace, const Statement& s, absl::FunctionRef<bool(Va
     if (inputs.size() == outputs.size()) TakeTypes(trace, outputs, inputs);
     return true;
   }
-  const OpInfo* op = FindOp(symbol);
   if (op != nullptr && op->output_types == OutputTypes::kValuesAndIndices) {
     if (!s.args.empty() && s.args[0].kind == Expr::Kind::kValue && pending(s.args[0].value)) {
       return false;
     }
-    InferValuesAndIndices(trace, s, op->name);
+    InferValuesAndIndices(trace, s, *op);
     return true;
   }
   if (op == nullptr || op->effect != OpEffect::kReturnsInput) return true;

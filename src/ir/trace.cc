@@ -32,12 +32,20 @@ const char* StatementKindName(StatementKind kind) {
   return "?";
 }
 
+bool IsStatementSymbol(std::string_view symbol) {
+  for (std::string_view s :
+       {kDelSymbol, kReturnSymbol, kUnpackSymbol, kAssignSymbol, kClearSymbol, kLegacyClearSymbol}) {
+    if (symbol == s) return true;
+  }
+  return false;
+}
+
 std::string_view Trace::SymbolName(const Statement& s) const {
   switch (s.kind) {
-    case StatementKind::kDel: return "python_del";
-    case StatementKind::kReturn: return "python_return";
-    case StatementKind::kUnpack: return "unpack_sequence";
-    case StatementKind::kAssign: return "assign";
+    case StatementKind::kDel: return kDelSymbol;
+    case StatementKind::kReturn: return kReturnSymbol;
+    case StatementKind::kUnpack: return kUnpackSymbol;
+    case StatementKind::kAssign: return kAssignSymbol;
     case StatementKind::kCall:
     case StatementKind::kClear:
       return SymbolOf(s);

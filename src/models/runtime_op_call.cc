@@ -245,7 +245,8 @@ std::int64_t BatchedProductCopies(const ProductOperand (&operands)[2]) {
 std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
   const OpInfo* op = ops_.Find(s);
   if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
-  const bool linear = op->name == "linear";
+  const bool linear = op->form == CallForm::kLinear;
+  const bool matmul = op->form == CallForm::kMatmul;
   ProductOperand operands[2];
   int n = 0;
   for (const Expr& e : s.args) {
@@ -275,7 +276,7 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     }
     return bytes;
   }
-  if ((linear || op->name == "matmul") && da == 1 && db == 2) {
+  if ((linear || matmul) && da == 1 && db == 2) {
     // a.unsqueeze(0).mm(b): the row [1, k] is cloned unless its elements
     // are adjacent (a stride-0 or strided vector is), the matrix unless it
     // has a unit stride.
@@ -283,11 +284,11 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
     return (row_taken ? 0 : a.bytes) +
            (BlasTakesWithUnitStride(b.shape[0], b.shape[1], b.strides[0], b.strides[1]) ? 0 : b.bytes);
   }
-  if (op->name == "matmul" && da == 2 && db == 1) {
+  if (matmul && da == 2 && db == 1) {
     // mv: the matrix unless it has a unit stride; gemv takes the vector at any stride.
     return BlasTakesWithUnitStride(a.shape[0], a.shape[1], a.strides[0], a.strides[1]) ? 0 : a.bytes;
   }
-  if ((!linear && op->name != "matmul") || da == 0 || db == 0 || (da < 3 && db < 3)) return 0;
+  if ((!linear && !matmul) || da == 0 || db == 0 || (da < 3 && db < 3)) return 0;
   if ((da >= 3 && db <= 2) || (db >= 3 && da <= 2)) {
     const ValueType* out = s.outputs.kind == Pattern::Kind::kValue ? ValueOf(s.outputs.value).type : nullptr;
     if (const auto folded = FoldedProductCopies(a, b, out)) return *folded;
@@ -513,7 +514,7 @@ std::int64_t RuntimeModel::DTensorRedistribution(const Statement& s) {
 std::int64_t RuntimeModel::HalfFullReductionCopy(const Statement& s, const OpInfo& op) const {
   const ObjectId in = ArgObject(s, 0);
   const std::vector<ValueId> outs = FlatOutputs(s);
-  if (in == kNone || outs.empty() || op.name != "sum") return 0;
+  if (in == kNone || outs.empty() || !op.half_full_reduction_copy) return 0;
   const Object& input = objects_[in];
   const ValueType& result = *ValueOf(outs[0]).type;
   if (input.kind != Object::Kind::kTensor || input.type->dtype == nullptr || result.dtype != input.type->dtype) return 0;
@@ -592,7 +593,7 @@ ScratchEstimate RuntimeModel::ConvolutionScratch(const Statement& s, const OpInf
   call.output_shape = ValueOf(outs[0]).type->shape;
   call.threads = CpuThreads();
   std::string why_not;
-  if (ReadConvolutionArguments(s, op.name == "conv2d", &call, &why_not)) {
+  if (ReadConvolutionArguments(s, op, &call, &why_not)) {
     if (auto scratch = CpuConvolutionScratch(call, &why_not)) return *scratch;
   }
   Diagnose("line " + std::to_string(s.source_line) + ": what '" + std::string(trace_.SymbolOf(s)) +
@@ -616,7 +617,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
     if (op != nullptr && op->scratch == ScratchRule::kReductionCast) scratch.with_outputs += HalfFullReductionCopy(s, *op);
     if (op != nullptr && op->scratch == ScratchRule::kHalfIndexAdd) scratch.with_outputs += HalfIndexAddBuffer(s);
   }
-  if (op != nullptr && op->name.substr(0, 8) == "dtensor_") {
+  if (op != nullptr && op->redistributes_operands) {
     const std::int64_t redistributed = DTensorRedistribution(s);  // diagnoses what it cannot size
     if (options_.model_scratch) scratch.with_outputs += redistributed;
   }

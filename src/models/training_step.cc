@@ -9,7 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "peakmem/analyze.h"
+#include "peakmem/models/model_choice.h"
 #include "peakmem/models/step_stream.h"
 #include "peakmem/report/attribution.h"
 #include "peakmem/sim/alloc_stream.h"

@@ -162,9 +162,9 @@ std::string PrintWithLastUseFrees(const ParsedTrace& parsed, bool clear_collecti
   std::vector<Statement> original(trace.statements.begin(), trace.statements.end());
   std::string clear_callee;
   if (clear_collections) {
-    clear_callee = "clear_mutable_collection";
+    clear_callee = kClearSymbol;
     for (const Statement& s : original) {
-      if (s.kind == StatementKind::kClear && s.legacy_clear) clear_callee = "clear_collection";
+      if (s.kind == StatementKind::kClear && s.legacy_clear) clear_callee = kLegacyClearSymbol;
     }
   }
   const std::vector<NodeId> order = TraceOrder(g);

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "peakmem/analyze.h"
+#include "peakmem/models/training_step.h"
 #include "peakmem/planning/planned_trace.h"
 #include "peakmem/semantics/op_registry.h"
 

@@ -52,12 +52,13 @@ std::int64_t Bytes(const Dims& shape, const DType* dtype) { return Product(shape
 
 }  // namespace
 
-bool ReadConvolutionArguments(const Statement& s, bool is_conv2d, ConvolutionCall* call,
+bool ReadConvolutionArguments(const Statement& s, const OpInfo& op, ConvolutionCall* call,
                               std::string* why_not) {
   const std::size_t spatial = call->weight.shape.size() >= 2 ? call->weight.shape.size() - 2 : 0;
   const auto stride = SpatialParameter(ArgOrKeyword(s, 3, "stride"), 1, spatial);
   const auto padding = SpatialParameter(ArgOrKeyword(s, 4, "padding"), 0, spatial);
   const auto dilation = SpatialParameter(ArgOrKeyword(s, 5, "dilation"), 1, spatial);
+  const bool is_conv2d = op.form == CallForm::kConv2d;
   const Expr* groups = ArgOrKeyword(s, is_conv2d ? 6 : 8, "groups");
   std::optional<std::int64_t> g = groups == nullptr ? std::optional<std::int64_t>(1) : IntConstant(*groups);
   if (!stride || !padding || !dilation || !g) {

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "peakmem/ir/string_hash.h"
@@ -78,9 +79,10 @@ const std::vector<OpInfo> kReturnsInput = {
 // all_reduce `a.clone()` their input (its memory format), all_reduce works on
 // the input itself with skip_clone=True (its fifth argument). Measured by the
 // distributed corpus (tests/data/distributed).
-OpInfo Collective(std::string_view name, LayoutRule layout) {
+OpInfo Collective(std::string_view name, LayoutRule layout, std::string_view nccl) {
   OpInfo op{name, E::kAllocates, layout};
   op.collective = true;
+  op.nccl_collective = nccl;
   return op;
 }
 
@@ -115,12 +117,12 @@ const std::vector<OpInfo> kDTensorOps = {
 };
 
 std::vector<OpInfo> Collectives() {
-  OpInfo all_reduce = Collective("torch_all_reduce_prim_impl", L::kPreserve);
+  OpInfo all_reduce = Collective("torch_all_reduce_prim_impl", L::kPreserve, "all_reduce");
   all_reduce.returns_input_if_true = 4;
   all_reduce.returns_input_keyword = "skip_clone";
-  return {Collective("torch_all_gather_prim_impl", L::kContiguous),
-          Collective("torch_reduce_scatter_prim_impl", L::kContiguous),
-          Collective("torch_broadcast_prim_impl", L::kPreserve), all_reduce};
+  return {Collective("torch_all_gather_prim_impl", L::kContiguous, "all_gather"),
+          Collective("torch_reduce_scatter_prim_impl", L::kContiguous, "reduce_scatter"),
+          Collective("torch_broadcast_prim_impl", L::kPreserve, "broadcast"), all_reduce};
 }
 
 // Pooling as Thunder's torch executor calls ATen (thunder/executors/torchex.py):
@@ -133,10 +135,14 @@ std::vector<OpInfo> Collectives() {
 // listed.)
 std::vector<OpInfo> Pooling() {
   std::vector<OpInfo> ops;
-  for (std::string_view n :
-       {"max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices"}) {
+  const std::pair<std::string_view, CallForm> kMaxPools[] = {
+      {"max_pool1d_with_indices", CallForm::kMaxPool1d},
+      {"max_pool2d_with_indices", CallForm::kMaxPool2d},
+      {"max_pool3d_with_indices", CallForm::kMaxPool3d}};
+  for (const auto& [n, form] : kMaxPools) {
     OpInfo op{n, E::kAllocates, L::kContiguous};
     op.output_types = OutputTypes::kValuesAndIndices;
+    op.form = form;
     op.int64_indices_output = 1;
     op.contiguous_copy_arguments = 1u;
     ops.push_back(op);
@@ -290,6 +296,9 @@ std::vector<OpInfo> BuildTable() {
   for (const auto* group : {&kViews, &kMaybeViews, &kReturnsInput, &kDTensorOps}) {
     ops.insert(ops.end(), group->begin(), group->end());
   }
+  // The DTensor prims proper (`dtensor_*`; not the unwrap and rewrap
+  // around a fusion) take DTensor operands.
+  for (OpInfo& op : ops) op.redistributes_operands = op.name.starts_with("dtensor_");
   for (const OpInfo& op : Collectives()) ops.push_back(op);
   // prims.stride_order: always a fresh tensor with the requested stride order.
   ops.push_back({"torch_stride_order_prim_impl", E::kAllocates, L::kStrideOrder});
@@ -331,6 +340,8 @@ std::vector<OpInfo> BuildTable() {
     Find(ops, n).scratch = ScratchRule::kNone;
   }
   for (const char* n : {"topk", "sort"}) Find(ops, n).output_types = OutputTypes::kValuesAndIndices;
+  Find(ops, "topk").form = CallForm::kTopK;
+  Find(ops, "sort").form = CallForm::kSort;
   // embedding_dense_backward_cpu: `grad.contiguous().view({n, dim})` first
   // (measured: the T5 block's relative-bias gradient, permuted
   // f32[128, 128, 4], copies its 262,144 bytes; tests/data/zoo/t5).
@@ -361,6 +372,10 @@ std::vector<OpInfo> BuildTable() {
   ops.push_back(getitem);
   Find(ops, "pow").scratch = ScratchRule::kWrappedBase;
   for (const char* n : {"sum", "prod"}) Find(ops, n).scratch = ScratchRule::kReductionCast;
+  // A half-type sum over every dimension of an expanded or sliced input
+  // reduces a float32 copy (measured: bf16 [64, 48] expanded from [1, 48];
+  // prod allocates nothing: runtime_op_call.cc HalfFullReductionCopy).
+  Find(ops, "sum").half_full_reduction_copy = true;
   Find(ops, "take_along_dim").scratch = ScratchRule::kGatherIndexCopy;
   Find(ops, "gather").scratch = ScratchRule::kHalfGather;
   Find(ops, "index_add").scratch = ScratchRule::kHalfIndexAdd;
@@ -368,13 +383,19 @@ std::vector<OpInfo> BuildTable() {
   Find(ops, "torch_pad_prim_impl").scratch = ScratchRule::kInteriorPadding;
   Find(ops, "torch_nll_loss_backward_impl").scratch = ScratchRule::kNllTotalWeight;
   Find(ops, "where").scratch = ScratchRule::kWhereScalar;
-  Find(ops, "mm").scratch = ScratchRule::kBlasOperandClones;
+  for (const auto& [n, form] : {std::pair{"mm", CallForm::kMm}, std::pair{"matmul", CallForm::kMatmul},
+                                std::pair{"linear", CallForm::kLinear}}) {
+    Find(ops, n).scratch = ScratchRule::kBlasOperandClones;
+    Find(ops, n).form = form;
+  }
+  for (const auto& [n, form] : {std::pair{"convolution", CallForm::kConvolution},
+                                std::pair{"conv2d", CallForm::kConv2d}}) {
+    Find(ops, n).scratch = ScratchRule::kConvolution;
+    Find(ops, n).form = form;
+  }
   // ATen's products (the eager front end's calls; aten_ops.cc): addmm is
   // linear with a bias, bmm a batch of mm.
   for (const char* n : {"addmm", "bmm"}) Find(ops, n).scratch = ScratchRule::kBlasOperandClones;
-  Find(ops, "matmul").scratch = ScratchRule::kBlasOperandClones;
-  Find(ops, "linear").scratch = ScratchRule::kBlasOperandClones;
-  for (const char* n : {"convolution", "conv2d"}) Find(ops, n).scratch = ScratchRule::kConvolution;
   // flip runs through TensorIterator: its output takes the input's layout
   // (a flipped permuted weight stays permuted, measured by the zoo's ResNet
   // backward, where the convolution then copies it).

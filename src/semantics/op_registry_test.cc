@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace peakmem {
 namespace {
@@ -56,6 +57,30 @@ TEST(OpRegistry, ScratchRules) {
   ASSERT_NE(vjp, nullptr);
   EXPECT_EQ(vjp->scratch, ScratchRule::kRecomputedForward);
   EXPECT_EQ(vjp->output_types, OutputTypes::kForwardInputs);
+}
+
+// The rules the models read an op's arguments by, declared per entry point.
+TEST(OpRegistry, CallFormsAndRuleFlags) {
+  const std::pair<const char*, CallForm> kForms[] = {
+      {"mm", CallForm::kMm},           {"matmul", CallForm::kMatmul},
+      {"linear", CallForm::kLinear},   {"conv2d", CallForm::kConv2d},
+      {"convolution", CallForm::kConvolution}, {"sort", CallForm::kSort},
+      {"topk", CallForm::kTopK},       {"max_pool1d_with_indices", CallForm::kMaxPool1d},
+      {"max_pool2d_with_indices", CallForm::kMaxPool2d},
+      {"max_pool3d_with_indices", CallForm::kMaxPool3d}, {"add", CallForm::kDefault}};
+  for (const auto& [name, form] : kForms) {
+    ASSERT_NE(FindOp(name), nullptr) << name;
+    EXPECT_EQ(FindOp(name)->form, form) << name;
+  }
+  EXPECT_TRUE(FindOp("sum")->half_full_reduction_copy);
+  EXPECT_FALSE(FindOp("prod")->half_full_reduction_copy);
+  EXPECT_TRUE(FindOp("dtensor_mul_prim")->redistributes_operands);
+  EXPECT_TRUE(FindOp("dtensor_to_local")->redistributes_operands);
+  EXPECT_FALSE(FindOp("get_dtensor_inner_tensor")->redistributes_operands);
+  EXPECT_FALSE(FindOp("mul")->redistributes_operands);
+  EXPECT_EQ(FindOp("torch_all_reduce_prim_impl")->nccl_collective, "all_reduce");
+  EXPECT_EQ(FindOp("torch_reduce_scatter_prim_impl")->nccl_collective, "reduce_scatter");
+  EXPECT_EQ(FindOp("torch_wait_prim_impl")->nccl_collective, "");
 }
 
 TEST(OpRegistry, CalleeKeyedEntriesTellSameNamedOpsApart) {

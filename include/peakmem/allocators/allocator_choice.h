@@ -7,7 +7,8 @@
 //                 allocated and reserved bytes, segments, out of memory
 //
 // Adding an allocator: a class consuming the stream (an AllocSink), one
-// enumerator here and one case in RunAllocatorModel.
+// enumerator here, its name in AllocatorModelName and the name lists of
+// allocator_choice.cc, and one case in RunAllocatorModel.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -44,5 +45,14 @@ Frontend FrontendFor(std::string_view text);
 
 // Reads `source` with the front end for its text.
 ParsedTrace ReadTrace(std::shared_ptr<const SourceFile> source, const ReadOptions& options = {});
+
+// Reads a trace file with the front end its text asks for: printed trace
+// text, or the JSON export (a file whose first non-blank character is '{').
+// Throws TraceError on bad input. `text_options`: how printed traces are
+// read (threads).
+ParsedTrace LoadTrace(const std::string& path, const TextReadOptions& text_options = {});
+// Same for text held in memory; `name` is used in messages.
+ParsedTrace ParseTrace(const std::string& name, std::string text,
+                       const TextReadOptions& text_options = {});
 
 }  // namespace peakmem

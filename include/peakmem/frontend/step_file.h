@@ -1,6 +1,6 @@
 // Reader for peakmem's step file (docs/step-file.md): one training step as
 // peakmem.export_step writes it, the forward and backward traces, what joins
-// them and what the step holds (models/training_step.h), and the optimizer's
+// them and what the step holds (ir/training_step_spec.h), and the optimizer's
 // step() programs, so that `peakmem step STEP.json` simulates the step
 // without Python.
 #pragma once
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "peakmem/ir/parsed_trace.h"
-#include "peakmem/models/training_step.h"
+#include "peakmem/ir/training_step_spec.h"
 
 namespace peakmem {
 

@@ -200,6 +200,18 @@ enum class StatementKind : std::uint8_t {
 };
 const char* StatementKindName(StatementKind kind);
 
+// The symbol names Thunder prints for what the IR holds as statements rather
+// than calls: the readers turn them into StatementKinds and
+// Trace::SymbolName gives them back. They are syntax, not ops with memory
+// rules (semantics/op_registry.h lists them as allocating nothing).
+inline constexpr std::string_view kDelSymbol = "python_del";
+inline constexpr std::string_view kReturnSymbol = "python_return";
+inline constexpr std::string_view kUnpackSymbol = "unpack_sequence";
+inline constexpr std::string_view kAssignSymbol = "assign";
+inline constexpr std::string_view kClearSymbol = "clear_mutable_collection";
+inline constexpr std::string_view kLegacyClearSymbol = "clear_collection";  // older Thunder
+bool IsStatementSymbol(std::string_view symbol);
+
 // Fields are ordered so that little padding is left between them (128
 // bytes): a trace holds one Statement per statement, 10^7 of them on the
 // largest. Its lists (args, kwargs, deleted, the outputs' items) live in the

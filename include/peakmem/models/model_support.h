@@ -1,6 +1,6 @@
 // Pieces every model shares: raising errors located in the trace's source,
-// building per-step report rows, and collecting the ops the registry does not
-// know for the diagnostics.
+// finding each call's registry entry, and collecting the ops the registry
+// does not know for the diagnostics (report rows: report/step_maker.h).
 #pragma once
 
 #include <map>
@@ -13,6 +13,7 @@
 
 #include "peakmem/semantics/op_registry.h"
 #include "peakmem/report/report.h"
+#include "peakmem/report/step_maker.h"
 #include "peakmem/ir/parsed_trace.h"
 
 namespace peakmem {
@@ -39,27 +40,6 @@ class ModelErrors {
 
  private:
   const ParsedTrace& parsed_;
-};
-
-// Makes the report rows for statements, their text viewing the source (a
-// printed trace) or re-printed once into the report's arena (JSON, live).
-class StepMaker {
- public:
-  // Makes `report` keep what its steps' text views alive.
-  StepMaker(const ParsedTrace& parsed, Report* report);
-  Step Make(std::size_t index, std::int64_t delta, std::int64_t live);
-  // Copies every op name a step of this trace can have into the report now:
-  // Make then writes nothing to the report's strings for a printed trace
-  // (so two StepMakers can make steps of one report at once).
-  void Warm();
-  // The op name as a view the report keeps alive.
-  std::string_view Op(const Statement& s);
-
- private:
-  const ParsedTrace& parsed_;
-  Report* report_;
-  absl::flat_hash_map<std::string_view, std::string_view, StringHash> ops_;  // trace's view -> report's
-  std::vector<std::string_view> by_call_symbol_;  // call_symbol -> report's view (empty: not yet)
 };
 
 // The op registry entry of each call, found once per distinct call symbol

@@ -1,10 +1,10 @@
-// NCCL's buffer estimate (models/nccl_buffers.h) as the JSON report's
+// NCCL's buffer estimate (allocators/nccl_buffers.h) as the JSON report's
 // "nccl_estimate" object, which the Python binding returns as a dict too.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include "peakmem/models/nccl_buffers.h"
+#include "peakmem/allocators/nccl_buffers.h"
 
 namespace peakmem {
 

@@ -18,7 +18,7 @@
 #include "peakmem/allocators/allocator_choice.h"
 #include "peakmem/ir/string_arena.h"
 #include "peakmem/ir/string_hash.h"
-#include "peakmem/models/nccl_buffers.h"
+#include "peakmem/allocators/nccl_buffers.h"
 #include "peakmem/semantics/distribution.h"
 #include "peakmem/sim/alloc_events.h"
 
@@ -139,7 +139,7 @@ struct Report {
   Distribution distribution;
   // For a distributed trace of known world size with collectives: NCCL's
   // own buffers, a documented estimate apart from every figure above
-  // (models/nccl_buffers.h; the CLI's --nccl-* flags set its options).
+  // (allocators/nccl_buffers.h; the CLI's --nccl-* flags set its options).
   std::optional<NcclEstimate> nccl;
 
   // A program of several traces (a training step): its phases, in order,

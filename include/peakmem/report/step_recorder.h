@@ -29,9 +29,9 @@
 #include <utility>
 #include <vector>
 
-#include "peakmem/models/model_support.h"
 #include "peakmem/report/breakdown_keys.h"
 #include "peakmem/report/report.h"
+#include "peakmem/report/step_maker.h"
 #include "peakmem/ir/trace.h"
 
 namespace peakmem {

@@ -65,13 +65,13 @@ struct ConvolutionCall {
   int threads = 1;  // PyTorch's intra-op threads (torch.get_num_threads())
 };
 
-// The call's arguments read from a `convolution` statement (ATen's order:
-// input, weight, bias, stride, padding, dilation, transposed,
-// output_padding, groups) or a `conv2d` one (input, weight, bias, stride,
-// padding, dilation, groups) into `call`, whose operands the caller fills
+// The call's arguments read from a statement of `op` (its CallForm:
+// kConvolution, ATen's order: input, weight, bias, stride, padding,
+// dilation, transposed, output_padding, groups; kConv2d: input, weight,
+// bias, stride, padding, dilation, groups) into `call`, whose operands the caller fills
 // (it knows their strides). False with `why_not` when an argument is not a
 // constant the rule can read (conv2d's padding='same').
-bool ReadConvolutionArguments(const Statement& s, bool is_conv2d, ConvolutionCall* call,
+bool ReadConvolutionArguments(const Statement& s, const OpInfo& op, ConvolutionCall* call,
                               std::string* why_not);
 
 // The scratch of one CPU convolution (ScratchEstimate: what lives before the

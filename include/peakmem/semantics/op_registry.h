@@ -80,6 +80,26 @@ enum class OutputTypes : unsigned char {
   kValuesAndIndices,
 };
 
+// Which of the ATen entry points sharing a rule an op is, where the rule
+// reads the call's arguments by position or by rank.
+enum class CallForm : unsigned char {
+  kDefault,
+  // ScratchRule::kBlasOperandClones: the product of the first two tensors.
+  kMm,      // mm(a, b): two matrices
+  kMatmul,  // matmul(a, b): vectors, matrices and batches, as ATen's matmul dispatches
+  kLinear,  // linear(input, weight, bias): matmul(input, weight.t()); the bias is added
+  // ScratchRule::kConvolution (convolution_scratch.h ReadConvolutionArguments).
+  kConv2d,       // conv2d(input, weight, bias, stride, padding, dilation, groups)
+  kConvolution,  // convolution(..., dilation, transposed, output_padding, groups)
+  // OutputTypes::kValuesAndIndices: how the outputs' shape follows from the
+  // input's and the arguments (frontend/type_inference.cc).
+  kSort,       // sort(a, dim): the input's shape
+  kTopK,       // topk(a, k, dim): k along dim
+  kMaxPool1d,  // max_pool{N}d_with_indices(a, kernel_size, stride, padding, dilation,
+  kMaxPool2d,  // ceil_mode): ATen's pooling output shape over the last N dimensions
+  kMaxPool3d,
+};
+
 struct OpInfo {
   std::string_view name;
   OpEffect effect;
@@ -96,6 +116,10 @@ struct OpInfo {
   // A collective (all-gather, reduce-scatter, all-reduce, broadcast): the
   // buffers it allocates are reported as their own category.
   bool collective = false;
+  // The NCCL collective it runs ("all_reduce", "all_gather",
+  // "reduce_scatter", "broadcast"; allocators/nccl_buffers.h connects that
+  // algorithm's buffers); empty for `wait` and every other op.
+  std::string_view nccl_collective = {};
   // A kAllocates op that returns input `returned_arg` itself, allocating
   // nothing, when this positional argument (or the keyword
   // `returns_input_keyword`) is the constant True: all-reduce's skip_clone.
@@ -118,6 +142,15 @@ struct OpInfo {
   // A view only when no tensor is among its other arguments: x[key] with a
   // tensor in the key is advanced indexing, a fresh contiguous result.
   bool allocates_with_tensor_argument = false;
+  CallForm form = CallForm::kDefault;
+  // A float16/bfloat16 reduction over every dimension of an input that is
+  // not non-overlapping and dense reduces a float32 copy of it (sum; the
+  // runtime model, which knows strides, sizes it).
+  bool half_full_reduction_copy = false;
+  // A DTensor prim run on each rank's local shard: operands placed
+  // differently are redistributed inside the op (the runtime model sizes or
+  // diagnoses it).
+  bool redistributes_operands = false;
   // Draws from the random-number generator: calls of such ops keep their
   // order when a planner reorders a trace (each draw depends on the ones
   // before it), so their outputs stay bit-identical.

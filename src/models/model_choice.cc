@@ -1,10 +1,9 @@
-#include "peakmem/analyze.h"
+#include "peakmem/models/model_choice.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-#include "peakmem/frontend/frontend.h"
-#include "peakmem/models/nccl_buffers.h"
+#include "peakmem/allocators/nccl_buffers.h"
 #include "peakmem/models/runtime_model.h"
 #include "peakmem/models/thunder_model.h"
 #include "peakmem/semantics/distribution.h"
@@ -14,16 +13,6 @@ namespace peakmem {
 const std::vector<std::string>& AvailableModels() {
   static const std::vector<std::string> models = {"runtime", "thunder"};
   return models;
-}
-
-ParsedTrace ParseTrace(const std::string& name, std::string text,
-                       const TextReadOptions& text_options) {
-  return ReadTrace(std::make_shared<const SourceFile>(name, std::move(text)),
-                   ReadOptions{text_options});
-}
-
-ParsedTrace LoadTrace(const std::string& path, const TextReadOptions& text_options) {
-  return ReadTrace(SourceFile::Map(path), ReadOptions{text_options});
 }
 
 namespace {

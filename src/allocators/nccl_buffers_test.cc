@@ -1,7 +1,7 @@
 // NCCL's buffer estimate against figures derived by hand from NCCL's
 // constants (src/init.cc: Simple 4 MiB, LL 512 KiB, LL128 4,915,200 B;
 // each allocation rounded up to 2 MiB).
-#include "peakmem/models/nccl_buffers.h"
+#include "peakmem/allocators/nccl_buffers.h"
 
 #include <gtest/gtest.h>
 

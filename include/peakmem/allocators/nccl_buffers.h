@@ -63,8 +63,8 @@ struct NcclEstimate {
 // communicator count below 1, or a collective it does not know.
 NcclEstimate EstimateNcclBuffers(const NcclOptions& options);
 
-// The collective an op of the registry runs ("all_reduce", ...; empty for
-// `wait` and non-collectives).
+// The collective an op runs, as the registry says (OpInfo::nccl_collective:
+// "all_reduce", ...; empty for `wait`, non-collectives and unknown ops).
 std::string NcclCollectiveOf(const std::string& op);
 
 }  // namespace peakmem

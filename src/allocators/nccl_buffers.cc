@@ -1,8 +1,10 @@
-#include "peakmem/models/nccl_buffers.h"
+#include "peakmem/allocators/nccl_buffers.h"
 
 #include <algorithm>
 #include <set>
 #include <stdexcept>
+
+#include "peakmem/semantics/op_registry.h"
 
 namespace peakmem {
 namespace {
@@ -16,11 +18,8 @@ std::int64_t Granules(std::int64_t bytes) { return (bytes + kGranule - 1) / kGra
 }  // namespace
 
 std::string NcclCollectiveOf(const std::string& op) {
-  if (op == "torch_all_reduce_prim_impl") return "all_reduce";
-  if (op == "torch_all_gather_prim_impl") return "all_gather";
-  if (op == "torch_reduce_scatter_prim_impl") return "reduce_scatter";
-  if (op == "torch_broadcast_prim_impl") return "broadcast";
-  return "";
+  const OpInfo* info = FindOp(op);
+  return info == nullptr ? std::string() : std::string(info->nccl_collective);
 }
 
 NcclEstimate EstimateNcclBuffers(const NcclOptions& o) {

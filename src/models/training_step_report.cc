@@ -1,4 +1,4 @@
-#include "peakmem/report/training_step_report.h"
+#include "peakmem/models/training_step_report.h"
 
 #include <fmt/format.h>
 
