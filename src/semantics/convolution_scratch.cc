@@ -1,6 +1,8 @@
 #include "peakmem/semantics/convolution_scratch.h"
 
 #include <algorithm>
+#include <span>
+#include <vector>
 
 #include "peakmem/semantics/layout.h"
 #include "peakmem/semantics/view_strides.h"
@@ -50,6 +52,42 @@ bool IsChannelsLast(const ConvolutionOperand& t) {
 
 std::int64_t Bytes(const Dims& shape, const DType* dtype) { return Product(shape) * dtype->bits / 8; }
 
+// ConvParams::use_mkldnn for a 2-d float32 convolution (see the header):
+// oneDNN, or else the native slow_conv2d. The backward follows the
+// forward's choice (select_conv_backend runs on the same parameters).
+bool UsesOneDnn(const ConvolutionCall& c) {
+  const std::int64_t n = c.input.shape[0], kh = c.weight.shape[2], kw = c.weight.shape[3];
+  const bool one_by_one = kh == 1 && kw == 1;
+  const bool strided = !AllEqual(c.stride, 1), dilated = !AllEqual(c.dilation, 1);
+  return (strided || dilated || n >= 16 || !one_by_one || c.threads > 1) &&
+         ((kh > 3 && kw > 3) || n > 1 || Product(c.input.shape) > 20480);
+}
+
+// What both directions require of the call: float32, 2-d, neither
+// transposed nor grouped, no channels-last operand.
+bool CheckModelledCall(const ConvolutionCall& c, std::string* why_not) {
+  const ConvolutionOperand& in = c.input;
+  const ConvolutionOperand& w = c.weight;
+  if (in.dtype == nullptr || in.dtype->short_name != "f32" || w.dtype != in.dtype) {
+    *why_not = "only float32 convolutions are modelled";
+    return false;
+  }
+  if (in.shape.size() != 4 || w.shape.size() != 4 || c.output_shape.size() != 4 || c.stride.size() != 2) {
+    *why_not = "only 2-d convolutions are modelled";
+    return false;
+  }
+  if (c.transposed || c.groups != 1) {
+    *why_not = "transposed and grouped convolutions are not modelled";
+    return false;
+  }
+  if ((!IsContiguous(in.shape, in.strides) && IsChannelsLast(in)) ||
+      (!IsContiguous(w.shape, w.strides) && IsChannelsLast(w))) {
+    *why_not = "channels-last convolutions are not modelled";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool ReadConvolutionArguments(const Statement& s, const OpInfo& op, ConvolutionCall* call,
@@ -74,32 +112,17 @@ bool ReadConvolutionArguments(const Statement& s, const OpInfo& op, ConvolutionC
 }
 
 std::optional<ScratchEstimate> CpuConvolutionScratch(const ConvolutionCall& c, std::string* why_not) {
+  if (!CheckModelledCall(c, why_not)) return std::nullopt;
   const ConvolutionOperand& in = c.input;
   const ConvolutionOperand& w = c.weight;
-  if (in.dtype == nullptr || in.dtype->short_name != "f32" || w.dtype != in.dtype) {
-    *why_not = "only float32 convolutions are modelled";
-    return std::nullopt;
-  }
-  if (in.shape.size() != 4 || w.shape.size() != 4 || c.output_shape.size() != 4 || c.stride.size() != 2) {
-    *why_not = "only 2-d convolutions are modelled";
-    return std::nullopt;
-  }
-  if (c.transposed || c.groups != 1) {
-    *why_not = "transposed and grouped convolutions are not modelled";
-    return std::nullopt;
-  }
   const bool in_contiguous = IsContiguous(in.shape, in.strides);
   const bool w_contiguous = IsContiguous(w.shape, w.strides);
-  if ((!in_contiguous && IsChannelsLast(in)) || (!w_contiguous && IsChannelsLast(w))) {
-    *why_not = "channels-last convolutions are not modelled";
-    return std::nullopt;
-  }
   const std::int64_t n = in.shape[0], c_in = in.shape[1];
   const std::int64_t c_out = w.shape[0], kh = w.shape[2], kw = w.shape[3];
   const std::int64_t out_hw = c.output_shape[2] * c.output_shape[3];
   const int item = in.dtype->bits / 8;
   const bool one_by_one = kh == 1 && kw == 1;
-  const bool strided = !AllEqual(c.stride, 1), dilated = !AllEqual(c.dilation, 1);
+  const bool strided = !AllEqual(c.stride, 1);
   const bool padded = !AllEqual(c.padding, 0);
 
   // `contiguous()` copies of the operands, alive until the op returns.
@@ -107,8 +130,7 @@ std::optional<ScratchEstimate> CpuConvolutionScratch(const ConvolutionCall& c, s
   if (!in_contiguous) copies += Bytes(in.shape, in.dtype);
   if (!w_contiguous) copies += Bytes(w.shape, w.dtype);
 
-  const bool onednn = (strided || dilated || n >= 16 || !one_by_one || c.threads > 1) &&
-                      ((kh > 3 && kw > 3) || n > 1 || Product(in.shape) > 20480);
+  const bool onednn = UsesOneDnn(c);
   ScratchEstimate out;
   if (!onednn) {  // slow_conv2d: the unfolded input beside the result
     const bool needs_columns = !one_by_one || strided || padded;
@@ -144,6 +166,186 @@ std::optional<ScratchEstimate> CpuConvolutionScratch(const ConvolutionCall& c, s
   out.before_outputs = copies + scratchpad + input_b + weight_b + output_b;
   out.with_outputs = copies + output_b;
   return out;
+}
+
+
+std::optional<std::vector<ScratchEvent>> CpuConvolutionBackwardEvents(const ConvolutionCall& c, bool input_grad,
+                                                                      bool weight_grad, bool bias_grad,
+                                                                      std::string* why_not) {
+  if (!CheckModelledCall(c, why_not)) return std::nullopt;
+  const ConvolutionOperand& in = c.input;
+  const ConvolutionOperand& w = c.weight;
+  if (!IsContiguous(in.shape, in.strides) || !IsContiguous(w.shape, w.strides)) {
+    *why_not = "the backward of a convolution with non-contiguous operands is not modelled";
+    return std::nullopt;
+  }
+  if (!AllEqual(c.dilation, 1)) {
+    *why_not = "the backward of a dilated convolution is not modelled";
+    return std::nullopt;
+  }
+  const std::int64_t n = in.shape[0], c_in = in.shape[1];
+  const std::int64_t c_out = w.shape[0], kh = w.shape[2], kw = w.shape[3];
+  const std::int64_t in_hw = in.shape[2] * in.shape[3];
+  const std::int64_t out_hw = c.output_shape[2] * c.output_shape[3];
+  const std::int64_t item = in.dtype->bits / 8;
+  const bool one_by_one = kh == 1 && kw == 1;
+  const bool strided = !AllEqual(c.stride, 1);
+  const bool padded = !AllEqual(c.padding, 0);
+  const std::int64_t grad_input = n * c_in * in_hw * item;
+  const std::int64_t grad_weight = c_out * c_in * kh * kw * item;
+  const std::int64_t grad_bias = c_out * item;
+
+  std::vector<ScratchEvent> events;
+  auto alloc = [&](std::int64_t bytes, bool output = false) { events.push_back({bytes, output}); };
+  auto release = [&](std::int64_t bytes) { events.push_back({-bytes, false}); };
+
+  if (!UsesOneDnn(c)) {
+    // slow_conv2d_backward: the gradients first (input, bias, weight), then
+    // for the weight gradient the input unfolded into columns, as the
+    // forward does. The input gradient's own columns are a `new[]` buffer
+    // per thread, outside PyTorch's allocator (the profiler does not see
+    // them; neither does the caching allocator's accounting).
+    if (input_grad) alloc(grad_input, true);
+    if (bias_grad) alloc(grad_bias, true);
+    if (weight_grad) {
+      alloc(grad_weight, true);
+      if (!one_by_one || strided || padded) {
+        const std::int64_t columns = n * c_in * kh * kw * out_hw * item;
+        alloc(columns);
+        release(columns);
+      }
+    }
+    return events;
+  }
+
+  // oneDNN's direct kernels compute padding up to k - 1 on the fly (measured
+  // up to 4: k = 3 with padding 2, k = 5 and 8 with padding 4); past that,
+  // and for any padding of a 1x1 kernel, it runs its GEMM convolution, whose
+  // im2col buffers are sized by the cache.
+  for (std::size_t d = 0; d < 2; ++d) {
+    if (c.padding[d] > w.shape[2 + d] - 1) {
+      *why_not = "padding " + std::to_string(c.padding[d]) +
+                 " runs oneDNN's GEMM convolution backward, whose buffers are not modelled";
+      return std::nullopt;
+    }
+  }
+  const std::int64_t grad_output_b = n * PadToBlock(c_out) * out_hw * item;
+  if (input_grad) {
+    if (strided) {
+      // A strided backward-data primitive: plain gradient buffers and a
+      // scratchpad that grows with output channels, spatial size, kernel,
+      // stride and padding by its own blocking (not a simple rule).
+      *why_not = "a strided convolution's input gradient runs a oneDNN kernel whose scratchpad is not modelled";
+      return std::nullopt;
+    }
+    if (std::max(kh, kw) > 8) {  // measured: 8 direct, 9 to 16 GEMM
+      *why_not = "a kernel larger than 8 runs oneDNN's GEMM backward-data, whose buffers are not modelled";
+      return std::nullopt;
+    }
+    // Backward data: grad_output and the weight reordered into blocks of 8
+    // (both channel counts padded, even 3 input channels), the input
+    // gradient computed blocked; the reorders freed, then the dense input
+    // gradient allocated and the blocked one copied into it and freed.
+    const std::int64_t weight_b = PadToBlock(c_out) * PadToBlock(c_in) * kh * kw * item;
+    const std::int64_t grad_input_b = n * PadToBlock(c_in) * in_hw * item;
+    alloc(grad_output_b);
+    alloc(weight_b);
+    alloc(grad_input_b);
+    release(weight_b);
+    release(grad_output_b);
+    alloc(grad_input, true);
+    release(grad_input_b);
+  }
+  if (weight_grad || bias_grad) {
+    if (std::max(kh, kw) > 13) {  // measured: 13 direct, 14 to 16 GEMM
+      *why_not = "a kernel larger than 13 runs oneDNN's GEMM backward-weights, whose buffers are not modelled";
+      return std::nullopt;
+    }
+    // With more than one thread oneDNN splits the weight gradient between
+    // threads by a cost model; when it splits the batch, each thread
+    // accumulates into its own copy of the gradient, reduced at the end (a
+    // scratchpad of those copies and reduction state). Measured at 2, 3 and
+    // 4 threads: the 1x1 kernel always books one; the direct kernel none
+    // when there are at least two output-channel blocks of 8 a thread
+    // (fewer: sometimes, by batch, image size and input channels).
+    if (c.threads > 1 && one_by_one) {
+      *why_not =
+          "a 1x1 kernel's weight gradient on several threads books oneDNN reduction buffers that are not modelled";
+      return std::nullopt;
+    }
+    if (c.threads > 1 && PadToBlock(c_out) / kChannelBlock < 2 * std::int64_t{c.threads}) {
+      *why_not = "with " + std::to_string(c_out) + " output channels on " + std::to_string(c.threads) +
+                 " threads oneDNN may split the weight gradient by batch, whose reduction buffers are not "
+                 "modelled";
+      return std::nullopt;
+    }
+    // Backward weights: grad_output reordered, the input reordered unless it
+    // has exactly 3 channels and the kernel is not 1x1 (the first-layer
+    // kernel reads NCHW; 1, 2, 4 to 7 channels are padded to 8), the weight
+    // gradient computed blocked, oneDNN's bias gradient (unpadded) beside it.
+    // Scratchpad entries (each its size plus 128, oneDNN's alignment, in one
+    // allocation): a strided 1x1 kernel's gathered input as in the forward,
+    // and a bias padded to 8 when the output channels are not a multiple of
+    // 8. The operands' reorders are freed, then the dense bias gradient and
+    // the dense weight gradient allocated, in that order, and oneDNN's freed.
+    const bool blocked_input = one_by_one || c_in != 3;
+    const std::int64_t input_b = blocked_input ? n * PadToBlock(c_in) * in_hw * item : 0;
+    const std::int64_t grad_weight_b =
+        PadToBlock(c_out) * (blocked_input ? PadToBlock(c_in) : c_in) * kh * kw * item;
+    std::int64_t scratchpad = 0;
+    if (one_by_one && strided) {
+      scratchpad += std::int64_t{c.threads} * PadToBlock(c_in) * out_hw * item + kScratchpadAlignment;
+    }
+    if (bias_grad && c_out % kChannelBlock != 0) scratchpad += PadToBlock(c_out) * item + kScratchpadAlignment;
+    alloc(grad_output_b);
+    if (input_b > 0) alloc(input_b);
+    alloc(grad_weight_b);
+    if (scratchpad > 0) alloc(scratchpad);
+    if (bias_grad) alloc(grad_bias);
+    if (scratchpad > 0) release(scratchpad);
+    if (input_b > 0) release(input_b);
+    release(grad_output_b);
+    if (bias_grad) alloc(grad_bias, true);
+    // ATen returns the weight gradient even when only the bias's was asked
+    // for: not an output then, and not freed inside the op either.
+    alloc(grad_weight, weight_grad);
+    release(grad_weight_b);
+    if (bias_grad) release(grad_bias);
+  }
+  return events;
+}
+
+ScratchEstimate FoldScratchEvents(std::span<const ScratchEvent> events) {
+  std::int64_t outputs_total = 0;
+  for (const ScratchEvent& e : events) {
+    if (e.output) outputs_total += e.bytes;
+  }
+  ScratchEstimate out;
+  std::int64_t scratch = 0, outputs = 0, highest_with = 0;
+  bool any_output = false;
+  for (const ScratchEvent& e : events) {
+    if (e.output) {
+      any_output = true;
+      outputs += e.bytes;
+    } else {
+      scratch += e.bytes;
+    }
+    if (!any_output) {
+      out.before_outputs = std::max(out.before_outputs, scratch);
+    } else {
+      highest_with = std::max(highest_with, scratch + outputs);
+    }
+  }
+  out.with_outputs = std::max<std::int64_t>(0, highest_with - outputs_total);
+  return out;
+}
+
+std::optional<ScratchEstimate> CpuConvolutionBackwardScratch(const ConvolutionCall& call, bool input_grad,
+                                                             bool weight_grad, bool bias_grad,
+                                                             std::string* why_not) {
+  auto events = CpuConvolutionBackwardEvents(call, input_grad, weight_grad, bias_grad, why_not);
+  if (!events) return std::nullopt;
+  return FoldScratchEvents(*events);
 }
 
 }  // namespace peakmem

@@ -134,5 +134,185 @@ TEST(ConvolutionScratch, CasesTheRulesDoNotCoverSayWhy) {
   EXPECT_NE(why.find("channels-last"), std::string::npos);
 }
 
+
+// The backward, aten::convolution_backward, against calls measured with the
+// profiler the same way (torch 2.13 CPU, ONEDNN_MAX_CPU_ISA=AVX2, float32,
+// contiguous operands and grad_output): each list is the op's allocation
+// sequence in bytes, frees negative, the outputs named.
+namespace backward {
+
+std::vector<std::int64_t> Sizes(const ConvolutionCall& c, bool input_grad, bool weight_grad, bool bias_grad) {
+  std::string why;
+  auto events = CpuConvolutionBackwardEvents(c, input_grad, weight_grad, bias_grad, &why);
+  EXPECT_TRUE(events.has_value()) << why;
+  std::vector<std::int64_t> sizes;
+  for (const ScratchEvent& e : events.value_or(std::vector<ScratchEvent>{})) sizes.push_back(e.bytes);
+  return sizes;
+}
+
+std::vector<bool> Outputs(const ConvolutionCall& c, bool input_grad, bool weight_grad, bool bias_grad) {
+  std::string why;
+  std::vector<bool> outputs;
+  auto events = CpuConvolutionBackwardEvents(c, input_grad, weight_grad, bias_grad, &why);
+  for (const ScratchEvent& e : events.value_or(std::vector<ScratchEvent>{})) outputs.push_back(e.output);
+  return outputs;
+}
+
+ScratchEstimate Folded(const ConvolutionCall& c, bool input_grad, bool weight_grad, bool bias_grad) {
+  std::string why;
+  auto s = CpuConvolutionBackwardScratch(c, input_grad, weight_grad, bias_grad, &why);
+  EXPECT_TRUE(s.has_value()) << why;
+  return s.value_or(ScratchEstimate{});
+}
+
+using Sequence = std::vector<std::int64_t>;
+
+TEST(ConvolutionBackwardScratch, PatchEmbeddingWeightAndBiasGradients) {
+  // ViT patch embedding: x[2,3,32,32] not requiring grad, w[64,3,8,8], bias,
+  // stride 8 -> [2,64,4,4], 2 threads: [8192, 49152, 256, -8192,
+  // grad_bias 256, grad_weight 49152, -49152, -256]. grad_output reordered
+  // (64 channels: no padding), the weight gradient computed blocked (3 input
+  // channels read as they are, not padded), the bias gradient beside it; 8
+  // output-channel blocks for 2 threads: no reduction buffers.
+  ConvolutionCall c = Call({2, 3, 32, 32}, {64, 3, 8, 8}, {2, 64, 4, 4}, {8, 8}, {0, 0}, 2);
+  EXPECT_EQ(Sizes(c, false, true, true), (Sequence{8192, 49152, 256, -8192, 256, 49152, -49152, -256}));
+  EXPECT_EQ(Outputs(c, false, true, true), (std::vector<bool>{false, false, false, false, true, true, false, false}));
+  // Before the gradients: 8192 + 49152 + 256; beside them at most the two
+  // blocked buffers (49152 + 256).
+  ScratchEstimate s = Folded(c, false, true, true);
+  EXPECT_EQ(s.before_outputs, 57600);
+  EXPECT_EQ(s.with_outputs, 49408);
+}
+
+TEST(ConvolutionBackwardScratch, InputGradientThenWeightGradient) {
+  // x[2,8,16,16] w[8,8,3,3] padding 1, bias, 1 thread, every gradient:
+  // [16384, 2304, 16384, -2304, -16384, grad_input 16384, -16384,
+  //  16384, 16384, 2304, 32, -16384, -16384, grad_bias 32,
+  //  grad_weight 2304, -2304, -32]: backward data (grad_output, weight and
+  // input gradient blocked), then backward weights (grad_output and input
+  // reordered again).
+  ConvolutionCall c = Call({2, 8, 16, 16}, {8, 8, 3, 3}, {2, 8, 16, 16}, {1, 1}, {1, 1}, 1);
+  EXPECT_EQ(Sizes(c, true, true, true), (Sequence{16384, 2304, 16384, -2304, -16384, 16384, -16384, 16384, 16384,
+                                                  2304, 32, -16384, -16384, 32, 2304, -2304, -32}));
+  // Peak with the input gradient alone (16384 + 16384 blocked), then with it
+  // and the second phase's 16384 + 16384 + 2304 + 32: 51488 over 18720 of
+  // gradients.
+  ScratchEstimate s = Folded(c, true, true, true);
+  EXPECT_EQ(s.before_outputs, 16384 + 2304 + 16384);
+  EXPECT_EQ(s.with_outputs, 16384 + 16384 + 2304 + 32 + 16384 - (16384 + 32 + 2304));
+}
+
+TEST(ConvolutionBackwardScratch, TwoThreadsWithEnoughOutputChannelBlocks) {
+  // x[2,16,16,16] w[64,16,3,3] padding 1, 2 threads, input and weight
+  // gradients: [131072, 36864, 32768, -36864, -131072, grad_input 32768,
+  // -32768, 131072, 32768, 36864, -32768, -131072, grad_weight 36864, -36864].
+  ConvolutionCall c = Call({2, 16, 16, 16}, {64, 16, 3, 3}, {2, 64, 16, 16}, {1, 1}, {1, 1}, 2);
+  EXPECT_EQ(Sizes(c, true, true, false), (Sequence{131072, 36864, 32768, -36864, -131072, 32768, -32768, 131072,
+                                                   32768, 36864, -32768, -131072, 36864, -36864}));
+}
+
+TEST(ConvolutionBackwardScratch, StridedOneByOneGathersTheInputAndPadsTheBias) {
+  // x[16,3,16,16] w[64,3,1,1] stride 2, bias, 1 thread, weight and bias:
+  // [262144, 131072, 2048, 2176, 256, -2176, -131072, -262144, grad_bias 256,
+  // grad_weight 768, -2048, -256]: a 1x1 kernel blocks even 3 input
+  // channels; scratchpad 8 * 8*8 * 4 + 128 (the gathered input).
+  ConvolutionCall c = Call({16, 3, 16, 16}, {64, 3, 1, 1}, {16, 64, 8, 8}, {2, 2}, {0, 0}, 1);
+  EXPECT_EQ(Sizes(c, false, true, true),
+            (Sequence{262144, 131072, 2048, 2176, 256, -2176, -131072, -262144, 256, 768, -2048, -256}));
+  // x[2,5,16,16] w[12,5,1,1] stride 2, bias: [8192, 16384, 512, 2368, 48,
+  // -2368, -16384, -8192, grad_bias 48, grad_weight 240, -512, -48]: 12
+  // output channels pad the bias in the scratchpad, 16 * 4 + 128 beside the
+  // gathered input 8 * 8*8 * 4 + 128; the bias gradient itself unpadded.
+  ConvolutionCall odd = Call({2, 5, 16, 16}, {12, 5, 1, 1}, {2, 12, 8, 8}, {2, 2}, {0, 0}, 1);
+  EXPECT_EQ(Sizes(odd, false, true, true),
+            (Sequence{8192, 16384, 512, 2368, 48, -2368, -16384, -8192, 48, 240, -512, -48}));
+}
+
+TEST(ConvolutionBackwardScratch, OnlyThreeInputChannelsAreReadUnblocked) {
+  // x[2,5,16,16] w[16,5,3,3] padding 1, 1 thread, weight gradient: [32768,
+  // 16384, 4608, -16384, -32768, grad_weight 2880, -4608]: 5 channels are
+  // reordered and padded to 8 (so are 1, 2, 4, 6 and 7; 3 are not).
+  ConvolutionCall c = Call({2, 5, 16, 16}, {16, 5, 3, 3}, {2, 16, 16, 16}, {1, 1}, {1, 1}, 1);
+  EXPECT_EQ(Sizes(c, false, true, false), (Sequence{32768, 16384, 4608, -16384, -32768, 2880, -4608}));
+}
+
+TEST(ConvolutionBackwardScratch, TheWeightGradientComesBackWithTheBiasGradient) {
+  // x[2,3,16,16] w[8,3,3,3], bias, 1 thread, input and bias gradients (the
+  // weight's not asked for): [12544, 2304, 16384, -2304, -12544,
+  // grad_input 6144, -16384, 12544, 864, 32, -12544, grad_bias 32,
+  // 864 (the weight gradient, returned all the same), -864, -32].
+  ConvolutionCall c = Call({2, 3, 16, 16}, {8, 3, 3, 3}, {2, 8, 14, 14}, {1, 1}, {0, 0}, 1);
+  EXPECT_EQ(Sizes(c, true, false, true), (Sequence{12544, 2304, 16384, -2304, -12544, 6144, -16384, 12544, 864, 32,
+                                                   -12544, 32, 864, -864, -32}));
+  EXPECT_EQ(Outputs(c, true, false, true),
+            (std::vector<bool>{false, false, false, false, false, true, false, false, false, false, false, true, false,
+                               false, false}));
+  // The most beside the gradients: the blocked input gradient beside the
+  // dense one, 16384 + 6144, over 6144 + 32 of gradients.
+  EXPECT_EQ(Folded(c, true, false, true).with_outputs, 16384 + 6144 - (6144 + 32));
+}
+
+TEST(ConvolutionBackwardScratch, NativeKernelUnfoldsTheInputForTheWeightGradientOnly) {
+  // x[1,16,16,16] w[64,16,3,3] padding 1, bias, 1 thread (batch 1, 4096
+  // elements: slow_conv2d): [grad_input 16384, grad_bias 256,
+  // grad_weight 36864, 147456, -147456]: columns 16*9 * 16*16 * 4.
+  ConvolutionCall c = Call({1, 16, 16, 16}, {64, 16, 3, 3}, {1, 64, 16, 16}, {1, 1}, {1, 1}, 1);
+  EXPECT_EQ(Sizes(c, true, true, true), (Sequence{16384, 256, 36864, 147456, -147456}));
+  ScratchEstimate s = Folded(c, true, true, true);
+  EXPECT_EQ(s.before_outputs, 0);
+  EXPECT_EQ(s.with_outputs, 147456);
+  // Input gradient alone, x[1,3,16,16] w[8,3,3,3]: [grad_input 3072].
+  EXPECT_EQ(Sizes(Call({1, 3, 16, 16}, {8, 3, 3, 3}, {1, 8, 14, 14}, {1, 1}, {0, 0}, 1), true, false, false),
+            (Sequence{3072}));
+  // A 1x1 kernel, stride 1, no padding: no columns. x[1,3,16,16]
+  // w[8,3,1,1]: [grad_weight 96].
+  EXPECT_EQ(Sizes(Call({1, 3, 16, 16}, {8, 3, 1, 1}, {1, 8, 16, 16}, {1, 1}, {0, 0}, 1), false, true, false),
+            (Sequence{96}));
+}
+
+TEST(ConvolutionBackwardScratch, CasesTheRulesDoNotCoverSayWhy) {
+  std::string why;
+  // x[2,8,16,16] w[64,8,3,3] stride 2 padding 1, 1 thread, input gradient:
+  // measured [32768, 18432, 16384, 53272 (scratchpad), ...], another kernel.
+  ConvolutionCall strided = Call({2, 8, 16, 16}, {64, 8, 3, 3}, {2, 64, 8, 8}, {2, 2}, {1, 1}, 1);
+  EXPECT_FALSE(CpuConvolutionBackwardEvents(strided, true, true, false, &why));
+  EXPECT_NE(why.find("strided"), std::string::npos);
+  EXPECT_TRUE(CpuConvolutionBackwardEvents(strided, false, true, false, &why));
+  // x[2,3,16,16] w[8,3,3,3] padding 1, 2 threads, weight gradient: measured
+  // [16384, 864, 13152 (reduction scratchpad), -13152, ...].
+  ConvolutionCall one_block = Call({2, 3, 16, 16}, {8, 3, 3, 3}, {2, 8, 16, 16}, {1, 1}, {1, 1}, 2);
+  EXPECT_FALSE(CpuConvolutionBackwardEvents(one_block, false, true, false, &why));
+  EXPECT_NE(why.find("reduction"), std::string::npos);
+  // x[2,16,16,16] w[64,16,1,1], 2 threads: measured [131072, 32768, 4096,
+  // 16512 (reduction scratchpad), ...].
+  ConvolutionCall one_by_one = Call({2, 16, 16, 16}, {64, 16, 1, 1}, {2, 64, 16, 16}, {1, 1}, {0, 0}, 2);
+  EXPECT_FALSE(CpuConvolutionBackwardEvents(one_by_one, false, true, false, &why));
+  EXPECT_NE(why.find("1x1"), std::string::npos);
+  // x[2,16,16,16] w[64,16,3,3] padding 3: oneDNN's GEMM convolution.
+  ConvolutionCall padded = Call({2, 16, 16, 16}, {64, 16, 3, 3}, {2, 64, 20, 20}, {1, 1}, {3, 3}, 1);
+  EXPECT_FALSE(CpuConvolutionBackwardEvents(padded, false, true, false, &why));
+  EXPECT_NE(why.find("GEMM"), std::string::npos);
+  // x[2,3,64,64] w[64,3,16,16] stride 16: the weight gradient's GEMM
+  // kernel (measured [196608, 835840, -835840, ...]: no grad_output reorder).
+  ConvolutionCall large = Call({2, 3, 64, 64}, {64, 3, 16, 16}, {2, 64, 4, 4}, {16, 16}, {0, 0}, 1);
+  EXPECT_FALSE(CpuConvolutionBackwardEvents(large, false, true, false, &why));
+  EXPECT_NE(why.find("13"), std::string::npos);
+  // x[2,16,12,12] w[64,16,9,9]: the input gradient's GEMM kernel.
+  ConvolutionCall nine = Call({2, 16, 12, 12}, {64, 16, 9, 9}, {2, 64, 4, 4}, {1, 1}, {0, 0}, 1);
+  EXPECT_FALSE(CpuConvolutionBackwardEvents(nine, true, false, false, &why));
+  EXPECT_NE(why.find("8"), std::string::npos);
+  EXPECT_TRUE(CpuConvolutionBackwardEvents(nine, false, true, false, &why));
+  ConvolutionCall dilated = Call({2, 8, 16, 16}, {8, 8, 3, 3}, {2, 8, 12, 12});
+  dilated.dilation = {2, 2};
+  EXPECT_FALSE(CpuConvolutionBackwardEvents(dilated, true, true, false, &why));
+  EXPECT_NE(why.find("dilated"), std::string::npos);
+  ConvolutionCall permuted = Call({2, 8, 4, 4}, {8, 8, 3, 3}, {2, 8, 2, 2});
+  permuted.input.strides = {16, 32, 4, 1};
+  EXPECT_FALSE(CpuConvolutionBackwardEvents(permuted, true, true, false, &why));
+  EXPECT_NE(why.find("non-contiguous"), std::string::npos);
+}
+
+}  // namespace backward
+
 }  // namespace
 }  // namespace peakmem

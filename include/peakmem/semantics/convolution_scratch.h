@@ -1,6 +1,7 @@
-// What a CPU convolution allocates inside the op: ATen's backend choice
-// (oneDNN or the native slow_conv2d) and each backend's buffers, as pure
-// functions of the operands' shapes, layouts and the thread count.
+// What a CPU convolution and its backward allocate inside the op: ATen's
+// backend choice (oneDNN or the native slow_conv2d) and each backend's
+// buffers, as pure functions of the operands' shapes, layouts and the thread
+// count.
 //
 // Measured with the profiler on torch 2.13's CPU build, oneDNN limited to
 // its AVX2 kernels (ONEDNN_MAX_CPU_ISA=AVX2, as the test suite runs it;
@@ -32,6 +33,41 @@
 //     N * C_in * kh * kw * OH * OW elements (none for a 1x1 kernel with
 //     stride 1 and no padding), allocated before the result and freed after.
 //
+// The backward (aten::convolution_backward, what autograd's
+// ConvolutionBackward0 calls) runs on the forward's backend, measured the
+// same way (batch 1 to 64, 1 to 64 input and 8 to 768 output channels,
+// square kernels 1 to 16, stride 1 to 16, padding 0 to 4, 1 to 4 threads,
+// each gradient asked for or not; scripts/conv_backward_events.py prints one
+// call's sequence):
+//   - slow_conv2d allocates the gradients first (input, bias, weight),
+//     then, for the weight gradient only, the same columns buffer as the
+//     forward beside them.
+//   - oneDNN computes the input gradient first, then the weight and bias
+//     gradients together:
+//       input:   grad_output_b weight_b grad_input_b -weight_b -grad_output_b
+//                grad_input -grad_input_b
+//       weights: grad_output_b [input_b] grad_weight_b [scratchpad] [bias_b]
+//                [-scratchpad] [-input_b] -grad_output_b [grad_bias]
+//                grad_weight -grad_weight_b [-bias_b]
+//     Each phase reorders grad_output into blocks of 8 (output channels
+//     padded). The input gradient's kernel pads both channel counts of the
+//     weight and the input gradient to 8, whatever their count. The weight
+//     gradient's kernel reads the input as it is only when it has exactly 3
+//     channels and the kernel is not 1x1; otherwise it reorders the input
+//     into blocks (channels padded). It computes the weight gradient blocked
+//     as the forward reorders the weight. Its scratchpad holds a strided 1x1 kernel's gathered input
+//     (as in the forward) and, when the output channels are not a multiple
+//     of 8, a padded bias. ATen returns the weight gradient even when only
+//     the bias's was asked for.
+//   - Not modelled: a strided convolution's input gradient (another kernel,
+//     whose scratchpad follows its own blocking of channels, image and
+//     kernel), kernels past 8 (input gradient) or 13 (weight gradient) and
+//     padding past k - 1 (oneDNN's GEMM convolution), and the weight
+//     gradient on several threads unless there are at least two
+//     output-channel blocks of 8 a thread (else oneDNN may split the batch
+//     between threads and book reduction buffers; a 1x1 kernel always
+//     does), dilated convolutions and non-contiguous operands.
+//
 // Everything else (another dtype, transposed or grouped convolutions, 1-d
 // and 3-d ones, channels-last operands, a 1x1 kernel with padding and
 // padding past min(3, (k - 1) * dilation), which oneDNN runs as a GEMM with
@@ -41,7 +77,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "peakmem/ir/trace.h"
 #include "peakmem/ir/value_type.h"
@@ -79,5 +117,36 @@ bool ReadConvolutionArguments(const Statement& s, const OpInfo& op, ConvolutionC
 // the case the rules do not cover.
 std::optional<ScratchEstimate> CpuConvolutionScratch(const ConvolutionCall& call,
                                                      std::string* why_not);
+
+// One allocation (bytes > 0) or free (bytes < 0) inside an op, in order.
+// `output`: an allocation the op returns to its caller. An allocation that is
+// neither an output nor freed is returned by the op but not asked for, and
+// dropped by the caller when the op returns.
+struct ScratchEvent {
+  std::int64_t bytes = 0;
+  bool output = false;
+};
+
+// The allocations and frees inside one CPU aten::convolution_backward for
+// `call` (the forward's operands, threads included), computing the
+// gradients asked for (ATen's output_mask), with a contiguous grad_output
+// shaped as call.output_shape: outputs and scratch in the order the op
+// allocates them. Nullopt with `why_not` naming the case the rules do not
+// cover.
+std::optional<std::vector<ScratchEvent>> CpuConvolutionBackwardEvents(const ConvolutionCall& call,
+                                                                      bool input_grad, bool weight_grad,
+                                                                      bool bias_grad, std::string* why_not);
+
+// An op's allocation sequence as a ScratchEstimate: `before_outputs` the
+// most scratch live before the first output, `with_outputs` the most that
+// scratch and the outputs reach together afterwards, less all the outputs
+// (so that outputs + with_outputs is the op's peak once they exist, even
+// when they are allocated at different times).
+ScratchEstimate FoldScratchEvents(std::span<const ScratchEvent> events);
+
+// CpuConvolutionBackwardEvents, folded.
+std::optional<ScratchEstimate> CpuConvolutionBackwardScratch(const ConvolutionCall& call, bool input_grad,
+                                                             bool weight_grad, bool bias_grad,
+                                                             std::string* why_not);
 
 }  // namespace peakmem
