@@ -185,8 +185,8 @@ def _arguments(func: Any, args: tuple, kwargs: dict, op: str, known: Callable[[A
             value = ("tensor", _dtype_name(value.dtype, op), list(value.shape), list(value.stride()), wrapped)
         elif _number_kind(value) is not None:
             wraps = wraps or argument.name in _WRAPPED_ARGUMENTS
-        elif isinstance(value, (list, tuple)) and all(type(v) is int for v in value):
-            value = list(value)
+        elif isinstance(value, (list, tuple)) and all(type(v) in (int, bool) for v in value):
+            value = [int(v) for v in value]  # sizes, strides, an output_mask
         elif isinstance(value, torch.dtype):
             value = _DTYPE_NAMES.get(str(value).removeprefix("torch."))
         else:

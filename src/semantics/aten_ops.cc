@@ -59,14 +59,18 @@ std::optional<Dims> Spatial(const AtenArgument* a, std::int64_t fallback, std::s
   return Dims(a->ints.begin(), a->ints.end());
 }
 
-// aten.convolution(input, weight, bias, stride, padding, dilation,
-// transposed, output_padding, groups) as the CPU runs it.
-ScratchEstimate ConvolutionScratch(std::span<const AtenArgument> arguments, int threads, std::string* why_not) {
+// The ConvolutionCall of an aten.convolution(input, weight, bias, stride,
+// padding, dilation, transposed, output_padding, groups) or of its
+// backward (grad_output, input, weight, bias_sizes, stride, ...), on
+// `threads` threads; nullopt (with `why_not` when it says something) when
+// the arguments are not what the rules read.
+std::optional<ConvolutionCall> ReadConvolution(std::span<const AtenArgument> arguments, int threads,
+                                               std::string* why_not) {
   const AtenArgument* input = Named(arguments, "input");
   const AtenArgument* weight = Named(arguments, "weight");
   if (input == nullptr || weight == nullptr || input->kind != AtenArgument::Kind::kTensor ||
       weight->kind != AtenArgument::Kind::kTensor) {
-    return {};
+    return std::nullopt;
   }
   ConvolutionCall call;
   call.input = {input->type.shape, input->strides, input->type.dtype};
@@ -79,7 +83,7 @@ ScratchEstimate ConvolutionScratch(std::span<const AtenArgument> arguments, int 
   const AtenArgument* transposed = Named(arguments, "transposed");
   if (!stride || !padding || !dilation || input->type.shape.size() != spatial + 2) {
     *why_not = "its stride, padding or dilation do not match its spatial dimensions";
-    return {};
+    return std::nullopt;
   }
   call.stride = *stride;
   call.padding = *padding;
@@ -88,13 +92,36 @@ ScratchEstimate ConvolutionScratch(std::span<const AtenArgument> arguments, int 
   call.transposed = transposed != nullptr && transposed->kind == AtenArgument::Kind::kNumber && transposed->integer;
   call.threads = threads;
   // The output's spatial sizes (a convolution's, not a transposed one's:
-  // CpuConvolutionScratch declines those).
+  // the rules decline those).
   call.output_shape = {input->type.shape[0], weight->type.shape[0]};
   for (std::size_t d = 0; d < spatial; ++d) {
     const std::int64_t extent = (*dilation)[d] * (weight->type.shape[d + 2] - 1) + 1;
     call.output_shape.push_back((input->type.shape[d + 2] + 2 * (*padding)[d] - extent) / (*stride)[d] + 1);
   }
-  if (std::optional<ScratchEstimate> scratch = CpuConvolutionScratch(call, why_not)) return *scratch;
+  return call;
+}
+
+ScratchEstimate ConvolutionScratch(std::span<const AtenArgument> arguments, int threads, std::string* why_not) {
+  const std::optional<ConvolutionCall> call = ReadConvolution(arguments, threads, why_not);
+  if (!call) return {};
+  if (std::optional<ScratchEstimate> scratch = CpuConvolutionScratch(*call, why_not)) return *scratch;
+  return {};
+}
+
+// convolution_backward's output_mask says which gradients it computes.
+ScratchEstimate ConvolutionBackwardScratch(std::span<const AtenArgument> arguments, int threads,
+                                           std::string* why_not) {
+  const std::optional<ConvolutionCall> call = ReadConvolution(arguments, threads, why_not);
+  const AtenArgument* mask = Named(arguments, "output_mask");
+  if (!call) return {};
+  if (mask == nullptr || mask->kind != AtenArgument::Kind::kInts || mask->ints.size() != 3) {
+    *why_not = "its output_mask is not three booleans";
+    return {};
+  }
+  if (std::optional<ScratchEstimate> scratch =
+          CpuConvolutionBackwardScratch(*call, mask->ints[0] != 0, mask->ints[1] != 0, mask->ints[2] != 0, why_not)) {
+    return *scratch;
+  }
   return {};
 }
 
@@ -176,6 +203,8 @@ ScratchEstimate EstimateAtenScratch(std::string_view aten_name, std::span<const 
       return WrappedScratch(*op, overload, arguments);
     case ScratchRule::kConvolution:
       return ConvolutionScratch(arguments, threads, why_not);
+    case ScratchRule::kConvolutionBackward:
+      return ConvolutionBackwardScratch(arguments, threads, why_not);
     case ScratchRule::kBlasOperandClones:
       return ProductScratch(base, arguments, why_not);
     case ScratchRule::kWhereScalar:

@@ -199,6 +199,7 @@ const char* const kContiguousNames[] = {
     "cat",
     "conv2d",
     "convolution",
+    "convolution_backward",
     "cross_entropy",
     "cumsum",
     "einsum",
@@ -396,6 +397,9 @@ std::vector<OpInfo> BuildTable() {
   // ATen's products (the eager front end's calls; aten_ops.cc): addmm is
   // linear with a bias, bmm a batch of mm.
   for (const char* n : {"addmm", "bmm"}) Find(ops, n).scratch = ScratchRule::kBlasOperandClones;
+  // ATen's convolution_backward (autograd's ConvolutionBackward0): oneDNN's
+  // or slow_conv2d's buffers (convolution_scratch.h CpuConvolutionBackwardEvents).
+  Find(ops, "convolution_backward").scratch = ScratchRule::kConvolutionBackward;
   // flip runs through TensorIterator: its output takes the input's layout
   // (a flipped permuted weight stays permuted, measured by the zoo's ResNet
   // backward, where the convolution then copies it).
@@ -502,10 +506,11 @@ std::string DescribeOp(const OpInfo& op) {
                                                   "float32 buffer for half types",
                                                   "mean's wrapped count, half types in float32",
                                                   "half types' float32 accumulation buffer",
-                                                  "oneDNN reorders or unfolded columns"};
+                                                  "oneDNN reorders or unfolded columns",
+                                                  "the backward's oneDNN reorders or unfolded columns"};
   static_assert(std::size(kEffects) == static_cast<std::size_t>(OpEffect::kFusion) + 1);
   static_assert(std::size(kLayouts) == static_cast<std::size_t>(LayoutRule::kUnknown) + 1);
-  static_assert(std::size(kScratch) == static_cast<std::size_t>(ScratchRule::kConvolution) + 1);
+  static_assert(std::size(kScratch) == static_cast<std::size_t>(ScratchRule::kConvolutionBackward) + 1);
   std::string out(kEffects[static_cast<int>(op.effect)]);
   if (op.effect == OpEffect::kAllocates || op.effect == OpEffect::kViewOfInput ||
       op.effect == OpEffect::kMaybeView) {

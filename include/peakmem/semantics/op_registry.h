@@ -65,6 +65,8 @@ enum class ScratchRule : unsigned char {
                        // model)
   kConvolution,        // CPU convolution: operand copies, oneDNN's reorders and scratchpad or the
                        // native kernel's columns (convolution_scratch.h; needs strides and threads)
+  kConvolutionBackward,  // CPU convolution_backward (ATen's; the eager front end): the same backends'
+                         // buffers for the gradients asked for (convolution_scratch.h)
 };
 
 // Where an op's outputs get their types when the printed trace omits them.
