@@ -111,9 +111,13 @@ ScratchEstimate ConvolutionScratch(std::span<const AtenArgument> arguments, int 
 // convolution_backward's output_mask says which gradients it computes.
 ScratchEstimate ConvolutionBackwardScratch(std::span<const AtenArgument> arguments, int threads,
                                            std::string* why_not) {
-  const std::optional<ConvolutionCall> call = ReadConvolution(arguments, threads, why_not);
+  std::optional<ConvolutionCall> call = ReadConvolution(arguments, threads, why_not);
   const AtenArgument* mask = Named(arguments, "output_mask");
   if (!call) return {};
+  const AtenArgument* grad_output = Named(arguments, "grad_output");
+  if (grad_output != nullptr && grad_output->kind == AtenArgument::Kind::kTensor) {
+    call->grad_output = {grad_output->type.shape, grad_output->strides, grad_output->type.dtype};
+  }
   if (mask == nullptr || mask->kind != AtenArgument::Kind::kInts || mask->ints.size() != 3) {
     *why_not = "its output_mask is not three booleans";
     return {};

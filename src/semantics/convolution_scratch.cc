@@ -198,8 +198,16 @@ std::optional<std::vector<ScratchEvent>> CpuConvolutionBackwardEvents(const Conv
   std::vector<ScratchEvent> events;
   auto alloc = [&](std::int64_t bytes, bool output = false) { events.push_back({bytes, output}); };
   auto release = [&](std::int64_t bytes) { events.push_back({-bytes, false}); };
+  const ConvolutionOperand& g = c.grad_output;
+  const bool strided_grad_output = !g.strides.empty() && !IsContiguous(g.shape, g.strides);
 
   if (!UsesOneDnn(c)) {
+    if (strided_grad_output) {
+      // Measured: the native kernel copies a channels-last grad_output once
+      // for the input gradient and again for the weight's.
+      *why_not = "the native kernel's backward of a non-contiguous grad_output is not modelled";
+      return std::nullopt;
+    }
     // slow_conv2d_backward: the gradients first (input, bias, weight), then
     // for the weight gradient the input unfolded into columns, as the
     // forward does. The input gradient's own columns are a `new[]` buffer
@@ -229,6 +237,12 @@ std::optional<std::vector<ScratchEvent>> CpuConvolutionBackwardEvents(const Conv
       return std::nullopt;
     }
   }
+  // mkldnn_convolution_backward reads grad_output contiguous in the
+  // operands' memory format (contiguous: channels-last operands are not
+  // modelled): a non-contiguous one (a transpose's gradient, an expanded
+  // scalar's) is copied first and the copy held until the op returns.
+  const std::int64_t grad_output_copy = strided_grad_output ? n * c_out * out_hw * item : 0;
+  if (grad_output_copy > 0) alloc(grad_output_copy);
   const std::int64_t grad_output_b = n * PadToBlock(c_out) * out_hw * item;
   if (input_grad) {
     if (strided) {
@@ -312,6 +326,7 @@ std::optional<std::vector<ScratchEvent>> CpuConvolutionBackwardEvents(const Conv
     release(grad_weight_b);
     if (bias_grad) release(grad_bias);
   }
+  if (grad_output_copy > 0) release(grad_output_copy);
   return events;
 }
 

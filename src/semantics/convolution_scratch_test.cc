@@ -270,6 +270,44 @@ TEST(ConvolutionBackwardScratch, NativeKernelUnfoldsTheInputForTheWeightGradient
             (Sequence{96}));
 }
 
+TEST(ConvolutionBackwardScratch, AStridedGradOutputIsCopiedFirstAndHeldToTheEnd) {
+  // ViT's patch embedding as the model runs it: the conv's output is
+  // flattened and transposed, so its gradient arrives channels-last,
+  // strides (1024, 1, 256, 64). Measured: [8192, 8192, 49152, 256, -8192,
+  // grad_bias 256, grad_weight 49152, -49152, -256, -8192]: the contiguous
+  // copy of grad_output first, freed after the gradients exist; between,
+  // the contiguous case's sequence (PatchEmbeddingWeightAndBiasGradients).
+  ConvolutionCall c = Call({2, 3, 32, 32}, {64, 3, 8, 8}, {2, 64, 4, 4}, {8, 8}, {0, 0}, 2);
+  c.grad_output = {{2, 64, 4, 4}, {1024, 1, 256, 64}, FindDType("f32")};
+  EXPECT_EQ(Sizes(c, false, true, true),
+            (Sequence{8192, 8192, 49152, 256, -8192, 256, 49152, -49152, -256, -8192}));
+  ScratchEstimate s = Folded(c, false, true, true);
+  EXPECT_EQ(s.before_outputs, 8192 + 57600);
+  EXPECT_EQ(s.with_outputs, 8192 + 49408);
+  // x[2,8,16,16] w[8,8,3,3] padding 1, 1 thread, an expanded scalar's
+  // gradient (strides 0) measured [16384 (copy), InputGradientThenWeightGradient's
+  // 17 events, -16384]; a contiguous grad_output copies nothing.
+  ConvolutionCall e = Call({2, 8, 16, 16}, {8, 8, 3, 3}, {2, 8, 16, 16}, {1, 1}, {1, 1}, 1);
+  e.grad_output = {{2, 8, 16, 16}, {0, 0, 0, 0}, FindDType("f32")};
+  EXPECT_EQ(Sizes(e, true, true, true),
+            (Sequence{16384, 16384, 2304, 16384, -2304, -16384, 16384, -16384, 16384, 16384, 2304, 32, -16384,
+                      -16384, 32, 2304, -2304, -32, -16384}));
+  e.grad_output.strides = {2048, 256, 16, 1};
+  EXPECT_EQ(Sizes(e, true, true, true).front(), 16384);
+  EXPECT_EQ(Sizes(e, true, true, true).size(), 17u);
+}
+
+TEST(ConvolutionBackwardScratch, TheNativeKernelWithAStridedGradOutputIsNotModelled) {
+  // x[1,4,8,8] w[6,4,1,1], 1 thread (the native kernel), grad_output
+  // channels-last: measured [1536, 1024, -1536, 24, 96, 1536, -1536, ...]:
+  // grad_output copied for each gradient apart. Declined, with the reason.
+  ConvolutionCall c = Call({1, 4, 8, 8}, {6, 4, 1, 1}, {1, 6, 8, 8}, {1, 1}, {0, 0}, 1);
+  c.grad_output = {{1, 6, 8, 8}, {384, 1, 48, 6}, FindDType("f32")};
+  std::string why;
+  EXPECT_FALSE(CpuConvolutionBackwardEvents(c, true, true, true, &why));
+  EXPECT_NE(why.find("grad_output"), std::string::npos);
+}
+
 TEST(ConvolutionBackwardScratch, CasesTheRulesDoNotCoverSayWhy) {
   std::string why;
   // x[2,8,16,16] w[64,8,3,3] stride 2 padding 1, 1 thread, input gradient:

@@ -101,6 +101,9 @@ struct ConvolutionCall {
   bool transposed = false;
   std::int64_t groups = 1;
   int threads = 1;  // PyTorch's intra-op threads (torch.get_num_threads())
+  // The backward's grad_output, [N, C_out, OH, OW]; no strides when the
+  // caller does not know them (read as contiguous).
+  ConvolutionOperand grad_output;
 };
 
 // The call's arguments read from a statement of `op` (its CallForm:
