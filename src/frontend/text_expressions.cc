@@ -177,9 +177,14 @@ void TextReader::ParseNumber(Expr* e, std::size_t start, char c) {
   if (e->text == "-" || e->text == "+") FailAt(start, "expected an expression");
 }
 
-// A name or dotted name at `start`: a trace value, or a constant.
+// A name or dotted name at `start`: a trace value, or a constant (every
+// name when !resolve_names_).
 void TextReader::ParseName(Expr* e, std::size_t start) {
   const std::string_view name = DottedName();
+  if (!resolve_names_) {
+    e->SetConstant(name);
+    return;
+  }
   // Dotted names (dtypes.float32) and Python's keyword constants are never
   // trace values: no lookup. A callee (`torch_slice_prim_impl(`) is looked
   // up without the used-after-del check: it is a global function, and a

@@ -49,8 +49,20 @@ class TextReader {
         lines_(source_->text(), range.begin, range.lines_before),
         stop_(range.end) {}
 
+  // A reader of fusion regions' subsymbol lines only (ReadSubSymbolCall)
+  // into `into`, another reader's trace (the JSON reader's): it binds no
+  // names and reads no statements.
+  TextReader(std::shared_ptr<const SourceFile> source, Trace* into)
+      : source_(source), builder_(std::move(source)), trace_(*into), lines_(std::string_view()) {}
+
   // The whole text in one pass.
   Trace Read();
+  // Parses trace's subsymbols[index], a line of a fusion region starting at
+  // `at`, with this reader's expression parser, and appends it to
+  // Trace::subsymbol_calls when it is a call with one output (see
+  // SubSymbolCall); other lines, and lines that do not parse, stay text
+  // only. Calls must come in the order of their lines.
+  void ReadSubSymbolCall(std::uint32_t index, SourceLocation at);
   // See TextReadOptions::fusion_subsymbols_only.
   void KeepFusionSubSymbolsOnly(bool only) { fusion_subsymbols_only_ = only; }
   // See TextReadOptions::rank.
@@ -214,6 +226,11 @@ class TextReader {
   std::uint32_t open_call_index_ = 0;  // its index in trace_.statements
   std::vector<int> subsymbol_stack_;  // indentation of the open subsymbol lines
   bool fusion_subsymbols_only_ = false;
+  bool open_call_is_fusion_ = false;  // its subsymbol lines are parsed (ReadSubSymbolCall)
+  // False while a subsymbol line is parsed: its names are the region's and
+  // stay text (ParseName).
+  bool resolve_names_ = true;
+  LogicalLine subsymbol_line_;  // the subsymbol line being parsed
 
   const LogicalLine* line_ = nullptr;
   LogicalLine current_;
