@@ -180,7 +180,8 @@ void TextReader::ParseNumber(Expr* e, std::size_t start, char c) {
 // A name or dotted name at `start`: a trace value, or a constant (every
 // name when !resolve_names_).
 void TextReader::ParseName(Expr* e, std::size_t start) {
-  const std::string_view name = DottedName();
+  bool dotted = false;
+  const std::string_view name = DottedName(&dotted);
   if (!resolve_names_) {
     e->SetConstant(name);
     return;
@@ -190,7 +191,6 @@ void TextReader::ParseName(Expr* e, std::size_t start) {
   // up without the used-after-del check: it is a global function, and a
   // miss there would make the builder enter its deleted names (see
   // TraceBuilder::EnterDeletedNames) on every such call.
-  const bool dotted = name.find('.') != std::string_view::npos;
   const bool keyword = name == "None" || name == "True" || name == "False";
   const ValueId id = dotted || keyword ? kNoValue
                      : Peek() == '('   ? builder_.LookupCallee(name)

@@ -278,11 +278,17 @@ void TextReader::FinishCall() {
 }
 
 bool TextReader::InferOutputTypes(Statement& call) {
+  FlatOutputs(call, &call_outputs_);
+  if (std::none_of(call_outputs_.begin(), call_outputs_.end(), [this](ValueId id) {
+        return trace_.value(id).type->kind == ValueKind::kUnknown;
+      })) {
+    return true;  // inference sets only untyped outputs
+  }
   if (!InferAliasTypes(&trace_, call,
                        [this](ValueId id) { return builder_.TypePending(id); })) {
     return false;
   }
-  for (ValueId id : FlatOutputs(call)) {
+  for (ValueId id : call_outputs_) {
     Value& v = trace_.value(id);
     if (v.type->kind != ValueKind::kUnknown) continue;
     const SubSymbol* where = nullptr;

@@ -135,7 +135,9 @@ class TextReader {
 
  private:
   // The output types FinishCall infers for an op call; false, changing
-  // nothing, when they depend on types a chunk does not know yet.
+  // nothing, when they depend on types a chunk does not know yet. A call
+  // whose outputs all have types (nearly every one: the type comment on its
+  // line) has nothing to infer, and is not looked up.
   bool InferOutputTypes(Statement& s);
 
   // ---- tokens within the current logical line
@@ -179,14 +181,16 @@ class TextReader {
     pos_ = pos;
     return text().substr(start, pos_ - start);
   }
-  std::string_view DottedName() {
-    std::size_t start = pos_;
+  // A name or a dotted name (`dtypes.float32`); *dotted says which.
+  std::string_view DottedName(bool* dotted) {
     SkipSpaces();
-    start = pos_;
+    const std::size_t start = pos_;
+    *dotted = false;
     if (Identifier().empty()) return {};
     while (pos_ + 1 < end_ && text()[pos_] == '.' && IsIdentStart(text()[pos_ + 1])) {
       ++pos_;
       Identifier();
+      *dotted = true;
     }
     return text().substr(start, pos_ - start);
   }
@@ -248,6 +252,7 @@ class TextReader {
   std::vector<KeywordArg> kwargs_;  // a statement's keyword arguments (reused)
   std::vector<Pattern> pattern_stack_;  // items of the targets being parsed (see TakePatterns)
   std::vector<ValueId> deleted_;        // the values a `del` unbinds (reused)
+  std::vector<ValueId> call_outputs_;   // InferOutputTypes' call's outputs (reused)
   // The patterns on pattern_stack_ from `base` on, saved in the trace, and popped.
   ArenaSpan<Pattern> TakePatterns(std::size_t base) {
     const ArenaSpan<Pattern> items =

@@ -175,7 +175,7 @@ class RuntimeModel {
   Dims ViewStrides(const Statement& s, const OpInfo& op, const Object& input, const Value& out,
                    bool* known);
   Dims AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out);
-  std::int64_t MatmulOperandClones(const Statement& s) const;
+  std::int64_t MatmulOperandClones(const Statement& s, const OpInfo* op) const;
   // OpInfo::contiguous_copy_arguments: the copies' bytes.
   std::int64_t ContiguousArgumentCopy(const Statement& s, const OpInfo* op) const;
   // Whether a tensor is among the call's arguments after its first.
