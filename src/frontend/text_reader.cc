@@ -179,27 +179,37 @@ void TextReader::ReadBodyComment(int line_no, int indent, std::string_view line)
 
 void TextReader::ReadSubSymbol(int line_no, int indent, std::string_view line) {
   if (open_call_ == nullptr) return;  // an indented comment with no op above it
-  std::string_view body = Trim(line.substr(indent + 1));
   while (!subsymbol_stack_.empty() && subsymbol_stack_.back() >= indent) {
     subsymbol_stack_.pop_back();
   }
   if (subsymbol_stack_.size() >= static_cast<std::size_t>(kMaxNesting)) {
     Fail({line_no, indent + 1}, "subsymbols nested too deeply");
   }
+  const int depth = static_cast<int>(subsymbol_stack_.size());
+  subsymbol_stack_.push_back(indent);
+  if (open_call_lines_ == SubSymbolLines::kUndecided) open_call_lines_ = LinesKeptFor(*open_call_);
+  if (open_call_lines_ == SubSymbolLines::kDropped) return;
+  const std::string_view body = Trim(line.substr(indent + 1));
   if (open_call_->subsymbols.empty()) {
     open_call_->subsymbols.begin = static_cast<std::uint32_t>(trace_.subsymbols.size());
   }
-  trace_.subsymbols.push_back(
-      SubSymbol{body, line_no, static_cast<int>(subsymbol_stack_.size())});
+  trace_.subsymbols.push_back(SubSymbol{body, line_no, depth});
   ++open_call_->subsymbols.count;
-  subsymbol_stack_.push_back(indent);
-  if (open_call_->subsymbols.count == 1) {
-    open_call_is_fusion_ = UsesSubSymbols(trace_.SymbolOf(*open_call_));
-  }
-  if (open_call_is_fusion_) {
+  if (open_call_lines_ == SubSymbolLines::kParsed) {
     ReadSubSymbolCall(static_cast<std::uint32_t>(trace_.subsymbols.size() - 1),
                       {line_no, static_cast<int>(body.data() - line.data()) + 1});
   }
+}
+
+TextReader::SubSymbolLines TextReader::LinesKeptFor(const Statement& call) {
+  if (UsesSubSymbols(trace_.SymbolOf(call))) return SubSymbolLines::kParsed;
+  if (!fusion_subsymbols_only_) return SubSymbolLines::kKept;
+  // Only an untyped output is ever typed from the lines (InferOutputTypes).
+  FlatOutputs(call, &call_outputs_);
+  return std::any_of(call_outputs_.begin(), call_outputs_.end(),
+                     [this](ValueId id) { return trace_.value(id).type->kind == ValueKind::kUnknown; })
+             ? SubSymbolLines::kKept
+             : SubSymbolLines::kDropped;
 }
 
 void TextReader::ReadSubSymbolCall(std::uint32_t index, SourceLocation at) {
@@ -435,6 +445,7 @@ void TextReader::ReadStatement() {
   if (trace_.statements.back().kind == StatementKind::kCall) {
     open_call_ = &trace_.statements.back();
     open_call_index_ = static_cast<std::uint32_t>(trace_.statements.size() - 1);
+    open_call_lines_ = SubSymbolLines::kUndecided;
   }
 }
 

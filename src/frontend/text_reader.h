@@ -230,7 +230,14 @@ class TextReader {
   std::uint32_t open_call_index_ = 0;  // its index in trace_.statements
   std::vector<int> subsymbol_stack_;  // indentation of the open subsymbol lines
   bool fusion_subsymbols_only_ = false;
-  bool open_call_is_fusion_ = false;  // its subsymbol lines are parsed (ReadSubSymbolCall)
+  // What becomes of the open call's subsymbol lines, decided at its first:
+  // a fusion region's are kept and parsed (ReadSubSymbolCall); with
+  // fusion_subsymbols_only, those of a call whose outputs all have types
+  // are dropped as they are read (no model reads them, nor type inference);
+  // others are kept.
+  enum class SubSymbolLines : std::uint8_t { kUndecided, kKept, kParsed, kDropped };
+  SubSymbolLines open_call_lines_ = SubSymbolLines::kUndecided;
+  SubSymbolLines LinesKeptFor(const Statement& call);
   // False while a subsymbol line is parsed: its names are the region's and
   // stay text (ParseName).
   bool resolve_names_ = true;
