@@ -244,28 +244,12 @@ std::int64_t BatchedProductCopies(const ProductOperand (&operands)[2]) {
 
 }  // namespace
 
-std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s, const OpInfo* op) const {
-  if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
-  const bool linear = op->form == CallForm::kLinear;
-  const bool matmul = op->form == CallForm::kMatmul;
-  ProductOperand operands[2];
-  int n = 0;
-  for (const Expr& e : s.args) {
-    if (e.kind != Expr::Kind::kValue || !bound_[e.value]) continue;
-    const Object& o = objects_[object_of_[e.value]];
-    if (o.kind != Object::Kind::kTensor) continue;
-    if (n == 2) {
-      if (linear) break;  // the bias: added to the product, copies nothing
-      return 0;
-    }
-    if (o.type->dtype == nullptr) return 0;
-    const Dims& strides = StridesOf(o);
-    operands[n++] = {{o.type->shape.data(), o.type->shape.size()}, {strides.data(), strides.size()},
-                     static_cast<std::int64_t>(o.type->bytes), o.type->dtype};
-  }
-  if (n != 2) return 0;
-  ProductOperand& a = operands[0];
-  ProductOperand& b = operands[1];
+namespace {
+
+// The copies of a product of `a` and `b` (see above), `out` its type when
+// known. Takes its operands by value: linear's weight is transposed here.
+std::int64_t ProductCopies(bool linear, bool matmul, ProductOperand a, ProductOperand b,
+                           const ValueType* out) {
   std::int64_t transposed_shape[2];
   std::int64_t transposed_strides[2];
   if (linear) {  // input @ weight.t()
@@ -280,8 +264,8 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s, const OpInfo*
   const std::size_t da = a.shape.size(), db = b.shape.size();
   if (da == 2 && db == 2) {
     std::int64_t bytes = 0;
-    for (const ProductOperand& o : operands) {
-      if (!BlasTakes(o.shape[0], o.shape[1], o.strides[0], o.strides[1])) bytes += o.bytes;
+    for (const ProductOperand* o : {&a, &b}) {
+      if (!BlasTakes(o->shape[0], o->shape[1], o->strides[0], o->strides[1])) bytes += o->bytes;
     }
     return bytes;
   }
@@ -299,10 +283,54 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s, const OpInfo*
   }
   if ((!linear && !matmul) || da == 0 || db == 0 || (da < 3 && db < 3)) return 0;
   if ((da >= 3 && db <= 2) || (db >= 3 && da <= 2)) {
-    const ValueType* out = s.outputs.kind == Pattern::Kind::kValue ? ValueOf(s.outputs.value).type : nullptr;
     if (const auto folded = FoldedProductCopies(a, b, out)) return *folded;
   }
+  const ProductOperand operands[2] = {a, b};
   return BatchedProductCopies(operands);
+}
+
+bool SameDims(const Dims& d, std::span<const std::int64_t> s) {
+  return std::equal(d.begin(), d.end(), s.begin(), s.end());
+}
+
+}  // namespace
+
+std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s, const OpInfo* op) const {
+  if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
+  const bool linear = op->form == CallForm::kLinear;
+  const bool matmul = op->form == CallForm::kMatmul;
+  ProductOperand operands[2];
+  const ValueType* types[2] = {};
+  int n = 0;
+  for (const Expr& e : s.args) {
+    if (e.kind != Expr::Kind::kValue || !bound_[e.value]) continue;
+    const Object& o = objects_[object_of_[e.value]];
+    if (o.kind != Object::Kind::kTensor) continue;
+    if (n == 2) {
+      if (linear) break;  // the bias: added to the product, copies nothing
+      return 0;
+    }
+    if (o.type->dtype == nullptr) return 0;
+    const Dims& strides = StridesOf(o);
+    types[n] = o.type;
+    operands[n++] = {{o.type->shape.data(), o.type->shape.size()}, {strides.data(), strides.size()},
+                     static_cast<std::int64_t>(o.type->bytes), o.type->dtype};
+  }
+  if (n != 2) return 0;
+  const ValueType* out = s.outputs.kind == Pattern::Kind::kValue ? ValueOf(s.outputs.value).type : nullptr;
+  // The answer is a function of the op, the operands' types (shape, bytes,
+  // dtype) and strides, and the output's type: asked again, it is looked up.
+  for (const ProductAnswer& known : product_answers_) {
+    if (known.op == op && known.a == types[0] && known.b == types[1] && known.out == out &&
+        SameDims(known.a_strides, operands[0].strides) && SameDims(known.b_strides, operands[1].strides)) {
+      return known.bytes;
+    }
+  }
+  const std::int64_t bytes = ProductCopies(linear, matmul, operands[0], operands[1], out);
+  ProductAnswer& slot = product_answers_[next_product_answer_++ % product_answers_.size()];
+  slot = {op, types[0], types[1], out, Dims(operands[0].strides.begin(), operands[0].strides.end()),
+          Dims(operands[1].strides.begin(), operands[1].strides.end()), bytes};
+  return bytes;
 }
 
 bool RuntimeModel::HasTensorAfterFirst(const Statement& s) {
