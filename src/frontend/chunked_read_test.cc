@@ -268,6 +268,33 @@ TEST(ChunkedRead, SubsymbolsAndMultiLineStatements) {
   ExpectSameAtEverySplit(text);
 }
 
+TEST(ChunkedRead, FusionSubSymbolCallsInALaterChunk) {
+  // Two fusion regions: the second's parsed subsymbol lines, read by a later
+  // chunk, are renumbered with the lines before it (DebugString lists each
+  // statement's calls), at every split.
+  const std::string text =
+      "def f(x):\n"
+      "  # x: \"cpu f32[2, 3]\"\n"
+      "  [t0] = nvFusion0(x)\n"
+      "    # t0 = prims.mul(x, 2.0)  # t0: \"cpu f32[2, 3]\"\n"
+      "  t1 = torch.neg(t0)  # t1: \"cpu f32[2, 3]\"\n"
+      "    # t1 = ltorch.neg(t0)  # t1: \"cpu f32[2, 3]\"\n"
+      "  [t2, t3] = nvFusion1(t1, x)\n"
+      "    # t4 = prims.broadcast_in_dim(x, [2, 3], [0, 1])  # t4: \"cpu f32[2, 3]\"\n"
+      "    # t2 = prims.add(t1, t4)  # t2: \"cpu f32[2, 3]\"\n"
+      "    # t3 = prims.exp(t2)  # t3: \"cpu f32[2, 3]\"\n"
+      "  return (t2, t3)\n";
+  EXPECT_GT(ExpectSameAtEverySplit(text), 1);
+  const auto parsed = ReadTraceTextInChunks(Source(text), {LineStarts(text)[5]});
+  EXPECT_EQ(parsed.chunks_joined, 2);
+  const auto calls = parsed.trace.SubSymbolCallsOf(parsed.trace.statements[2]);
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[0].out, "t4");
+  EXPECT_EQ(calls[2].callee, "prims.exp");
+  EXPECT_EQ(parsed.trace.subsymbols[calls[2].subsymbol].text,
+            "t3 = prims.exp(t2)  # t3: \"cpu f32[2, 3]\"");
+}
+
 // Where a chunk cannot know what one pass would do, it is not joined: the
 // first reader reads on, and the result (or the error) is still one pass's.
 TEST(ChunkedRead, BadInputGivesTheSameErrorAtEverySplit) {

@@ -177,15 +177,20 @@ void TextReader::ParseNumber(Expr* e, std::size_t start, char c) {
   if (e->text == "-" || e->text == "+") FailAt(start, "expected an expression");
 }
 
-// A name or dotted name at `start`: a trace value, or a constant.
+// A name or dotted name at `start`: a trace value, or a constant (every
+// name when !resolve_names_).
 void TextReader::ParseName(Expr* e, std::size_t start) {
-  const std::string_view name = DottedName();
+  bool dotted = false;
+  const std::string_view name = DottedName(&dotted);
+  if (!resolve_names_) {
+    e->SetConstant(name);
+    return;
+  }
   // Dotted names (dtypes.float32) and Python's keyword constants are never
   // trace values: no lookup. A callee (`torch_slice_prim_impl(`) is looked
   // up without the used-after-del check: it is a global function, and a
   // miss there would make the builder enter its deleted names (see
   // TraceBuilder::EnterDeletedNames) on every such call.
-  const bool dotted = name.find('.') != std::string_view::npos;
   const bool keyword = name == "None" || name == "True" || name == "False";
   const ValueId id = dotted || keyword ? kNoValue
                      : Peek() == '('   ? builder_.LookupCallee(name)

@@ -179,20 +179,94 @@ void TextReader::ReadBodyComment(int line_no, int indent, std::string_view line)
 
 void TextReader::ReadSubSymbol(int line_no, int indent, std::string_view line) {
   if (open_call_ == nullptr) return;  // an indented comment with no op above it
-  std::string_view body = Trim(line.substr(indent + 1));
   while (!subsymbol_stack_.empty() && subsymbol_stack_.back() >= indent) {
     subsymbol_stack_.pop_back();
   }
   if (subsymbol_stack_.size() >= static_cast<std::size_t>(kMaxNesting)) {
     Fail({line_no, indent + 1}, "subsymbols nested too deeply");
   }
+  const int depth = static_cast<int>(subsymbol_stack_.size());
+  subsymbol_stack_.push_back(indent);
+  if (open_call_lines_ == SubSymbolLines::kUndecided) open_call_lines_ = LinesKeptFor(*open_call_);
+  if (open_call_lines_ == SubSymbolLines::kDropped) return;
+  const std::string_view body = Trim(line.substr(indent + 1));
   if (open_call_->subsymbols.empty()) {
     open_call_->subsymbols.begin = static_cast<std::uint32_t>(trace_.subsymbols.size());
   }
-  trace_.subsymbols.push_back(
-      SubSymbol{body, line_no, static_cast<int>(subsymbol_stack_.size())});
+  trace_.subsymbols.push_back(SubSymbol{body, line_no, depth});
   ++open_call_->subsymbols.count;
-  subsymbol_stack_.push_back(indent);
+  if (open_call_lines_ == SubSymbolLines::kParsed) {
+    ReadSubSymbolCall(static_cast<std::uint32_t>(trace_.subsymbols.size() - 1),
+                      {line_no, static_cast<int>(body.data() - line.data()) + 1});
+  }
+}
+
+TextReader::SubSymbolLines TextReader::LinesKeptFor(const Statement& call) {
+  if (UsesSubSymbols(trace_.SymbolOf(call))) return SubSymbolLines::kParsed;
+  if (!fusion_subsymbols_only_) return SubSymbolLines::kKept;
+  // Only an untyped output is ever typed from the lines (InferOutputTypes).
+  FlatOutputs(call, &call_outputs_);
+  return std::any_of(call_outputs_.begin(), call_outputs_.end(),
+                     [this](ValueId id) { return trace_.value(id).type->kind == ValueKind::kUnknown; })
+             ? SubSymbolLines::kKept
+             : SubSymbolLines::kDropped;
+}
+
+void TextReader::ReadSubSymbolCall(std::uint32_t index, SourceLocation at) {
+  const std::string_view body = trace_.subsymbols[index].text;
+  const LineScan scan = ScanLine(body);
+  if (scan.unterminated_string || scan.depth_change != 0 || scan.assign == std::string_view::npos) {
+    return;
+  }
+  // The statement being read, if any, is ended: its line and position are
+  // kept for the line after this one all the same.
+  const LogicalLine* const statement_line = line_;
+  const std::size_t statement_pos = pos_;
+  const std::size_t statement_end = end_;
+  subsymbol_line_.text = body;
+  subsymbol_line_.pieces.assign(1, {0, at.line, at.column});
+  line_ = &subsymbol_line_;
+  SubSymbolCall call;
+  call.subsymbol = index;
+  pos_ = 0;
+  end_ = scan.assign;
+  call.out = Identifier();
+  bool is_call = !call.out.empty() && AtEnd();
+  if (is_call) {
+    pos_ = scan.assign + 1;
+    end_ = scan.comment == std::string_view::npos ? body.size() : scan.comment;
+    const std::size_t base = expr_stack_.size();
+    const std::size_t keyword_base = keyword_stack_.size();
+    resolve_names_ = false;
+    try {
+      const Expr rhs = ParseExpression(0);
+      is_call = AtEnd() && rhs.kind == Expr::Kind::kCall && rhs.text != "<call>" &&
+                rhs.text != "<subscript>";
+      call.callee = rhs.text;
+      call.args = rhs.items;
+    } catch (const TraceError&) {
+      // A subsymbol line is a comment Thunder prints for information; one
+      // that is not Python peakmem reads leaves its region's outputs dense
+      // (FusionOutputBytes), as an unprinted one does.
+      expr_stack_.resize(base);
+      keyword_stack_.resize(keyword_base);
+      is_call = false;
+    }
+    resolve_names_ = true;
+  }
+  if (is_call && scan.comment != std::string_view::npos) {
+    // `# t15: "cuda:0 f32[2, 3, 4]"`: the output's type.
+    pos_ = scan.comment + 1;
+    end_ = body.size();
+    if (Identifier() == call.out && Accept(':') && Peek() == '"' && pos_ + 1 < end_ &&
+        body.back() == '"') {
+      call.out_type = builder_.TypeOrNull(body.substr(pos_ + 1, end_ - pos_ - 2), &trace_);
+    }
+  }
+  if (is_call) trace_.subsymbol_calls.push_back(call);
+  line_ = statement_line;
+  pos_ = statement_pos;
+  end_ = statement_end;
 }
 
 void TextReader::FinishCall() {
@@ -214,11 +288,17 @@ void TextReader::FinishCall() {
 }
 
 bool TextReader::InferOutputTypes(Statement& call) {
+  FlatOutputs(call, &call_outputs_);
+  if (std::none_of(call_outputs_.begin(), call_outputs_.end(), [this](ValueId id) {
+        return trace_.value(id).type->kind == ValueKind::kUnknown;
+      })) {
+    return true;  // inference sets only untyped outputs
+  }
   if (!InferAliasTypes(&trace_, call,
                        [this](ValueId id) { return builder_.TypePending(id); })) {
     return false;
   }
-  for (ValueId id : FlatOutputs(call)) {
+  for (ValueId id : call_outputs_) {
     Value& v = trace_.value(id);
     if (v.type->kind != ValueKind::kUnknown) continue;
     const SubSymbol* where = nullptr;
@@ -365,6 +445,7 @@ void TextReader::ReadStatement() {
   if (trace_.statements.back().kind == StatementKind::kCall) {
     open_call_ = &trace_.statements.back();
     open_call_index_ = static_cast<std::uint32_t>(trace_.statements.size() - 1);
+    open_call_lines_ = SubSymbolLines::kUndecided;
   }
 }
 

@@ -49,8 +49,20 @@ class TextReader {
         lines_(source_->text(), range.begin, range.lines_before),
         stop_(range.end) {}
 
+  // A reader of fusion regions' subsymbol lines only (ReadSubSymbolCall)
+  // into `into`, another reader's trace (the JSON reader's): it binds no
+  // names and reads no statements.
+  TextReader(std::shared_ptr<const SourceFile> source, Trace* into)
+      : source_(source), builder_(std::move(source)), trace_(*into), lines_(std::string_view()) {}
+
   // The whole text in one pass.
   Trace Read();
+  // Parses trace's subsymbols[index], a line of a fusion region starting at
+  // `at`, with this reader's expression parser, and appends it to
+  // Trace::subsymbol_calls when it is a call with one output (see
+  // SubSymbolCall); other lines, and lines that do not parse, stay text
+  // only. Calls must come in the order of their lines.
+  void ReadSubSymbolCall(std::uint32_t index, SourceLocation at);
   // See TextReadOptions::fusion_subsymbols_only.
   void KeepFusionSubSymbolsOnly(bool only) { fusion_subsymbols_only_ = only; }
   // See TextReadOptions::rank.
@@ -123,7 +135,9 @@ class TextReader {
 
  private:
   // The output types FinishCall infers for an op call; false, changing
-  // nothing, when they depend on types a chunk does not know yet.
+  // nothing, when they depend on types a chunk does not know yet. A call
+  // whose outputs all have types (nearly every one: the type comment on its
+  // line) has nothing to infer, and is not looked up.
   bool InferOutputTypes(Statement& s);
 
   // ---- tokens within the current logical line
@@ -167,14 +181,16 @@ class TextReader {
     pos_ = pos;
     return text().substr(start, pos_ - start);
   }
-  std::string_view DottedName() {
-    std::size_t start = pos_;
+  // A name or a dotted name (`dtypes.float32`); *dotted says which.
+  std::string_view DottedName(bool* dotted) {
     SkipSpaces();
-    start = pos_;
+    const std::size_t start = pos_;
+    *dotted = false;
     if (Identifier().empty()) return {};
     while (pos_ + 1 < end_ && text()[pos_] == '.' && IsIdentStart(text()[pos_ + 1])) {
       ++pos_;
       Identifier();
+      *dotted = true;
     }
     return text().substr(start, pos_ - start);
   }
@@ -214,6 +230,18 @@ class TextReader {
   std::uint32_t open_call_index_ = 0;  // its index in trace_.statements
   std::vector<int> subsymbol_stack_;  // indentation of the open subsymbol lines
   bool fusion_subsymbols_only_ = false;
+  // What becomes of the open call's subsymbol lines, decided at its first:
+  // a fusion region's are kept and parsed (ReadSubSymbolCall); with
+  // fusion_subsymbols_only, those of a call whose outputs all have types
+  // are dropped as they are read (no model reads them, nor type inference);
+  // others are kept.
+  enum class SubSymbolLines : std::uint8_t { kUndecided, kKept, kParsed, kDropped };
+  SubSymbolLines open_call_lines_ = SubSymbolLines::kUndecided;
+  SubSymbolLines LinesKeptFor(const Statement& call);
+  // False while a subsymbol line is parsed: its names are the region's and
+  // stay text (ParseName).
+  bool resolve_names_ = true;
+  LogicalLine subsymbol_line_;  // the subsymbol line being parsed
 
   const LogicalLine* line_ = nullptr;
   LogicalLine current_;
@@ -231,6 +259,7 @@ class TextReader {
   std::vector<KeywordArg> kwargs_;  // a statement's keyword arguments (reused)
   std::vector<Pattern> pattern_stack_;  // items of the targets being parsed (see TakePatterns)
   std::vector<ValueId> deleted_;        // the values a `del` unbinds (reused)
+  std::vector<ValueId> call_outputs_;   // InferOutputTypes' call's outputs (reused)
   // The patterns on pattern_stack_ from `base` on, saved in the trace, and popped.
   ArenaSpan<Pattern> TakePatterns(std::size_t base) {
     const ArenaSpan<Pattern> items =

@@ -4,6 +4,8 @@
 
 #include "peakmem/frontend/type_inference.h"
 #include "peakmem/ir/trace_builder.h"
+#include "peakmem/semantics/fusion.h"
+#include "text_reader.h"
 
 namespace peakmem {
 namespace {
@@ -77,6 +79,9 @@ class JsonReader {
   void FinishStatement(PendingStatement* p, SourceLocation at);
   // Appends the nodes to the trace's flat subsymbol list, in print order.
   void ReadSubSymbols(od::value v, int depth);
+  // A fusion region's subsymbol texts are printed lines: the text reader's
+  // parser reads them (Trace::subsymbol_calls).
+  void ReadSubSymbolCalls(const Statement& s);
 
   std::shared_ptr<const SourceFile> source_;
   TraceBuilder builder_;
@@ -474,6 +479,7 @@ void JsonReader::FinishStatement(PendingStatement* p, SourceLocation at) {
       }
       if (!p->have_outputs) s.outputs.kind = Pattern::Kind::kTuple;
       s.call_symbol = builder_.InternCallSymbol(callee, symbol, symbol_id);
+      if (!s.subsymbols.empty() && UsesSubSymbols(symbol)) ReadSubSymbolCalls(s);
       break;
     case StatementKind::kClear:
       if (s.source == kNoValue) Fail(at, "a clear needs a 'source'");
@@ -499,6 +505,17 @@ void JsonReader::FinishStatement(PendingStatement* p, SourceLocation at) {
     trace.unpacks.push_back(static_cast<std::uint32_t>(trace.statements.size()));
   }
   trace.statements.push_back(std::move(s));
+}
+
+void JsonReader::ReadSubSymbolCalls(const Statement& s) {
+  Trace& trace = builder_.trace();
+  text::TextReader lines(source_, &trace);
+  lines.SetRank(builder_.rank());
+  lines.SetDTensorLayout(builder_.dtensor_layout());
+  for (std::uint32_t i = s.subsymbols.begin; i < s.subsymbols.begin + s.subsymbols.count; ++i) {
+    // (A node's location is its object's: the text has no columns of its own.)
+    lines.ReadSubSymbolCall(i, {trace.subsymbols[i].line, 1});
+  }
 }
 
 void JsonReader::ReadStatements(od::array statements) {

@@ -11,6 +11,7 @@
 
 #include "peakmem/analyze.h"
 #include "peakmem/frontend/trace_json_reader.h"
+#include "peakmem/semantics/fusion.h"
 
 namespace peakmem {
 namespace {
@@ -71,6 +72,39 @@ TEST(TraceJsonWriter, PrintedTraceReadsBackWithTheSameAnalysis) {
   }
   EXPECT_EQ(Analyze(from_json, "thunder").peak_bytes, 48);
   EXPECT_EQ(Analyze(from_json, "thunder").final_bytes, 32);
+}
+
+TEST(TraceJsonWriter, FusionRegionReadsBackWithTheSameSubSymbolCalls) {
+  // The bundled nvFuser trace (tests/data/nvfusion_broadcast_fw.md): the
+  // JSON reader parses the region's subsymbol texts as the text reader
+  // parses its lines, so t15 [2, 3, 4], broadcast from [1, 1, 4] in dims 0
+  // and 1, is 4 floats (16 bytes, not the dense 96) read either way.
+  const ParsedTrace from_text = LoadTrace(PEAKMEM_TEST_DATA_DIR "/nvfusion_broadcast_fw.trace");
+  const ParsedTrace from_json = ParseTrace("<json>", TraceToJson(from_text.trace));
+  const Statement& text_fusion = from_text.trace.statements[0];
+  const Statement& json_fusion = from_json.trace.statements[0];
+  const auto text_calls = from_text.trace.SubSymbolCallsOf(text_fusion);
+  const auto json_calls = from_json.trace.SubSymbolCallsOf(json_fusion);
+  ASSERT_EQ(text_calls.size(), 9u);  // every line of the region is a call
+  ASSERT_EQ(json_calls.size(), text_calls.size());
+  for (std::size_t i = 0; i < text_calls.size(); ++i) {
+    EXPECT_EQ(json_calls[i].subsymbol - json_fusion.subsymbols.begin,
+              text_calls[i].subsymbol - text_fusion.subsymbols.begin);
+    EXPECT_EQ(json_calls[i].out, text_calls[i].out);
+    EXPECT_EQ(json_calls[i].callee, text_calls[i].callee);
+    EXPECT_EQ(json_calls[i].args.size(), text_calls[i].args.size());
+    ASSERT_NE(json_calls[i].out_type, nullptr);
+    EXPECT_EQ(json_calls[i].out_type->text, text_calls[i].out_type->text);
+  }
+  ValueId t15 = kNoValue;
+  for (ValueId id = 0; id < from_json.trace.values.size(); ++id) {
+    if (from_json.trace.value(id).name == "t15") t15 = id;
+  }
+  ASSERT_NE(t15, kNoValue);
+  EXPECT_EQ(FusionOutputBytes(from_json.trace, json_fusion, t15), 16);
+  for (const char* model : {"runtime", "thunder"}) {
+    EXPECT_EQ(Analyze(from_text, model).peak_bytes, Analyze(from_json, model).peak_bytes) << model;
+  }
 }
 
 }  // namespace

@@ -124,6 +124,59 @@ TEST(TraceTextReader, TypesFusionOutputsFromSubSymbols) {
   EXPECT_EQ(BytesOf(parsed.trace, "t10"), 32);
 }
 
+TEST(TraceTextReader, ParsesAFusionRegionsSubSymbolCalls) {
+  const ParsedTrace parsed = Parse(R"(def f(a, b):
+  # a: "cuda:0 f32[4]"
+  # b: "cuda:0 f32[2, 2]"
+  [t5, t6] = nvFusion0(a, b)
+    # t0 = prims.broadcast_in_dim(a, [1, 4], (1,))  # t0: "cuda:0 f32[1, 4]"
+    # t5 = ltorch.add(t0, b, alpha=2)  # t5: "cuda:0 f32[2, 4]"
+      # t5 = prims.add(t0, b)  # t5: "cuda:0 f32[2, 4]"
+    # (t7, t8) = prims.var_mean(t5)
+    # t6 = prims.neg(t5
+    # t6 = prims.neg(t5) extra  # t6: "cuda:0 f32[2, 4]"
+    # t6 = prims.neg(t5)  # t6: "cuda:0 f99[2, 4]"
+    # a header comment
+  t9 = torch.neg(a)  # t9: "cuda:0 f32[4]"
+    # t9 = prims.neg(a)  # t9: "cuda:0 f32[4]"
+  return (t5, t6, t9)
+)");
+  const Trace& trace = parsed.trace;
+  const auto calls = trace.SubSymbolCallsOf(trace.statements[0]);
+  // Lines 0, 1, 2 and 6 (of 8) are calls with one output; the tuple target
+  // (3), the unclosed bracket (4), the text after the call (5) and the
+  // plain comment (7) stay text only, without an error.
+  ASSERT_EQ(calls.size(), 4u);
+  const std::uint32_t first = trace.statements[0].subsymbols.begin;
+  EXPECT_EQ(calls[0].subsymbol - first, 0u);
+  EXPECT_EQ(calls[0].out, "t0");
+  EXPECT_EQ(calls[0].callee, "prims.broadcast_in_dim");
+  ASSERT_EQ(calls[0].args.size(), 3u);
+  // Names are the region's: text, never trace values (`a` is one).
+  EXPECT_EQ(calls[0].args[0].kind, Expr::Kind::kConstant);
+  EXPECT_EQ(calls[0].args[0].text, "a");
+  EXPECT_EQ(calls[0].args[1].kind, Expr::Kind::kList);
+  ASSERT_EQ(calls[0].args[2].kind, Expr::Kind::kTuple);
+  ASSERT_EQ(calls[0].args[2].items.size(), 1u);
+  EXPECT_EQ(calls[0].args[2].items[0].int_value, 1);
+  ASSERT_NE(calls[0].out_type, nullptr);
+  EXPECT_EQ(calls[0].out_type->shape, (Dims{1, 4}));
+  EXPECT_EQ(calls[1].subsymbol - first, 1u);
+  EXPECT_EQ(calls[1].callee, "ltorch.add");
+  ASSERT_EQ(calls[1].args.size(), 3u);
+  ASSERT_EQ(calls[1].args.keyword_count(), 1u);
+  EXPECT_EQ(calls[1].args.keywords()[0], "alpha");
+  EXPECT_EQ(calls[2].subsymbol - first, 2u);
+  EXPECT_EQ(calls[2].callee, "prims.add");
+  EXPECT_EQ(calls[2].out_type->text, "cuda:0 f32[2, 4]");
+  EXPECT_EQ(calls[3].subsymbol - first, 6u);
+  EXPECT_EQ(calls[3].out, "t6");
+  EXPECT_EQ(calls[3].out_type, nullptr);  // f99: no such dtype
+  // An op that is no fusion region: its lines are not parsed.
+  EXPECT_TRUE(trace.SubSymbolCallsOf(trace.statements[1]).empty());
+  EXPECT_EQ(trace.SubSymbolsOf(trace.statements[1]).size(), 1u);
+}
+
 TEST(TraceTextReader, OpLineTypeWinsOverSubSymbolType) {
   const ParsedTrace parsed = Parse(R"(def f(a):
   # a: "cpu f32[4]"

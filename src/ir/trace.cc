@@ -1,5 +1,6 @@
 #include "peakmem/ir/trace.h"
 
+#include <algorithm>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -337,6 +338,16 @@ void CollectionContents(const Trace& trace, std::vector<const Pattern*>* out) {
   }
 }
 
+std::span<const SubSymbolCall> Trace::SubSymbolCallsOf(const Statement& s) const {
+  if (s.subsymbols.empty() || subsymbol_calls.empty()) return {};
+  const auto by_line = [](const SubSymbolCall& c, std::uint32_t line) { return c.subsymbol < line; };
+  const auto first = std::lower_bound(subsymbol_calls.begin(), subsymbol_calls.end(),
+                                      s.subsymbols.begin, by_line);
+  const auto last = std::lower_bound(first, subsymbol_calls.end(),
+                                     s.subsymbols.begin + s.subsymbols.count, by_line);
+  return {first, last};
+}
+
 namespace {
 
 std::string DebugLoc(SourceLocation at) {
@@ -396,6 +407,11 @@ std::string DebugString(const Trace& trace) {
     if (s.kind == StatementKind::kReturn) DebugExpr(trace, *s.returned, out);
     for (const SubSymbol& sub : trace.SubSymbolsOf(s)) {
       out << "\n  sub " << sub.line << " d" << sub.depth << " " << sub.text;
+    }
+    for (const SubSymbolCall& call : trace.SubSymbolCallsOf(s)) {
+      out << "\n  subcall " << call.subsymbol - s.subsymbols.begin << " " << call.out << " = "
+          << call.callee << " '" << (call.out_type ? call.out_type->text : "-") << "'";
+      for (const Expr& e : call.args) DebugExpr(trace, e, out);
     }
     out << "\n  = " << FormatStatement(trace, s) << "\n";
   }

@@ -218,6 +218,13 @@ void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocatio
   trace_.value(id).type = trace_.InternType(std::move(*type));
 }
 
+const ValueType* TraceBuilder::TypeOrNull(std::string_view type_text, Trace* into) const {
+  if (const ValueType* known = into->FindType(type_text)) return known;
+  TypeStringError error;
+  std::optional<ValueType> type = ParseTypeString(type_text, &error, rank_, dtensor_layout_);
+  return type ? into->InternType(std::move(*type)) : nullptr;
+}
+
 void TraceBuilder::SetTypeOfName(std::string_view name, std::string_view type_text,
                                  SourceLocation type_at) {
   const NameEntry* it = names_.Find(name);
@@ -350,6 +357,10 @@ void TraceBuilder::MoveChunkStatements(TraceBuilder& chunk, const ChunkRenumberi
       });
   trace_.statements.Append(std::move(from.statements));
   for (std::uint32_t u : from.unpacks) trace_.unpacks.push_back(u + statement_base);
+  for (SubSymbolCall call : from.subsymbol_calls) {
+    call.subsymbol += subsymbol_base;
+    trace_.subsymbol_calls.push_back(call);
+  }
 }
 
 void TraceBuilder::RunDeferred(const TraceBuilder& chunk, const ChunkRenumbering& renumber,

@@ -5,6 +5,7 @@
 // heap, by the op registry's effect and layout rules).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -175,7 +176,7 @@ class RuntimeModel {
   Dims ViewStrides(const Statement& s, const OpInfo& op, const Object& input, const Value& out,
                    bool* known);
   Dims AllocatedStrides(const Statement& s, const OpInfo* op, const Value& out);
-  std::int64_t MatmulOperandClones(const Statement& s) const;
+  std::int64_t MatmulOperandClones(const Statement& s, const OpInfo* op) const;
   // OpInfo::contiguous_copy_arguments: the copies' bytes.
   std::int64_t ContiguousArgumentCopy(const Statement& s, const OpInfo* op) const;
   // Whether a tensor is among the call's arguments after its first.
@@ -267,6 +268,21 @@ class RuntimeModel {
   std::string key_;  // breakdown key being built (reused)
   // Buffers reused by every statement (no allocation per op).
   std::vector<ValueId> flat_args_;
+  // MatmulOperandClones' latest answers, kept because a trace repeats its
+  // products layer after layer. An answer is a function of the op, the
+  // operands' types (interned: one pointer per type string in this run's
+  // trace) and strides, and the output's type.
+  struct ProductAnswer {
+    const OpInfo* op = nullptr;
+    const ValueType* a = nullptr;
+    const ValueType* b = nullptr;
+    const ValueType* out = nullptr;
+    Dims a_strides;
+    Dims b_strides;
+    std::int64_t bytes = 0;
+  };
+  mutable std::array<ProductAnswer, 16> product_answers_;
+  mutable std::size_t next_product_answer_ = 0;
   std::vector<ValueId> flat_outs_;
   std::vector<ObjectId> results_;
   std::vector<Operand> operands_;

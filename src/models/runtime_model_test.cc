@@ -175,6 +175,30 @@ TEST(RuntimeModelEvents, BatchedProductCopiesAnOperandBlasCannotTake) {
   EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
 }
 
+TEST(RuntimeModelEvents, ProductsOfOneTypeAreCopiedByTheirOperandsStrides) {
+  // The same product three times, a f32[2, 4] @ a f32[4, 4], the types alike
+  // each time: b is contiguous (strides (4, 1): BLAS takes it as it is);
+  // t1, b's type printed the same, is v's row expanded (strides (0, 1): a
+  // leading dimension of 0, which BLAS cannot take), so the second product
+  // copies it contiguous (4 * 4 * 4 = 64 bytes) beside its result (32).
+  // The third, b again, copies nothing: an answer for one operand layout is
+  // never given for another.
+  const std::string text = R"(def f(a, b, v):
+  # a: "cpu f32[2, 4]"
+  # b: "cpu f32[4, 4]"
+  # v: "cpu f32[1, 4]"
+  t0 = torch.matmul(a, b)  # t0: "cpu f32[2, 4]"
+  t1 = torch.expand(v, (4, 4))  # t1: "cpu f32[4, 4]"
+  t2 = torch.matmul(a, t1)  # t2: "cpu f32[2, 4]"
+  t3 = torch.matmul(a, b)  # t3: "cpu f32[2, 4]"
+  return t0, t2, t3
+)";
+  const std::vector<Event> expected = {
+      {-1, "a", 32}, {-1, "b", 64},          {-1, "v", 16},          {0, "t0", 32},
+      {2, "t2", 32}, {2, "(scratch)", 64}, {2, "(scratch)", -64}, {3, "t3", 32}};
+  EXPECT_EQ(EventsOf(text, CallingConvention::kForward), expected);
+}
+
 TEST(RuntimeModelEvents, ViewsShareTheirBaseStorage) {
   // t1 = reshape of contiguous t0 is a view: no event of its own; t0's
   // storage is freed only when both names are gone (del t0 at step 2 frees

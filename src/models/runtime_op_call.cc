@@ -5,6 +5,7 @@
 // runtime_interpreter.h).
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -118,10 +119,11 @@ std::int64_t CopyBytes(std::int64_t numel, const DType* dtype) { return numel * 
 namespace {
 
 // A matrix-product operand as the product sees it: linear's weight is
-// taken transposed.
+// taken transposed. Its shape and strides are views (of the tensor's, or
+// of the transposed weight's): products are a tenth of a model's calls.
 struct ProductOperand {
-  Dims shape;
-  Dims strides;
+  std::span<const std::int64_t> shape;
+  std::span<const std::int64_t> strides;
   std::int64_t bytes = 0;  // of the tensor (a contiguous copy's size)
   const DType* dtype = nullptr;
 };
@@ -135,8 +137,8 @@ std::optional<std::int64_t> FoldedProductCopies(const ProductOperand& a, const P
   {
     const bool transpose = b.shape.size() > a.shape.size();
     const ProductOperand& big = transpose ? b : a;
-    Dims shape = big.shape;
-    Dims strides = big.strides;
+    Dims shape(big.shape.begin(), big.shape.end());
+    Dims strides(big.strides.begin(), big.strides.end());
     if (transpose) {
       std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
       std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
@@ -156,9 +158,9 @@ std::optional<std::int64_t> FoldedProductCopies(const ProductOperand& a, const P
         bytes += big.bytes;
       }
       const ProductOperand& small = transpose ? a : b;
-      const Dims& ss = small.shape;
+      const std::span<const std::int64_t> ss = small.shape;
       if (ss.size() == 2) {
-        const Dims& st = small.strides;
+        const std::span<const std::int64_t> st = small.strides;
         // 2-D @ N-D multiplies by a.t(): its strides swap.
         const bool takes = transpose ? BlasTakes(ss[1], ss[0], st[1], st[0])
                                      : BlasTakes(ss[0], ss[1], st[0], st[1]);
@@ -202,8 +204,8 @@ std::int64_t BatchedProductCopies(const ProductOperand (&operands)[2]) {
   const std::int64_t product_size = rows * inner * cols;
   std::int64_t bytes = 0;
   for (int which = 0; which < 2; ++which) {
-    const Dims& shape = operands[which].shape;
-    const Dims& strides = operands[which].strides;
+    const std::span<const std::int64_t> shape = operands[which].shape;
+    const std::span<const std::int64_t> strides = operands[which].strides;
     // The matrix dims: a 1-D a is a row [1, k]; a 1-D b a column [k, 1].
     Dims matrix;
     Dims matrix_strides;
@@ -242,37 +244,28 @@ std::int64_t BatchedProductCopies(const ProductOperand (&operands)[2]) {
 
 }  // namespace
 
-std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
-  const OpInfo* op = ops_.Find(s);
-  if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
-  const bool linear = op->form == CallForm::kLinear;
-  const bool matmul = op->form == CallForm::kMatmul;
-  ProductOperand operands[2];
-  int n = 0;
-  for (const Expr& e : s.args) {
-    if (e.kind != Expr::Kind::kValue || !bound_[e.value]) continue;
-    const Object& o = objects_[object_of_[e.value]];
-    if (o.kind != Object::Kind::kTensor) continue;
-    if (n == 2) {
-      if (linear) break;  // the bias: added to the product, copies nothing
-      return 0;
-    }
-    if (o.type->dtype == nullptr) return 0;
-    operands[n++] = {o.type->shape, StridesOf(o), static_cast<std::int64_t>(o.type->bytes), o.type->dtype};
-  }
-  if (n != 2) return 0;
-  ProductOperand& a = operands[0];
-  ProductOperand& b = operands[1];
+namespace {
+
+// The copies of a product of `a` and `b` (see above), `out` its type when
+// known. Takes its operands by value: linear's weight is transposed here.
+std::int64_t ProductCopies(bool linear, bool matmul, ProductOperand a, ProductOperand b,
+                           const ValueType* out) {
+  std::int64_t transposed_shape[2];
+  std::int64_t transposed_strides[2];
   if (linear) {  // input @ weight.t()
-    if (b.shape.size() != 2) return 0;
-    std::swap(b.shape[0], b.shape[1]);
-    std::swap(b.strides[0], b.strides[1]);
+    if (b.shape.size() != 2 || b.strides.size() != 2) return 0;
+    transposed_shape[0] = b.shape[1];
+    transposed_shape[1] = b.shape[0];
+    transposed_strides[0] = b.strides[1];
+    transposed_strides[1] = b.strides[0];
+    b.shape = transposed_shape;
+    b.strides = transposed_strides;
   }
   const std::size_t da = a.shape.size(), db = b.shape.size();
   if (da == 2 && db == 2) {
     std::int64_t bytes = 0;
-    for (const ProductOperand& o : operands) {
-      if (!BlasTakes(o.shape[0], o.shape[1], o.strides[0], o.strides[1])) bytes += o.bytes;
+    for (const ProductOperand* o : {&a, &b}) {
+      if (!BlasTakes(o->shape[0], o->shape[1], o->strides[0], o->strides[1])) bytes += o->bytes;
     }
     return bytes;
   }
@@ -290,10 +283,54 @@ std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s) const {
   }
   if ((!linear && !matmul) || da == 0 || db == 0 || (da < 3 && db < 3)) return 0;
   if ((da >= 3 && db <= 2) || (db >= 3 && da <= 2)) {
-    const ValueType* out = s.outputs.kind == Pattern::Kind::kValue ? ValueOf(s.outputs.value).type : nullptr;
     if (const auto folded = FoldedProductCopies(a, b, out)) return *folded;
   }
+  const ProductOperand operands[2] = {a, b};
   return BatchedProductCopies(operands);
+}
+
+bool SameDims(const Dims& d, std::span<const std::int64_t> s) {
+  return std::equal(d.begin(), d.end(), s.begin(), s.end());
+}
+
+}  // namespace
+
+std::int64_t RuntimeModel::MatmulOperandClones(const Statement& s, const OpInfo* op) const {
+  if (op == nullptr || op->scratch != ScratchRule::kBlasOperandClones) return 0;
+  const bool linear = op->form == CallForm::kLinear;
+  const bool matmul = op->form == CallForm::kMatmul;
+  ProductOperand operands[2];
+  const ValueType* types[2] = {};
+  int n = 0;
+  for (const Expr& e : s.args) {
+    if (e.kind != Expr::Kind::kValue || !bound_[e.value]) continue;
+    const Object& o = objects_[object_of_[e.value]];
+    if (o.kind != Object::Kind::kTensor) continue;
+    if (n == 2) {
+      if (linear) break;  // the bias: added to the product, copies nothing
+      return 0;
+    }
+    if (o.type->dtype == nullptr) return 0;
+    const Dims& strides = StridesOf(o);
+    types[n] = o.type;
+    operands[n++] = {{o.type->shape.data(), o.type->shape.size()}, {strides.data(), strides.size()},
+                     static_cast<std::int64_t>(o.type->bytes), o.type->dtype};
+  }
+  if (n != 2) return 0;
+  const ValueType* out = s.outputs.kind == Pattern::Kind::kValue ? ValueOf(s.outputs.value).type : nullptr;
+  // The answer is a function of the op, the operands' types (shape, bytes,
+  // dtype) and strides, and the output's type: asked again, it is looked up.
+  for (const ProductAnswer& known : product_answers_) {
+    if (known.op == op && known.a == types[0] && known.b == types[1] && known.out == out &&
+        SameDims(known.a_strides, operands[0].strides) && SameDims(known.b_strides, operands[1].strides)) {
+      return known.bytes;
+    }
+  }
+  const std::int64_t bytes = ProductCopies(linear, matmul, operands[0], operands[1], out);
+  ProductAnswer& slot = product_answers_[next_product_answer_++ % product_answers_.size()];
+  slot = {op, types[0], types[1], out, Dims(operands[0].strides.begin(), operands[0].strides.end()),
+          Dims(operands[1].strides.begin(), operands[1].strides.end()), bytes};
+  return bytes;
 }
 
 bool RuntimeModel::HasTensorAfterFirst(const Statement& s) {
@@ -612,7 +649,7 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
   ScratchEstimate scratch =
       options_.model_scratch ? EstimateScratch(trace_, s, op) : ScratchEstimate{};
   if (options_.model_scratch) {
-    scratch.with_outputs += MatmulOperandClones(s) + ContiguousArgumentCopy(s, op);
+    scratch.with_outputs += MatmulOperandClones(s, op) + ContiguousArgumentCopy(s, op);
     if (op != nullptr && op->scratch == ScratchRule::kConvolution) scratch = ConvolutionScratch(s, *op);
     if (op != nullptr && op->scratch == ScratchRule::kReductionCast) scratch.with_outputs += HalfFullReductionCopy(s, *op);
     if (op != nullptr && op->scratch == ScratchRule::kHalfIndexAdd) scratch.with_outputs += HalfIndexAddBuffer(s);

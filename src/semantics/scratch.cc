@@ -29,6 +29,12 @@ int WrappedBytes(NumberKind kind) {
   return 0;
 }
 
+// An integer or bool dtype (what true division computes in float).
+bool IsIntegral(const DType* dtype) {
+  const std::string_view name = dtype->short_name;
+  return !name.empty() && (name[0] == 'i' || name[0] == 'u' || name == "b8");
+}
+
 bool SameDType(NumberKind kind, std::string_view dtype) {
   switch (kind) {
     case NumberKind::kBool: return dtype == "b8";
@@ -225,10 +231,18 @@ ScratchEstimate TypedScratch(const Trace& trace, const Statement& s, ScratchRule
 ScratchEstimate ElementwiseOperandScratch(std::span<const ValueType* const> tensors,
                                           std::span<const NumberKind> numbers, bool integers_to_float) {
   ScratchEstimate out;
+  // Most calls: tensors of one dtype and no number. They compute in that
+  // dtype (result_type of equal dtypes is that dtype), so nothing is copied
+  // or wrapped, unless true division turns integers to float.
+  if (numbers.empty() && !tensors.empty() && tensors[0]->dtype != nullptr) {
+    const DType* only = tensors[0]->dtype;
+    const bool same = std::all_of(tensors.begin(), tensors.end(),
+                                  [only](const ValueType* t) { return t->dtype == only; });
+    if (same && !(integers_to_float && IsIntegral(only))) return out;
+  }
   const DType* common = ResultType({tensors, numbers});
   if (common == nullptr) return out;  // no promotion PyTorch accepts: nothing to say
-  if (integers_to_float && common->bits > 0 &&
-      (common->short_name[0] == 'i' || common->short_name[0] == 'u' || common->short_name == "b8")) {
+  if (integers_to_float && common->bits > 0 && IsIntegral(common)) {
     common = FindDType("f32");  // true division of integers computes in the default dtype
   }
   // Each tensor operand of another dtype is copied to the computation dtype.
@@ -287,15 +301,21 @@ ScratchEstimate EstimateScratch(const Trace& trace, const Statement& s, const Op
   // (Inline: this runs for every elementwise call of a trace.)
   absl::InlinedVector<const ValueType*, 4> tensors;
   absl::InlinedVector<NumberKind, 4> numbers;
+  bool one_dtype = true;
   for (std::size_t i = 0; i < s.args.size(); ++i) {
     const Expr& a = s.args[i];
     if (a.kind == Expr::Kind::kValue && IsTensorKind(trace.value(a.value).type->kind)) {
       tensors.push_back(trace.value(a.value).type);
+      one_dtype = one_dtype && tensors.back()->dtype == tensor->type->dtype;
     } else if (i < wrapped_args) {
       const NumberKind kind = ClassifyConstant(a);
       if (kind != NumberKind::kNone) numbers.push_back(kind);
     }
   }
+  // Tensors of one floating dtype and no number compute in that dtype:
+  // nothing to copy or wrap (ElementwiseOperandScratch says the same,
+  // after asking whether the op divides integers, a name compare).
+  if (one_dtype && numbers.empty() && !IsIntegral(tensor->type->dtype)) return out;
   return ElementwiseOperandScratch(tensors, numbers, PromotesIntegersToFloat(s, *op));
 }
 

@@ -6,7 +6,8 @@
 //   - statements in program order: op calls, unpacks, `del`, collection
 //     clears and the final `return`;
 //   - for each op call, the subsymbols Thunder printed under it (indented
-//     comment lines), kept as a tree of text.
+//     comment lines), kept as a tree of text; a fusion region's lines that
+//     are calls are parsed too (SubSymbolCall).
 // Names are resolved to ValueIds by the reader, so models never look names up.
 // A name defined again after `del` is a new value with a new id.
 //
@@ -170,6 +171,22 @@ struct SubSymbol {
   int depth = 0;  // 0: printed directly under the op
 };
 
+// A subsymbol line of a fusion region (semantics/fusion.h: UsesSubSymbols)
+// that is a call with one output, as the reader parsed it with its
+// expression parser: `t15 = prims.add(t13, t5)  # t15: "cuda:0 f32[2, 3, 4]"`.
+// The region's names are its own (its intermediates are no trace values),
+// so a name in `args` is not resolved: it is a constant Expr whose text is
+// the name. Lines that are no such call are kept as text only.
+struct SubSymbolCall {
+  std::uint32_t subsymbol = 0;  // its line: Trace::subsymbols[subsymbol]
+  std::string_view out;         // "t15"
+  std::string_view callee;      // "prims.add"
+  ExprList args;                // positional arguments, then keyword values
+  // The type the line's comment gives `out` (`# t15: "..."`); nullptr when
+  // it gives none or one that does not parse.
+  const ValueType* out_type = nullptr;
+};
+
 // A statement's subsymbols: Trace::subsymbols[begin, begin + count).
 struct SubSymbolRange {
   std::uint32_t begin = 0;
@@ -267,6 +284,9 @@ struct Trace {
   SegmentedVector<Statement> statements;
   std::vector<CallSymbol> call_symbols;  // distinct op names (see CallSymbol)
   std::vector<SubSymbol> subsymbols;     // every statement's, in order (see SubSymbol)
+  // The fusion regions' subsymbol lines that are calls, parsed (see
+  // SubSymbolCall), in the order of `subsymbols`.
+  std::vector<SubSymbolCall> subsymbol_calls;
   // The indices of the kUnpack statements, in order, when unpacks_listed
   // (the text and JSON readers list them as they go): what models need to
   // learn what each collection holds (CollectionContents) without walking
@@ -291,6 +311,9 @@ struct Trace {
   std::span<const SubSymbol> SubSymbolsOf(const Statement& s) const {
     return std::span<const SubSymbol>(subsymbols).subspan(s.subsymbols.begin, s.subsymbols.count);
   }
+
+  // The parsed calls among SubSymbolsOf(s) (a fusion region's), in order.
+  std::span<const SubSymbolCall> SubSymbolCallsOf(const Statement& s) const;
 
   const CallSymbol& CallSymbolOf(const Statement& s) const {
     static const CallSymbol kNone;

@@ -65,9 +65,15 @@ class TraceBuilder {
   int rank() const { return rank_; }
   // The mesh and placements of DTensor types that print none (ParseTypeString).
   void SetDTensorLayout(std::string layout) { dtensor_layout_ = std::move(layout); }
+  const std::string& dtensor_layout() const { return dtensor_layout_; }
   // Parses `type_text` as a Thunder type string and gives it to `id`
   // (each distinct string is parsed once).
   void SetType(ValueId id, std::string_view type_text, SourceLocation type_at);
+  // The type `type_text` spells, read as SetType reads it and interned in
+  // `into` (this builder's trace or another); nullptr, without an error,
+  // when it does not parse: for type comments that are informational
+  // (a fusion region's subsymbols).
+  const ValueType* TypeOrNull(std::string_view type_text, Trace* into) const;
   // SetType for the live value bound to `name` (a type comment); nothing if
   // there is none.
   void SetTypeOfName(std::string_view name, std::string_view type_text, SourceLocation type_at);

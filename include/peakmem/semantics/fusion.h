@@ -4,7 +4,8 @@
 // may return an output whose broadcast dimensions have stride 0: in the bundled
 // example (tests/data/nvfusion_broadcast_fw.md) `t15 = prims.add(t13, t5)` of shape [2, 3, 4],
 // both inputs broadcast from [1, 1, 4], comes back backed by 4 floats. This
-// file replays the region's printed subsymbols to find, for each output, the
+// file replays the region's subsymbol calls (Trace::SubSymbolCallsOf, which
+// the readers parse from the printed lines) to find, for each output, the
 // dimensions that are broadcast in every input of its defining elementwise
 // op, and sizes the output without them.
 #pragma once
