@@ -17,7 +17,7 @@ allocated and reserved bytes (peak, final) and the segments it holds at the
 end (``segment.all.current``, against the model's ``segments_final``).
 
 Steps: every entry of the training-step corpus (tests/python/step_models.py)
-on the device: ``peakmem.estimate_step(..., allocator="cuda-caching")``
+on the device: ``peakmem.estimate_step(..., allocator="cuda-caching", frontend="thunder")``
 against ``peakmem.measure_step``; requested peak and final, the
 ``StepReport.allocator`` figures of both and the segments held at the end.
 The estimate's allocator holds the parameters and inputs before the step;
@@ -392,9 +392,9 @@ def check_step(result: Result, name: str, device: Any) -> None:
     model = model.to(device)
     after = _cuda_current(torch, device) if device.type == "cuda" else None
     estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, allocator="cuda-caching",
-                                      **entry.setup)
+                                      **entry.setup, frontend="thunder")
     _clean(torch, device)
-    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
     # The segments now: the parameters' and those the measured steps made
     # (measure_step emptied the cache before them, and nothing has since).
     segments = None if before is None else _cuda_current(torch, device)["segment"] - before["segment"]

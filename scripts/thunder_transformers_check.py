@@ -145,7 +145,7 @@ def check(family: str, verbose: bool = False, loss: str = "model", tie: bool = T
         row["reason"] = "build: " + _reason(exc)
         return row
     try:
-        r = peakmem.estimate_step(wrapper, *inputs, optimizer=torch.optim.AdamW)
+        r = peakmem.estimate_step(wrapper, *inputs, optimizer=torch.optim.AdamW, frontend="thunder")
         row["estimate"] = "ok"
     except Exception as exc:  # noqa: BLE001
         row["estimate"] = "FAIL"
@@ -155,7 +155,7 @@ def check(family: str, verbose: bool = False, loss: str = "model", tie: bool = T
         row["seconds"] = time.perf_counter() - start
         return row
     try:
-        m = peakmem.measure_step(wrapper, *inputs, optimizer=torch.optim.AdamW)
+        m = peakmem.measure_step(wrapper, *inputs, optimizer=torch.optim.AdamW, frontend="thunder")
     except Exception as exc:  # noqa: BLE001
         row["reason"] = "measure: " + _reason(exc)
         if verbose:

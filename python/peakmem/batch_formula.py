@@ -290,9 +290,12 @@ _PRICING_ARGS = ("allocator", "alloc_conf", "device_memory")
 
 def _split_kwargs(step_kwargs: dict) -> tuple[dict, dict]:
     """estimate_step's keyword arguments split into the tracing's and the pricing's."""
-    unknown = set(step_kwargs) - set(_TRACE_ARGS) - set(_PRICING_ARGS)
+    unknown = set(step_kwargs) - set(_TRACE_ARGS) - set(_PRICING_ARGS) - {"frontend"}
     if unknown:
         raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    if step_kwargs.get("frontend") not in (None, "thunder"):
+        raise ValueError(f"the formula is derived from Thunder's traces: frontend must be 'thunder' (or None), "
+                         f"got {step_kwargs['frontend']!r}")
     plan = step_kwargs.get("plan")
     if isinstance(plan, dict) and (plan.get("recompute") or plan.get("budget") is not None):
         raise StructureChanges("plan={'recompute': ...} chooses what to recompute at each size (and budget) "
@@ -340,7 +343,9 @@ def _build(model: Any, make_inputs: Callable[[int], tuple], sizes: tuple[int, ..
     seconds for it)."""
     from .distribution import with_strategy
     from .step import _traced_program
+    from .step_frontend import unwrap_thunder_module
 
+    model = unwrap_thunder_module(model)
     trace_kwargs, pricing = _split_kwargs(step_kwargs)
     trace = with_strategy(lambda model, *inputs, **kw: _traced_program(model, inputs, **kw))
 
@@ -411,7 +416,9 @@ def peak_formula(model: Any, make_inputs: Callable[[int], tuple], *, sizes: tupl
     the third verifies; ``verify=False``: the first two only, a trace less,
     the affine form then assumed rather than checked). `step_kwargs` are
     estimate_step's but ``budget`` (give it to ``fits``/``estimate``) and a
-    recomputing ``plan``. Raises StructureChanges (a ValueError, with
+    recomputing ``plan``; the step is Thunder's whatever the model (a
+    ``thunder.jit`` module stands for the module it wraps; ``frontend``, if
+    given, must be ``"thunder"``). Raises StructureChanges (a ValueError, with
     ``reason``) when the step is not one program whose integers are affine
     in n; see the module docstring."""
     traced = _Traced()

@@ -7,11 +7,16 @@
 `make_inputs(n)` returns the step's inputs for size `n`: a batch size, or a
 sequence length (``lambda s: (tokens[:, :s], targets[:, :s])``): whatever
 the caller makes scale is the dimension searched; on ``meta`` nothing is
-allocated. A dict is the model's keyword inputs (``frontend="eager"``:
+allocated. A dict is the model's keyword inputs (the eager front end's:
 ``lambda b: {"input_ids": ids[:b], "labels": ids[:b]}``).
 
-With ``frontend="eager"`` (peakmem.eager_step) every size is recorded
-anew, as ``method="search"`` does; no Thunder trace is made.
+The front end is ``estimate_step``'s (peakmem.step_frontend): by default a
+``thunder.jit`` module's step (or one given ``transform``, ``plan`` or
+``strategy``) is Thunder's, any other module's the eager one. On the eager
+front end (peakmem.eager_step) every size is recorded anew, as
+``method="search"`` does; no Thunder trace is made, and `method` and
+`sizes` do not apply. The formula and the Thunder search below are the
+Thunder front end's.
 
 ``method="formula"`` (the default) traces the step with Thunder at three
 sizes (peakmem.batch_formula: two derive the step at every size, the third
@@ -42,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .batch_formula import DEFAULT_SIZES
+from .step_frontend import resolve_frontend
 
 __all__ = ["BatchSearch", "max_batch_size"]
 
@@ -109,7 +115,10 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     *make_inputs(n), **step_kwargs)``, fits in `budget` bytes (or a size such
     as ``"80GiB"``). `step_kwargs` are estimate_step's (loss_fn, optimizer,
     optimizer_kwargs, steps, zero_grad, transform, plan, allocator,
-    alloc_conf, device_memory, strategy, world_size, rank); with
+    alloc_conf, device_memory, strategy, world_size, rank, frontend, and
+    the eager front end's kwargs), `frontend` resolved as estimate_step
+    resolves it (default None: a ``thunder.jit`` module's step under
+    Thunder, any other module's eagerly); with
     ``plan={"recompute": True}`` each size recomputes saved tensors until it
     fits `budget` (the report's ``recomputation`` says what and the FLOPs),
     which only the search does. With ``allocator="cuda-caching"`` a size
@@ -134,7 +143,10 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     if method not in ("formula", "search"):
         raise ValueError(f"method must be 'formula' or 'search', got {method!r}")
     shown = _Progress(progress, limit)
-    if step_kwargs.get("frontend") == "eager":
+    frontend, model = resolve_frontend(model, step_kwargs.get("frontend"), None,
+                                       **{k: step_kwargs.get(k) for k in ("transform", "plan", "strategy")})
+    step_kwargs = {**step_kwargs, "frontend": frontend}
+    if frontend == "eager":
         # The formula is derived from Thunder's traces; an eager step is
         # recorded anew at each size (in about a second for a 7B model).
         reason = None if method == "search" else "the eager front end estimates each size (no Thunder trace)"

@@ -63,6 +63,9 @@ def with_strategy(fn: Callable) -> Callable:
             return fn(model, *inputs, **kwargs)
         if kwargs.get("transform") is not None:
             raise ValueError("pass strategy= or transform=, not both")
+        if kwargs.get("frontend") == "eager":
+            raise ValueError(f"strategy={strategy!r} needs Thunder (Thunder's transform distributes the step): "
+                             "pass frontend='thunder' or leave it out")
         if world_size is None:
             raise ValueError(f"strategy={strategy!r} needs world_size=")
         held = [*model.parameters(), *model.buffers()]

@@ -15,7 +15,12 @@ with the module's parameters and buffers held throughout and the caller
 holding the inputs. Every byte a tensor holds counts: parameters, buffers and
 inputs included.
 
-How the estimate is made (on ``meta`` inputs nothing is allocated): the
+Which front end makes the step: by default the one the user runs
+(peakmem.step_frontend): a ``thunder.jit`` module's under Thunder, as
+below, any other module's as eager PyTorch runs it (peakmem.eager_step);
+``frontend=`` says it outright.
+
+How Thunder's estimate is made (on ``meta`` inputs nothing is allocated): the
 module is traced with ``thunder.jit`` (one call and one ``backward`` on the
 given inputs), and the two execution traces are simulated by the runtime
 model and joined with the identity of every tensor carried across (in C++,
@@ -59,11 +64,12 @@ import gc
 import time
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 from .distribution import with_strategy
 from .measure import local_shard
 from .step_checks import check_devices, check_loss_fn_captures
+from .step_frontend import Frontend, resolve_frontend
 from .step_timeline import StepTimeline
 
 __all__ = ["StepReport", "estimate_step", "export_step", "measure_step"]
@@ -100,6 +106,10 @@ class StepReport:
             the step runs them; optimizer: that of the first step's
             ``optimizer.step()`` program (estimate only).
         measured: ``True`` for ``measure_step``.
+        frontend: the front end that made the report: ``"thunder"`` (the
+            step traced, or run, by Thunder) or ``"eager"`` (recorded, or
+            run, as eager PyTorch runs it); peakmem.step_frontend says
+            which a call's default picks.
         timeline: the live bytes by category at every statement of every
             phase (peakmem.step_timeline.StepTimeline; estimate only): its
             ``plot()`` draws them with the phases marked, and ``plot()``
@@ -146,6 +156,7 @@ class StepReport:
     backward: Any = None
     optimizer: Any = None
     measured: bool = False
+    frontend: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     timeline: Any = None
     recomputation: Any = None
@@ -160,7 +171,8 @@ class StepReport:
         estimate, the seconds by part. The per-statement timeline is
         ``timeline`` (and ``write``'s formats)."""
         out: dict[str, Any] = {
-            "measured": self.measured, "peak_bytes": self.peak_bytes, "final_bytes": self.final_bytes,
+            "measured": self.measured, "frontend": self.frontend,
+            "peak_bytes": self.peak_bytes, "final_bytes": self.final_bytes,
             "phase_at_peak": self.phase_at_peak, "step_at_peak": self.step_at_peak,
             "by_category": dict(self.by_category), "by_module": dict(self.by_module),
             "budget": self.budget, "fits": self.fits, "headroom_bytes": self.headroom_bytes,
@@ -585,7 +597,7 @@ def estimate_step(
     world_size: int | None = None,
     rank: int = 0,
     kwargs: dict | None = None,
-    frontend: Literal["thunder", "eager"] = "thunder",
+    frontend: Frontend | None = None,
 ) -> StepReport:
     """Predicts the memory of ``steps`` training steps of `model` on `inputs`.
 
@@ -639,8 +651,12 @@ def estimate_step(
     reserved bytes, not requested ones), and ``headroom_bytes`` is the
     capacity less the reserved peak.
 
-    `frontend` (default ``"thunder"``): ``"eager"`` records the step as
-    eager PyTorch runs it instead of tracing it with Thunder
+    `frontend` (default None: the step as the model runs, a ``thunder.jit``
+    module under Thunder and any other eagerly; a Thunder-only option,
+    `transform`, `plan` or `strategy`, makes it Thunder's; see
+    peakmem.step_frontend): ``"thunder"`` traces the step with Thunder (a
+    ``thunder.jit`` module stands for the module it wraps), ``"eager"``
+    records the step as eager PyTorch runs it
     (peakmem.eager_step): any model PyTorch runs (``transformers`` models
     included), any ``torch.optim`` optimizer class (or a callable taking
     the parameters), keyword inputs in `kwargs` (``model(*inputs,
@@ -656,7 +672,8 @@ def estimate_step(
     `optimizer_kwargs`); RuntimeError when Thunder cannot trace the step.
     """
     start = time.perf_counter()
-    if _eager(frontend, kwargs, transform=transform, plan=plan):
+    frontend, model = resolve_frontend(model, frontend, kwargs, transform=transform, plan=plan)
+    if frontend == "eager":
         return _estimate_eager(model, inputs, kwargs=kwargs, loss_fn=loss_fn, gradient=gradient,
                                optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
                                zero_grad=zero_grad, budget=budget,
@@ -695,7 +712,7 @@ def export_step(
     world_size: int | None = None,
     rank: int = 0,
     kwargs: dict | None = None,
-    frontend: Literal["thunder", "eager"] = "thunder",
+    frontend: Frontend | None = None,
 ) -> dict:
     """The step ``estimate_step`` would simulate, as a portable step file
     (docs/step-file.md): both traces as printed text, the names that join
@@ -703,9 +720,11 @@ def export_step(
     ``step()`` programs. Written to `path` (JSON) when given; returned as
     a dict either way. ``peakmem step STEP.json`` simulates it without
     Python, with the same numbers as ``estimate_step``. With
-    ``frontend="eager"`` the file is the recorded step (docs/step-file.md,
-    "Recorded steps"; peakmem.eager_step)."""
-    if _eager(frontend, kwargs, transform=transform):
+    the eager front end (``frontend``, as ``estimate_step`` resolves it:
+    a plain module's default) the file is the recorded step
+    (docs/step-file.md, "Recorded steps"; peakmem.eager_step)."""
+    frontend, model = resolve_frontend(model, frontend, kwargs, transform=transform)
+    if frontend == "eager":
         from .eager_step import recorded_step_file
 
         out = recorded_step_file(model, tuple(inputs), kwargs=kwargs, loss_fn=loss_fn, gradient=gradient,
@@ -872,28 +891,12 @@ def _simulate(program: _StepProgram, pricing: dict | None = None) -> tuple[StepR
         step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
         forward=r["forward"], backward=r["backward"], optimizer=r["optimizer_first"],
         timeline=StepTimeline.from_report(whole), recomputation=program.spec.get("recomputation"),
-        allocator=whole.allocator, report=whole)
+        allocator=whole.allocator, report=whole, frontend="thunder")
     return report, simulating
 
 
 # ---------------------------------------------------------------------------
 # The eager front end (peakmem.eager_step)
-
-
-def _eager(frontend: str, kwargs: dict | None, **thunder_only: Any) -> bool:
-    """Whether the step is eager's; ValueError for a front end that is
-    neither, keyword inputs to Thunder's, or Thunder's options with eager."""
-    if frontend not in ("thunder", "eager"):
-        raise ValueError(f"frontend must be 'thunder' or 'eager', got {frontend!r}")
-    if frontend == "thunder":
-        if kwargs:
-            raise ValueError("kwargs= (keyword inputs to the model) needs frontend='eager'; Thunder's step "
-                             "calls model(*inputs)")
-        return False
-    given = [name for name, value in thunder_only.items() if value]
-    if given:
-        raise ValueError(f"{', '.join(given)} need Thunder: pass frontend='thunder' (they rewrite Thunder's traces)")
-    return True
 
 
 def _estimate_eager(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: Callable | None,
@@ -912,7 +915,7 @@ def _estimate_eager(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: 
     report = StepReport(
         peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
         step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
-        timeline=StepTimeline.from_report(whole), allocator=whole.allocator, report=whole)
+        timeline=StepTimeline.from_report(whole), allocator=whole.allocator, report=whole, frontend="eager")
     total = time.perf_counter() - start
     return replace(_with_budget(report, limit), seconds={"record": recording, "peakmem": total - recording})
 
@@ -938,7 +941,7 @@ def _measure_eager(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: C
     report = StepReport(
         peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
         step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
-        measured=True, allocator=allocator)
+        measured=True, allocator=allocator, frontend="eager")
     return _with_budget(report, limit)
 
 
@@ -974,7 +977,7 @@ def measure_step(
     world_size: int | None = None,
     rank: int = 0,
     kwargs: dict | None = None,
-    frontend: Literal["thunder", "eager"] = "thunder",
+    frontend: Frontend | None = None,
 ) -> StepReport:
     """Runs ``steps`` training steps of `model` for real and measures them:
     the truth ``estimate_step`` is checked against.
@@ -991,10 +994,12 @@ def measure_step(
     ``requested_bytes`` give the figures, and ``allocator`` the allocated and
     reserved bytes. ``phase_at_peak`` is ``"measured"`` and ``by_category``
     holds the parameters and inputs only (neither source says what a block
-    is). ``frontend="eager"`` runs the step eagerly, without Thunder
-    (``estimate_step``'s `frontend` and `kwargs`).
+    is). `frontend` is ``estimate_step``'s (default None: a ``thunder.jit``
+    module's step under Thunder, any other module's eagerly, without
+    Thunder), and so is `kwargs`.
     """
-    if _eager(frontend, kwargs, transform=transform, plan=plan):
+    frontend, model = resolve_frontend(model, frontend, kwargs, transform=transform, plan=plan)
+    if frontend == "eager":
         return _measure_eager(model, inputs, kwargs=kwargs, loss_fn=loss_fn, gradient=gradient,
                               optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
                               zero_grad=zero_grad, budget=budget)
@@ -1012,7 +1017,7 @@ def measure_step(
     if recompute is not None:  # the estimate's choice, then run
         names = estimate_step(model, *inputs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
                               optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad,
-                              transform=transform, plan=plan).recomputation.names
+                              transform=transform, plan=plan, frontend="thunder").recomputation.names
     module = _step_module(model, loss_fn)
     jm, holder = _jit(thunder, module, transform, reorder, names)
     maker = _InputMaker(device, 0)
@@ -1055,5 +1060,5 @@ def measure_step(
     report = StepReport(
         peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
         step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
-        measured=True, allocator=allocator)
+        measured=True, allocator=allocator, frontend="thunder")
     return _with_budget(report, limit)

@@ -1,6 +1,6 @@
 """One rank's whole training step under Thunder's FSDP, DDP and tensor
 parallelism, estimated by
-peakmem.estimate_step(transform=...) and measured by measure_step in the same
+peakmem.estimate_step(transform=..., frontend="thunder") and measured by measure_step in the same
 process under torch's fake process group (tests/python/distributed_steps.py,
 one process per rank): equal to the byte, peak and final, for no optimizer,
 SGD with momentum and AdamW over 1 and 2 steps, and the estimate on `meta`
@@ -64,7 +64,8 @@ dist.init_process_group("fake", rank=0, world_size=3, store=FakeStore())
 program = m.load_program()
 try:
     peakmem.estimate_step(program.make_model(), *program.make_inputs(), loss_fn=lambda o, x: o.sum(),
-                          transform=lambda jm: program.STRATEGIES["tp-column"](jm, torch.device("cpu")))
+                          transform=lambda jm: program.STRATEGIES["tp-column"](jm, torch.device("cpu")),
+                          frontend="thunder")
 except RuntimeError as e:
     print(e)
 """
