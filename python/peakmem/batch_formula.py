@@ -231,7 +231,7 @@ class PeakFormula:
     _optimizer: tuple = field(repr=False)  # (first, later, description)
 
     def program(self, n: int) -> Any:
-        from .step import _StepProgram
+        from .step.tracing import _StepProgram
 
         if not isinstance(n, int) or isinstance(n, bool) or n < min(self.sizes):
             raise ValueError(f"the formula is derived for n >= {min(self.sizes)} (its smallest traced size), "
@@ -247,7 +247,7 @@ class PeakFormula:
         given ``device_memory``), as estimate_step's ``fits`` is. No events:
         the quickest simulation."""
         from . import _core
-        from .step import _budget, _pricing
+        from .step.arguments import _budget, _pricing
 
         limit = _budget(budget)
         p = self.program(n)
@@ -269,8 +269,10 @@ class PeakFormula:
 
     def estimate(self, n: int, budget: int | str | None = None) -> Any:
         """The StepReport at `n`, made by estimate_step's own simulation
-        (step._simulate, step._with_budget); no ``nccl_estimate``."""
-        from .step import _budget, _pricing, _simulate, _with_budget
+        (step.estimate._simulate, step.report._with_budget); no ``nccl_estimate``."""
+        from .step.arguments import _budget, _pricing
+        from .step.estimate import _simulate
+        from .step.report import _with_budget
 
         start = time.perf_counter()
         limit = _budget(budget)
@@ -342,8 +344,8 @@ def _build(model: Any, make_inputs: Callable[[int], tuple], sizes: tuple[int, ..
     told before each size is traced (seconds None) and after (Thunder's
     seconds for it)."""
     from .distribution import with_strategy
-    from .step import _traced_program
-    from .step_frontend import unwrap_thunder_module
+    from .step.tracing import _traced_program
+    from .step.frontend import unwrap_thunder_module
 
     model = unwrap_thunder_module(model)
     trace_kwargs, pricing = _split_kwargs(step_kwargs)

@@ -10,7 +10,7 @@ the caller makes scale is the dimension searched; on ``meta`` nothing is
 allocated. A dict is the model's keyword inputs (the eager front end's:
 ``lambda b: {"input_ids": ids[:b], "labels": ids[:b]}``).
 
-The front end is ``estimate_step``'s (peakmem.step_frontend): by default a
+The front end is ``estimate_step``'s (peakmem.step.frontend): by default a
 ``thunder.jit`` module's step (or one given ``transform``, ``plan`` or
 ``strategy``) is Thunder's, any other module's the eager one. On the eager
 front end (peakmem.eager_step) every size is recorded anew, as
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .batch_formula import DEFAULT_SIZES
-from .step_frontend import resolve_frontend
+from .step.frontend import resolve_frontend
 
 __all__ = ["BatchSearch", "max_batch_size"]
 
@@ -133,7 +133,9 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     receives each line instead, False is silent. Raises ValueError when not
     even `low` fits."""
     from .batch_formula import StructureChanges, _build, _check_sizes, _FirstDoesNotFit, _Traced
-    from .step import _budget, _pricing, _simulate, _with_budget
+    from .step.arguments import _budget, _pricing
+    from .step.estimate import _simulate
+    from .step.report import _with_budget
 
     limit = _budget(budget)
     if limit is None:
@@ -225,7 +227,9 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
             shown: _Progress | None = None) -> BatchSearch:
     """Doubling and bisection with estimate_step at each size; the steps in
     `traced` (a batch_formula._Traced) are reused, not traced again."""
-    from .step import _pricing, _simulate, _with_budget, estimate_step
+    from .step.arguments import _pricing
+    from .step.estimate import _simulate, estimate_step
+    from .step.report import _with_budget
 
     plan = step_kwargs.get("plan")
     if isinstance(plan, dict) and plan.get("recompute") and plan.get("budget") is None:

@@ -420,7 +420,7 @@ def _run_iteration(recorder: _Recorder, k: int, step: dict) -> None:
     """One training iteration, recorded: forward (and loss), backward,
     optimizer, zero_grad, the loss released (`box` holds it, so that
     releasing it is one clear())."""
-    from .step import _backward
+    from .step.running import _backward
 
     box = [_forward(recorder, k, step)]
     first = len(recorder.record.statements)
@@ -544,7 +544,8 @@ def measure_eager_step(model: Any, inputs: tuple, *, kwargs: dict | None, loss_f
     its gradients dropped and the optimizer made afresh) and measures it
     as measure_step does: (peak, final, input bytes, allocator stats)."""
     from .measure import _InputMaker, measure_region_cpu, measure_region_cuda
-    from .step import _backward, _input_tensors
+    from .step.holdings import _input_tensors
+    from .step.running import _backward
 
     kwargs = dict(kwargs or {})
     maker = _InputMaker(device, 0)

@@ -15,17 +15,17 @@ from step_models import ADAMW, GPT, LlamaLM, _tokens
 def count_traces(monkeypatch):
     """How many times Thunder has traced a step since the test began: every
     step estimate_step, peak_formula and max_batch_size trace goes through
-    step._step_program."""
-    import peakmem.step
+    step.tracing._step_program."""
+    import peakmem.step.tracing
 
     calls = []
-    real = peakmem.step._step_program
+    real = peakmem.step.tracing._step_program
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(peakmem.step, "_step_program", counted)
+    monkeypatch.setattr(peakmem.step.tracing, "_step_program", counted)
     return lambda: len(calls)
 
 
@@ -166,7 +166,7 @@ def test_the_formula_is_the_traced_step_at_every_traced_size(thunder):
 
     import peakmem
     from peakmem.batch_formula import _HEADER
-    from peakmem.step import _traced_program
+    from peakmem.step.tracing import _traced_program
 
     with torch.device("meta"):
         model = GPT(layers=1)

@@ -1,4 +1,4 @@
-"""The default front end is what the user runs (peakmem.step_frontend): a
+"""The default front end is what the user runs (peakmem.step.frontend): a
 plain module's step is the eager one, a ``thunder.jit`` module's Thunder's,
 and the estimate under each default equals the step measured under the same
 default (measure_step, the step run for real on the CPU), to the byte.
