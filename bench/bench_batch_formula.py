@@ -97,7 +97,7 @@ def seven_b(args) -> int:
     import torch
 
     import peakmem
-    from peakmem.step.arguments import _budget
+    from peakmem.step.budget import _budget
     from step_models import LlamaLM
 
     with torch.device("meta"):

@@ -247,7 +247,7 @@ class PeakFormula:
         given ``device_memory``), as estimate_step's ``fits`` is. No events:
         the quickest simulation."""
         from . import _core
-        from .step.arguments import _budget, _pricing
+        from .step.budget import _budget, _pricing
 
         limit = _budget(budget)
         p = self.program(n)
@@ -270,7 +270,7 @@ class PeakFormula:
     def estimate(self, n: int, budget: int | str | None = None) -> Any:
         """The StepReport at `n`, made by estimate_step's own simulation
         (step.estimate._simulate, step.report._with_budget); no ``nccl_estimate``."""
-        from .step.arguments import _budget, _pricing
+        from .step.budget import _budget, _pricing
         from .step.estimate import _simulate
         from .step.report import _with_budget
 
@@ -345,11 +345,12 @@ def _build(model: Any, make_inputs: Callable[[int], tuple], sizes: tuple[int, ..
     seconds for it)."""
     from .distribution import with_strategy
     from .step.tracing import _traced_program
+    from .step.training_step import TrainingStep
     from .step.frontend import unwrap_thunder_module
 
     model = unwrap_thunder_module(model)
     trace_kwargs, pricing = _split_kwargs(step_kwargs)
-    trace = with_strategy(lambda model, *inputs, **kw: _traced_program(model, inputs, **kw))
+    trace = with_strategy(lambda model, *inputs, **kw: _traced_program(model, inputs, TrainingStep(**kw)))
 
     def program_at(n: int) -> Any:
         if on_trace is not None:

@@ -133,7 +133,7 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     receives each line instead, False is silent. Raises ValueError when not
     even `low` fits."""
     from .batch_formula import StructureChanges, _build, _check_sizes, _FirstDoesNotFit, _Traced
-    from .step.arguments import _budget, _pricing
+    from .step.budget import _budget, _pricing
     from .step.estimate import _simulate
     from .step.report import _with_budget
 
@@ -227,7 +227,7 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
             shown: _Progress | None = None) -> BatchSearch:
     """Doubling and bisection with estimate_step at each size; the steps in
     `traced` (a batch_formula._Traced) are reused, not traced again."""
-    from .step.arguments import _pricing
+    from .step.budget import _pricing
     from .step.estimate import _simulate, estimate_step
     from .step.report import _with_budget
 

@@ -166,6 +166,7 @@ def test_the_formula_is_the_traced_step_at_every_traced_size(thunder):
 
     import peakmem
     from peakmem.batch_formula import _HEADER
+    from peakmem.step import TrainingStep
     from peakmem.step.tracing import _traced_program
 
     with torch.device("meta"):
@@ -174,7 +175,7 @@ def test_the_formula_is_the_traced_step_at_every_traced_size(thunder):
     formula = peakmem.peak_formula(model, make, verify=False, sizes=(2, 5))
     assert (formula.traces, formula.verified) == (2, False)
     for n in (2, 5, 3):
-        program, _ = _traced_program(model, make(n))
+        program, _ = _traced_program(model, make(n), TrainingStep())
         derived = formula.program(n)
         assert derived.forward == _HEADER.sub("", str(program.forward))
         assert derived.backward == _HEADER.sub("", str(program.backward))

@@ -64,5 +64,6 @@ from .estimate import estimate_step
 from .export import export_step
 from .measure import measure_step
 from .report import CATEGORIES, StepReport
+from .training_step import TrainingStep
 
-__all__ = ["CATEGORIES", "StepReport", "estimate_step", "export_step", "measure_step"]
+__all__ = ["CATEGORIES", "StepReport", "TrainingStep", "estimate_step", "export_step", "measure_step"]

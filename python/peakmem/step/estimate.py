@@ -8,10 +8,11 @@ from typing import Any, Callable
 
 from ..distribution import with_strategy
 from ..step_timeline import StepTimeline
-from .arguments import _budget, _check_arguments, _check_gradient, _pricing
-from .frontend import Frontend, resolve_frontend
+from .budget import _budget, _pricing
+from .frontend import Frontend
 from .report import StepReport, _with_budget
 from .tracing import _StepProgram, _traced_program
+from .training_step import Gradient, TrainingStep
 
 __all__ = ["estimate_step"]
 
@@ -36,18 +37,12 @@ def _simulate(program: _StepProgram, pricing: dict | None = None) -> tuple[StepR
     return report, simulating
 
 
-def _estimate_eager(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: Callable | None,
-                    gradient: str | None, optimizer: Any, optimizer_kwargs: dict | None, steps: int,
-                    zero_grad: bool, budget: int | str | None, pricing: tuple, start: float) -> StepReport:
+def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, limit: int | None, pricing: dict,
+                    start: float) -> StepReport:
+    """The eager front end's estimate (peakmem.eager_step): the step recorded and simulated."""
     from ..eager_step import estimate_eager_step
 
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    _check_gradient(gradient)
-    limit = _budget(budget)
-    r, recording = estimate_eager_step(model, tuple(inputs), kwargs=kwargs, loss_fn=loss_fn, gradient=gradient,
-                                       optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
-                                       zero_grad=zero_grad, pricing=_pricing(*pricing, limit))
+    r, recording = estimate_eager_step(model, tuple(inputs), step, pricing)
     whole = r["step"]
     report = StepReport(
         peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
@@ -57,12 +52,30 @@ def _estimate_eager(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: 
     return replace(_with_budget(report, limit), seconds={"record": recording, "peakmem": total - recording})
 
 
+def _estimate_traced(model: Any, inputs: tuple, step: TrainingStep, limit: int | None, pricing: dict,
+                     start: float) -> StepReport:
+    """Thunder's estimate: the step traced and simulated, with NCCL's buffers
+    for a rank of a distributed step."""
+    program, thunder_s = _traced_program(model, inputs, step)
+    report, simulating = _simulate(program, pricing)
+    world_size = program.spec.get("world_size", 0)
+    if world_size > 1:
+        from ..distribution import nccl_estimate, traces_collectives
+
+        collectives = traces_collectives(program.forward, program.backward)
+        if collectives:
+            report = replace(report, nccl_estimate=nccl_estimate(world_size, collectives))
+    total = time.perf_counter() - start
+    return replace(_with_budget(report, limit), seconds={
+        "thunder": thunder_s, "peakmem": total - thunder_s, "simulate": simulating})
+
+
 @with_strategy
 def estimate_step(
     model: Any,
     *inputs: Any,
     loss_fn: Callable | None = None,
-    gradient: str | None = None,
+    gradient: Gradient | None = None,
     optimizer: Any = None,
     optimizer_kwargs: dict | None = None,
     steps: int = 1,
@@ -152,25 +165,10 @@ def estimate_step(
     `optimizer_kwargs`); RuntimeError when Thunder cannot trace the step.
     """
     start = time.perf_counter()
-    frontend, model = resolve_frontend(model, frontend, kwargs, transform=transform, plan=plan)
-    if frontend == "eager":
-        return _estimate_eager(model, inputs, kwargs=kwargs, loss_fn=loss_fn, gradient=gradient,
-                               optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
-                               zero_grad=zero_grad, budget=budget,
-                               pricing=(allocator, alloc_conf, device_memory), start=start)
-    _, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
-    program, thunder_s = _traced_program(model, inputs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
-                                         optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad,
-                                         transform=transform, plan=plan)
+    step, model = TrainingStep(
+        loss_fn=loss_fn, gradient=gradient, optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
+        zero_grad=zero_grad, kwargs=kwargs, transform=transform, plan=plan, frontend=frontend).resolved(model)
+    limit = _budget(budget)
     pricing = _pricing(allocator, alloc_conf, device_memory, limit)
-    report, simulating = _simulate(program, pricing)
-    world_size = program.spec.get("world_size", 0)
-    if world_size > 1:
-        from ..distribution import nccl_estimate, traces_collectives
-
-        collectives = traces_collectives(program.forward, program.backward)
-        if collectives:
-            report = replace(report, nccl_estimate=nccl_estimate(world_size, collectives))
-    total = time.perf_counter() - start
-    return replace(_with_budget(report, limit), seconds={
-        "thunder": thunder_s, "peakmem": total - thunder_s, "simulate": simulating})
+    run = _estimate_eager if step.frontend == "eager" else _estimate_traced
+    return run(model, inputs, step, limit, pricing, start)

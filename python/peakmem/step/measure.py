@@ -6,13 +6,13 @@ import gc
 from typing import Any, Callable
 
 from ..distribution import with_strategy
-from .arguments import _budget, _check_arguments, _check_gradient
-from .estimate import estimate_step
-from .frontend import Frontend, resolve_frontend
+from .budget import _budget
+from .frontend import Frontend
 from .holdings import _held_by_module, _input_tensors, _storage_bytes
 from .report import StepReport, _with_budget
 from .running import _import_torch_and_thunder, _run_step, _step_failure
-from .tracing import _jit, _plan_options, _step_module
+from .tracing import _jit, _plan_options, _step_module, _traced_program
+from .training_step import Gradient, TrainingStep
 
 __all__ = ["measure_step"]
 
@@ -28,29 +28,86 @@ def _step_device(torch: Any, tensors: list) -> Any:
     return device
 
 
-def _measure_eager(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: Callable | None,
-                   gradient: str | None, optimizer: Any, optimizer_kwargs: dict | None, steps: int,
-                   zero_grad: bool, budget: int | str | None) -> StepReport:
+def _measure_eager(model: Any, inputs: tuple, step: TrainingStep) -> StepReport:
+    """The eager front end's step run for real (peakmem.eager_step.measure_eager_step)."""
     import torch
     from torch.utils._pytree import tree_leaves
 
     from ..eager_step import measure_eager_step
 
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    _check_gradient(gradient)
-    limit = _budget(budget)
-    given = [x for x in tree_leaves((tuple(inputs), kwargs or {})) if isinstance(x, torch.Tensor)]
+    given = [x for x in tree_leaves((tuple(inputs), dict(step.kwargs or {}))) if isinstance(x, torch.Tensor)]
     device = _step_device(torch, given + _held_by_module(model))
-    peak, final, input_bytes, allocator = measure_eager_step(
-        model, tuple(inputs), kwargs=kwargs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
-        optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad, device=device)
+    peak, final, input_bytes, allocator = measure_eager_step(model, tuple(inputs), step, device)
     parameters = _storage_bytes(_held_by_module(model))
-    report = StepReport(
+    return StepReport(
         peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
         step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
         measured=True, allocator=allocator, frontend="eager")
-    return _with_budget(report, limit)
+
+
+def _warmed_up(thunder: Any, model: Any, given: tuple, step: TrainingStep, maker: Any) -> tuple[Any, Any, Any]:
+    """The jitted step module, what holds its parameters, and a fresh
+    optimizer over them, after one unmeasured step (Thunder compiles there)
+    whose gradients are dropped. With a recomputation asked for, the
+    estimate's choice is what Thunder runs."""
+    reorder, recompute = _plan_options(step.plan)
+    names: tuple[str, ...] = ()
+    if recompute is not None:
+        names = _traced_program(model, given, step)[0].spec["recomputation"].names
+    module = _step_module(model, step.loss_fn)
+    jm, holder = _jit(thunder, module, step.transform, reorder, names)
+    kwargs = dict(step.optimizer_kwargs or {})
+
+    def make_optimizer():
+        return None if step.optimizer is None else step.optimizer(holder.parameters(), **kwargs)
+
+    try:
+        _run_step(jm, maker.copy_given(given, whole_storages=True), make_optimizer(), zero_grad=True,
+                  gradient=step.gradient)
+    except ValueError:
+        raise
+    except Exception as e:
+        raise _step_failure(e, module, given) from e
+    for p in holder.parameters():
+        p.grad = None
+    return jm, holder, make_optimizer()
+
+
+def _measure_traced(model: Any, inputs: tuple, step: TrainingStep) -> StepReport:
+    """Thunder's step run for real: ``steps`` steps of the jitted module,
+    measured on the CPU (the profiler's events) or a CUDA device."""
+    step.optimizer_spec()  # an optimizer Thunder's front end does not model is refused, as by the estimate
+    torch, thunder = _import_torch_and_thunder()
+
+    from ..measure import _InputMaker, measure_region_cpu, measure_region_cuda
+
+    given = tuple(inputs)
+    device = _step_device(torch, _input_tensors(given) + _held_by_module(model))
+    maker = _InputMaker(device, 0)
+    jm, holder, opt = _warmed_up(thunder, model, given, step, maker)
+    parameters = _storage_bytes(_held_by_module(holder))
+
+    def run(copies):
+        for _ in range(step.steps):
+            _run_step(jm, copies, opt, step.zero_grad, step.gradient)
+
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        measured = measure_region_cuda if device.type == "cuda" else measure_region_cpu
+        peak, final, copies, allocator = measured(device, lambda: maker.copy_given(given, whole_storages=True), run)
+        input_bytes = _storage_bytes(_input_tensors(copies))
+        del copies, opt
+    finally:
+        if was_enabled:
+            gc.enable()
+    for p in holder.parameters():
+        p.grad = None
+    return StepReport(
+        peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
+        step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
+        measured=True, allocator=allocator, frontend="thunder")
 
 
 @with_strategy
@@ -58,7 +115,7 @@ def measure_step(
     model: Any,
     *inputs: Any,
     loss_fn: Callable | None = None,
-    gradient: str | None = None,
+    gradient: Gradient | None = None,
     optimizer: Any = None,
     optimizer_kwargs: dict | None = None,
     steps: int = 1,
@@ -91,67 +148,9 @@ def measure_step(
     module's step under Thunder, any other module's eagerly, without
     Thunder), and so is `kwargs`.
     """
-    frontend, model = resolve_frontend(model, frontend, kwargs, transform=transform, plan=plan)
-    if frontend == "eager":
-        return _measure_eager(model, inputs, kwargs=kwargs, loss_fn=loss_fn, gradient=gradient,
-                              optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
-                              zero_grad=zero_grad, budget=budget)
-    _, limit = _check_arguments(steps, optimizer, optimizer_kwargs, budget)
-    _check_gradient(gradient)
-    kwargs = dict(optimizer_kwargs or {})
-    torch, thunder = _import_torch_and_thunder()
-
-    from ..measure import _InputMaker, measure_region_cpu, measure_region_cuda
-
-    given = tuple(inputs)
-    device = _step_device(torch, _input_tensors(given) + _held_by_module(model))
-    reorder, recompute = _plan_options(plan)
-    names: tuple[str, ...] = ()
-    if recompute is not None:  # the estimate's choice, then run
-        names = estimate_step(model, *inputs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
-                              optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad,
-                              transform=transform, plan=plan, frontend="thunder").recomputation.names
-    module = _step_module(model, loss_fn)
-    jm, holder = _jit(thunder, module, transform, reorder, names)
-    maker = _InputMaker(device, 0)
-
-    def make_optimizer():
-        return None if optimizer is None else optimizer(holder.parameters(), **kwargs)
-
-    try:  # the warm-up: Thunder compiles here
-        _run_step(jm, maker.copy_given(given, whole_storages=True), make_optimizer(), zero_grad=True,
-                  gradient=gradient)
-    except ValueError:
-        raise
-    except Exception as e:
-        raise _step_failure(e, module, given) from e
-    for p in holder.parameters():
-        p.grad = None
-    opt = make_optimizer()
-    parameters = _storage_bytes(_held_by_module(holder))
-
-    def make_copies():
-        return maker.copy_given(given, whole_storages=True)
-
-    def run(copies):
-        for _ in range(steps):
-            _run_step(jm, copies, opt, zero_grad, gradient)
-
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        measured = measure_region_cuda if device.type == "cuda" else measure_region_cpu
-        peak, final, copies, allocator = measured(device, make_copies, run)
-        input_bytes = _storage_bytes(_input_tensors(copies))
-        del copies, opt
-    finally:
-        if was_enabled:
-            gc.enable()
-    for p in holder.parameters():
-        p.grad = None
-    report = StepReport(
-        peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
-        step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
-        measured=True, allocator=allocator, frontend="thunder")
-    return _with_budget(report, limit)
+    step, model = TrainingStep(
+        loss_fn=loss_fn, gradient=gradient, optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
+        zero_grad=zero_grad, kwargs=kwargs, transform=transform, plan=plan, frontend=frontend).resolved(model)
+    limit = _budget(budget)
+    run = _measure_eager if step.frontend == "eager" else _measure_traced
+    return _with_budget(run(model, inputs, step), limit)

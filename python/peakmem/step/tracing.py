@@ -11,10 +11,11 @@ from typing import Any, Callable
 
 from ..measure import local_shard
 from ..step_checks import check_devices, check_loss_fn_captures
-from .arguments import _budget, _check_arguments, _check_gradient
+from .budget import _budget
 from .holdings import (_distinct_storages, _held_by_module, _input_tensors, _printed_device, _rank_and_world_size,
                        _storage_bytes, _storage_key, _storage_nbytes)
 from .running import _backward, _import_torch_and_thunder, _step_failure
+from .training_step import TrainingStep
 
 
 def _step_module(model: Any, loss_fn: Callable | None):
@@ -154,23 +155,19 @@ def _names(x: Any) -> list[str]:
     return out
 
 
-def _traced_program(model: Any, inputs: tuple, *, loss_fn: Callable | None = None, gradient: str | None = None,
-                    optimizer: Any = None, optimizer_kwargs: dict | None = None, steps: int = 1,
-                    zero_grad: bool = True, transform: Callable | None = None,
-                    plan: bool | dict = False) -> tuple[_StepProgram, float]:
+def _traced_program(model: Any, inputs: tuple, step: TrainingStep) -> tuple[_StepProgram, float]:
     """The step estimate_step simulates, traced by Thunder (recomputed when
-    `plan` asks), and the seconds Thunder took: importing it (on the first
-    call) and tracing. estimate_step and peakmem.batch_formula (which traces
-    a few sizes and derives the rest) both make their steps here."""
+    the step's plan asks), and the seconds Thunder took: importing it (on
+    the first call) and tracing. estimate_step and peakmem.batch_formula
+    (which traces a few sizes and derives the rest) both make their steps
+    here."""
     start = time.perf_counter()
     _torch, thunder = _import_torch_and_thunder()  # the first call imports Thunder: its time
     importing = time.perf_counter() - start
-    spec, _ = _check_arguments(steps, optimizer, optimizer_kwargs, None)
-    module = _checked_step_module(model, tuple(inputs), loss_fn, transform)
-    reorder, recompute = _plan_options(plan)
-    _check_gradient(gradient)
-    program, tracing = _step_program(thunder, module, tuple(inputs), spec, steps, zero_grad, transform,
-                                     reorder, gradient=gradient)
+    opt_spec = step.optimizer_spec()
+    module = _checked_step_module(model, tuple(inputs), step.loss_fn, step.transform)
+    reorder, recompute = _plan_options(step.plan)
+    program, tracing = _step_program(thunder, module, tuple(inputs), step, opt_spec, reorder)
     if recompute is not None:
         program = _recomputed(program, recompute)
     return program, importing + tracing
@@ -190,18 +187,21 @@ class _StepProgram:
     spec: dict
 
 
-def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps: int, zero_grad: bool,
-                  transform: Callable | None, plan: bool | dict,
-                  later_program: bool = False, gradient: str | None = None) -> tuple[_StepProgram, float]:
-    """Traces the step; returns it ready to simulate and the seconds Thunder
-    took. `later_program`: make the optimizer's later step() program even
-    for one step (a step file may be run for more)."""
+def _step_program(thunder: Any, module: Any, inputs: tuple, step: TrainingStep, opt_spec: Any,
+                  plan: bool | dict, later_program: bool = False) -> tuple[_StepProgram, float]:
+    """Traces the step (`module`: the model with its loss) with `opt_spec`
+    (step.optimizer_spec()) and Thunder running each trace planned by
+    `plan`'s options (False: as Thunder orders it); returns it ready to
+    simulate and the seconds Thunder took. `later_program`: make the
+    optimizer's later step() program even for one step (a step file may be
+    run for more)."""
     import torch
 
     from .. import module_paths
 
     start = time.perf_counter()
-    fw, bw, cotangent_bytes, holder, relaid = _trace_step(thunder, module, inputs, transform, plan, gradient)
+    fw, bw, cotangent_bytes, holder, relaid = _trace_step(thunder, module, inputs, step.transform, plan,
+                                                          step.gradient)
     if relaid and opt_spec is not None:
         raise ValueError("a DTensor parameter's gradient is placed otherwise than the parameter: "
                          + "; ".join(relaid) + ". The optimizer's redistribution of it is not modelled "
@@ -216,7 +216,7 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
         "parameter_bytes": _storage_bytes(_held_by_module(holder)),
         "input_bytes": _storage_bytes(_input_tensors(inputs)),
         "input_storages": _distinct_storages(_input_tensors(inputs)),
-        "steps": steps, "zero_grad": zero_grad,
+        "steps": step.steps, "zero_grad": step.zero_grad,
         **_rank_and_world_size(),
         "torch_threads": torch.get_num_threads(),  # the kernels' per-thread scratch
         "value_modules": module_paths.value_modules([fw, bw], arguments, gradient_modules),
@@ -232,7 +232,7 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, opt_spec: Any, steps
         infos = [ParamInfo(tuple(int(d) for d in local_shard(p).shape), p.dtype, _printed_device(local_shard(p)))
                  for _, p in trainable]
         programs = [optimizer_program(opt_spec, infos, True)]
-        if steps > 1 or later_program:
+        if step.steps > 1 or later_program:
             programs.append(optimizer_program(opt_spec, infos, False))
         first = programs[0].text
         later = programs[1].text if len(programs) > 1 else None
