@@ -286,7 +286,7 @@ class PeakFormula:
 
 
 _TRACE_ARGS = ("loss_fn", "gradient", "optimizer", "optimizer_kwargs", "steps", "zero_grad", "transform",
-               "plan", "strategy", "world_size", "rank")
+               "plan", "recompute", "strategy", "world_size", "rank")
 _PRICING_ARGS = ("allocator", "alloc_conf", "device_memory")
 
 
@@ -299,8 +299,9 @@ def _split_kwargs(step_kwargs: dict) -> tuple[dict, dict]:
         raise ValueError(f"the formula is derived from Thunder's traces: frontend must be 'thunder' (or None), "
                          f"got {step_kwargs['frontend']!r}")
     plan = step_kwargs.get("plan")
-    if isinstance(plan, dict) and (plan.get("recompute") or plan.get("budget") is not None):
-        raise StructureChanges("plan={'recompute': ...} chooses what to recompute at each size (and budget) "
+    if step_kwargs.get("recompute") not in (None, False) or (
+            isinstance(plan, dict) and (plan.get("recompute") or plan.get("budget") is not None)):
+        raise StructureChanges("recompute= chooses what to recompute at each size (and budget) "
                                "anew: no one program for every size")
     pricing = {"allocator": step_kwargs.get("allocator", "requested"),
                "alloc_conf": step_kwargs.get("alloc_conf"), "device_memory": step_kwargs.get("device_memory")}
@@ -419,7 +420,7 @@ def peak_formula(model: Any, make_inputs: Callable[[int], tuple], *, sizes: tupl
     the third verifies; ``verify=False``: the first two only, a trace less,
     the affine form then assumed rather than checked). `step_kwargs` are
     estimate_step's but ``budget`` (give it to ``fits``/``estimate``) and a
-    recomputing ``plan``; the step is Thunder's whatever the model (a
+    ``recompute``; the step is Thunder's whatever the model (a
     ``thunder.jit`` module stands for the module it wraps; ``frontend``, if
     given, must be ``"thunder"``). Raises StructureChanges (a ValueError, with
     ``reason``) when the step is not one program whose integers are affine

@@ -11,8 +11,8 @@ allocated. A dict is the model's keyword inputs (the eager front end's:
 ``lambda b: {"input_ids": ids[:b], "labels": ids[:b]}``).
 
 The front end is ``estimate_step``'s (peakmem.step.frontend): by default a
-``thunder.jit`` module's step (or one given ``transform``, ``plan`` or
-``strategy``) is Thunder's, any other module's the eager one. On the eager
+``thunder.jit`` module's step (or one given ``transform``, ``plan``,
+``recompute`` or ``strategy``) is Thunder's, any other module's the eager one. On the eager
 front end (peakmem.eager_step) every size is recorded anew, as
 ``method="search"`` does; no Thunder trace is made, and `method` and
 `sizes` do not apply. The formula and the Thunder search below are the
@@ -48,6 +48,7 @@ from typing import Any, Callable
 
 from .batch_formula import DEFAULT_SIZES
 from .step.frontend import resolve_frontend
+from .step.training_step import _plan_and_recompute
 
 __all__ = ["BatchSearch", "max_batch_size"]
 
@@ -114,13 +115,13 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     """The largest `n` in [`low`, `high`] whose step, ``estimate_step(model,
     *make_inputs(n), **step_kwargs)``, fits in `budget` bytes (or a size such
     as ``"80GiB"``). `step_kwargs` are estimate_step's (loss_fn, optimizer,
-    optimizer_kwargs, steps, zero_grad, transform, plan, allocator,
-    alloc_conf, device_memory, strategy, world_size, rank, frontend, and
-    the eager front end's kwargs), `frontend` resolved as estimate_step
-    resolves it (default None: a ``thunder.jit`` module's step under
-    Thunder, any other module's eagerly); with
-    ``plan={"recompute": True}`` each size recomputes saved tensors until it
-    fits `budget` (the report's ``recomputation`` says what and the FLOPs),
+    optimizer_kwargs, steps, zero_grad, transform, plan, recompute,
+    allocator, alloc_conf, device_memory, strategy, world_size, rank,
+    frontend, and the eager front end's kwargs), `frontend` resolved as
+    estimate_step resolves it (default None: a ``thunder.jit`` module's
+    step under Thunder, any other module's eagerly); with
+    ``recompute=True`` each size recomputes saved tensors until it fits
+    `budget` (the report's ``recomputation`` says what and the FLOPs),
     which only the search does. With ``allocator="cuda-caching"`` a size
     fits when PyTorch's CUDA caching allocator, given `budget` as the
     device's capacity, runs the whole step without running out of memory:
@@ -145,9 +146,10 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     if method not in ("formula", "search"):
         raise ValueError(f"method must be 'formula' or 'search', got {method!r}")
     shown = _Progress(progress, limit)
-    frontend, model = resolve_frontend(model, step_kwargs.get("frontend"), None,
+    plan, recompute = _plan_and_recompute(step_kwargs.get("plan", False), step_kwargs.get("recompute"))
+    frontend, model = resolve_frontend(model, step_kwargs.get("frontend"), None, recompute=recompute is not None,
                                        **{k: step_kwargs.get(k) for k in ("transform", "plan", "strategy")})
-    step_kwargs = {**step_kwargs, "frontend": frontend}
+    step_kwargs = {**step_kwargs, "frontend": frontend, "plan": plan, "recompute": recompute}
     if frontend == "eager":
         # The formula is derived from Thunder's traces; an eager step is
         # recorded anew at each size (in about a second for a 7B model).
@@ -231,10 +233,10 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
     from .step.estimate import _simulate, estimate_step
     from .step.report import _with_budget
 
-    plan = step_kwargs.get("plan")
-    if isinstance(plan, dict) and plan.get("recompute") and plan.get("budget") is None:
+    recompute = step_kwargs.get("recompute")
+    if recompute is not None and recompute.get("budget") is None:
         # Recompute only until the step fits this budget: the fewest added FLOPs.
-        step_kwargs = {**step_kwargs, "plan": {**plan, "budget": limit}}
+        step_kwargs = {**step_kwargs, "recompute": {**recompute, "budget": limit}}
     reports: dict[int, Any] = {}
     traces = 0
     if traced is not None:

@@ -12,7 +12,7 @@ from .budget import _budget, _pricing
 from .frontend import Frontend
 from .report import StepReport, _with_budget
 from .tracing import _StepProgram, _traced_program
-from .training_step import Gradient, TrainingStep
+from .training_step import Gradient, Recompute, TrainingStep
 
 __all__ = ["estimate_step"]
 
@@ -83,6 +83,7 @@ def estimate_step(
     budget: int | str | None = None,
     transform: Callable | None = None,
     plan: bool | dict = False,
+    recompute: Recompute | None = None,
     allocator: str = "requested",
     alloc_conf: str | None = None,
     device_memory: str | int | None = None,
@@ -123,13 +124,17 @@ def estimate_step(
     has Thunder run peakmem's planned forward and backward
     (``peakmem.plan_transform``), so the estimate is the planned step's.
     Each trace is planned on its own, under its usual calling convention.
-    ``plan={"recompute": True}`` instead recomputes saved tensors in the
-    backward where that lowers the step's peak, and ``plan={"budget":
-    "24GiB"}`` until the step fits (optionally ``"max_simulations"``, 5000
-    by default, and ``"time_budget"``, seconds, none by default: a plan
-    bounded by wall time can differ between machines):
+
+    `recompute` (default None): recompute saved tensors in the backward
+    instead of keeping them, where that lowers the step's peak:
+    ``recompute=True`` as low as it goes, ``recompute="24GiB"`` (or bytes)
+    until the step fits, or a dict of ``"budget"``, ``"max_simulations"``
+    (5000 by default) and ``"time_budget"`` (seconds, none by default: a
+    search bounded by wall time can differ between machines).
     peakmem.recompute's search, judged by this step's simulation; the
     report's ``recomputation`` says what was chosen and the FLOPs it adds.
+    Not with `plan`. Its old spellings, ``plan={"recompute": True}`` and
+    ``plan={"budget": ...}``, still work and warn (DeprecationWarning).
 
     `allocator` (default ``"requested"``): ``"cuda-caching"`` also runs
     PyTorch's CUDA caching allocator over the whole step's allocation
@@ -146,7 +151,7 @@ def estimate_step(
 
     `frontend` (default None: the step as the model runs, a ``thunder.jit``
     module under Thunder and any other eagerly; a Thunder-only option,
-    `transform`, `plan` or `strategy`, makes it Thunder's; see
+    `transform`, `plan`, `recompute` or `strategy`, makes it Thunder's; see
     peakmem.step.frontend): ``"thunder"`` traces the step with Thunder (a
     ``thunder.jit`` module stands for the module it wraps), ``"eager"``
     records the step as eager PyTorch runs it
@@ -156,7 +161,8 @@ def estimate_step(
     **kwargs)``), and a model output with a ``.loss`` (a ``transformers``
     ModelOutput given ``labels``) taken as the loss. Real tensors are
     replaced by ``meta`` stand-ins for the recording, so the user's model
-    is not run or changed. `transform`, `plan` and `strategy` need Thunder.
+    is not run or changed. `transform`, `plan`, `recompute` and `strategy`
+    need Thunder.
 
     Raises ValueError for an optimizer or a loss peakmem cannot model, for
     inputs on another device than the parameters and for a `loss_fn` that
@@ -167,7 +173,8 @@ def estimate_step(
     start = time.perf_counter()
     step, model = TrainingStep(
         loss_fn=loss_fn, gradient=gradient, optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
-        zero_grad=zero_grad, kwargs=kwargs, transform=transform, plan=plan, frontend=frontend).resolved(model)
+        zero_grad=zero_grad, kwargs=kwargs, transform=transform, plan=plan, recompute=recompute,
+        frontend=frontend).resolved(model)
     limit = _budget(budget)
     pricing = _pricing(allocator, alloc_conf, device_memory, limit)
     run = _estimate_eager if step.frontend == "eager" else _estimate_traced

@@ -11,8 +11,8 @@ from .frontend import Frontend
 from .holdings import _held_by_module, _input_tensors, _storage_bytes
 from .report import StepReport, _with_budget
 from .running import _import_torch_and_thunder, _run_step, _step_failure
-from .tracing import _jit, _plan_options, _step_module, _traced_program
-from .training_step import Gradient, TrainingStep
+from .tracing import _jit, _step_module, _traced_program
+from .training_step import Gradient, Recompute, TrainingStep
 
 __all__ = ["measure_step"]
 
@@ -50,12 +50,11 @@ def _warmed_up(thunder: Any, model: Any, given: tuple, step: TrainingStep, maker
     optimizer over them, after one unmeasured step (Thunder compiles there)
     whose gradients are dropped. With a recomputation asked for, the
     estimate's choice is what Thunder runs."""
-    reorder, recompute = _plan_options(step.plan)
     names: tuple[str, ...] = ()
-    if recompute is not None:
+    if step.recompute is not None:
         names = _traced_program(model, given, step)[0].spec["recomputation"].names
     module = _step_module(model, step.loss_fn)
-    jm, holder = _jit(thunder, module, step.transform, reorder, names)
+    jm, holder = _jit(thunder, module, step.transform, step.plan, names)
     kwargs = dict(step.optimizer_kwargs or {})
 
     def make_optimizer():
@@ -123,6 +122,7 @@ def measure_step(
     budget: int | str | None = None,
     transform: Callable | None = None,
     plan: bool | dict = False,
+    recompute: Recompute | None = None,
     strategy: str | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
@@ -150,7 +150,8 @@ def measure_step(
     """
     step, model = TrainingStep(
         loss_fn=loss_fn, gradient=gradient, optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
-        zero_grad=zero_grad, kwargs=kwargs, transform=transform, plan=plan, frontend=frontend).resolved(model)
+        zero_grad=zero_grad, kwargs=kwargs, transform=transform, plan=plan, recompute=recompute,
+        frontend=frontend).resolved(model)
     limit = _budget(budget)
     run = _measure_eager if step.frontend == "eager" else _measure_traced
     return _with_budget(run(model, inputs, step), limit)

@@ -52,7 +52,7 @@ class StepReport:
             Thunder, on the first call, and tracing the step with it),
             ``"peakmem"`` (everything else) and, within it, ``"simulate"``
             (the runtime model reading and simulating the two traces).
-        recomputation: with ``plan={"recompute": True}`` or a budget, what
+        recomputation: with ``recompute=`` (True or a budget), what
             was recomputed in the backward instead of saved and what it did
             (peakmem.recompute.Recomputation: names, added FLOPs, the peak
             before and after).

@@ -48,19 +48,6 @@ def _checked_step_module(model: Any, inputs: tuple, loss_fn: Callable | None, tr
     return _step_module(model, loss_fn)
 
 
-def _plan_options(plan: bool | dict) -> tuple[bool | dict, dict | None]:
-    """`plan` split into the reordering each trace gets (planning.plan_transform's
-    options; False: none) and the recomputation across the two (recompute's
-    options: {"recompute": True} or {"budget": ...}; None: none)."""
-    if isinstance(plan, dict) and (plan.get("recompute") or plan.get("budget") is not None):
-        unknown = set(plan) - {"recompute", "budget", "time_budget", "max_simulations"}
-        if unknown:
-            raise ValueError(f"plan: {', '.join(sorted(unknown))} do not apply with recompute or budget "
-                             "(its options: recompute, budget, time_budget, max_simulations)")
-        return False, dict(plan)
-    return plan, None
-
-
 def _jit(thunder: Any, module: Any, transform: Callable | None, plan: bool | dict = False,
          recompute: tuple[str, ...] = ()) -> tuple[Any, Any]:
     """The jitted module (transformed), and what holds the parameters the
@@ -157,7 +144,7 @@ def _names(x: Any) -> list[str]:
 
 def _traced_program(model: Any, inputs: tuple, step: TrainingStep) -> tuple[_StepProgram, float]:
     """The step estimate_step simulates, traced by Thunder (recomputed when
-    the step's plan asks), and the seconds Thunder took: importing it (on
+    the step asks), and the seconds Thunder took: importing it (on
     the first call) and tracing. estimate_step and peakmem.batch_formula
     (which traces a few sizes and derives the rest) both make their steps
     here."""
@@ -166,10 +153,9 @@ def _traced_program(model: Any, inputs: tuple, step: TrainingStep) -> tuple[_Ste
     importing = time.perf_counter() - start
     opt_spec = step.optimizer_spec()
     module = _checked_step_module(model, tuple(inputs), step.loss_fn, step.transform)
-    reorder, recompute = _plan_options(step.plan)
-    program, tracing = _step_program(thunder, module, tuple(inputs), step, opt_spec, reorder)
-    if recompute is not None:
-        program = _recomputed(program, recompute)
+    program, tracing = _step_program(thunder, module, tuple(inputs), step, opt_spec, step.plan)
+    if step.recompute is not None:
+        program = _recomputed(program, step.recompute)
     return program, importing + tracing
 
 
