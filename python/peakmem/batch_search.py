@@ -44,7 +44,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from .batch_formula import DEFAULT_SIZES
 from .step.frontend import resolve_frontend
@@ -109,7 +109,7 @@ class BatchSearch:
 
 
 def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int | str, *,
-                   low: int = 1, high: int | None = None, method: str = "formula",
+                   low: int = 1, high: int | None = None, method: Literal["formula", "search"] = "formula",
                    sizes: tuple[int, ...] = DEFAULT_SIZES, verify: bool = True,
                    progress: bool | Callable[[str], Any] = True, **step_kwargs: Any) -> BatchSearch:
     """The largest `n` in [`low`, `high`] whose step, ``estimate_step(model,

@@ -63,7 +63,9 @@ from __future__ import annotations
 from .estimate import estimate_step
 from .export import export_step
 from .measure import measure_step
+from .frontend import Frontend
 from .report import CATEGORIES, StepReport
-from .training_step import TrainingStep
+from .training_step import Gradient, Recompute, TrainingStep
 
-__all__ = ["CATEGORIES", "StepReport", "TrainingStep", "estimate_step", "export_step", "measure_step"]
+__all__ = ["CATEGORIES", "Frontend", "Gradient", "Recompute", "StepReport", "TrainingStep", "estimate_step",
+           "export_step", "measure_step"]

@@ -6,7 +6,8 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
-from ..distribution import with_strategy
+from ..api import Allocator
+from ..distribution import Strategy, with_strategy
 from ..step_timeline import StepTimeline
 from .budget import _budget, _pricing
 from .frontend import Frontend
@@ -84,10 +85,10 @@ def estimate_step(
     transform: Callable | None = None,
     plan: bool | dict = False,
     recompute: Recompute | None = None,
-    allocator: str = "requested",
+    allocator: Allocator = "requested",
     alloc_conf: str | None = None,
     device_memory: str | int | None = None,
-    strategy: str | None = None,  # these three: distribution.with_strategy's
+    strategy: Strategy | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
     kwargs: dict | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from ..distribution import with_strategy
+from ..distribution import Strategy, with_strategy
 from .frontend import Frontend
 from .running import _import_torch_and_thunder
 from .tracing import _checked_step_module, _step_program
@@ -57,7 +57,7 @@ def export_step(
     steps: int = 1,
     zero_grad: bool = True,
     transform: Callable | None = None,
-    strategy: str | None = None,  # these three: distribution.with_strategy's
+    strategy: Strategy | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
     kwargs: dict | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from typing import Any, Callable
 
-from ..distribution import with_strategy
+from ..distribution import Strategy, with_strategy
 from .budget import _budget
 from .frontend import Frontend
 from .holdings import _held_by_module, _input_tensors, _storage_bytes
@@ -123,7 +123,7 @@ def measure_step(
     transform: Callable | None = None,
     plan: bool | dict = False,
     recompute: Recompute | None = None,
-    strategy: str | None = None,  # these three: distribution.with_strategy's
+    strategy: Strategy | None = None,  # these three: distribution.with_strategy's
     world_size: int | None = None,
     rank: int = 0,
     kwargs: dict | None = None,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from ..summary_writing import summary_json, write_summary
 
 __all__ = ["CATEGORIES", "StepReport"]
 
@@ -114,12 +117,14 @@ class StepReport:
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
-        """``summary()`` as JSON."""
-        import json
-
-        return json.dumps(self.summary(), indent=indent)
+        """``summary()`` as JSON (peakmem.summary_writing)."""
+        return summary_json(self, indent)
 
     def __repr__(self) -> str:
+        return self.text()
+
+    def text(self) -> str:
+        """The figures as the repr shows them: ``write("text")``'s, for a measured step."""
         kind = "measured" if self.measured else "estimated"
         lines = [f"StepReport({kind}: peak {self.peak_bytes:,} bytes in the {self.phase_at_peak} of "
                  f"step {self.step_at_peak}; final {self.final_bytes:,} bytes"]
@@ -138,14 +143,21 @@ class StepReport:
             lines.append("  at the peak: " + ", ".join(f"{c} {b:,}" for c, b in self.by_category.items()))
         return "\n".join(lines) + ")"
 
-    def write(self, format: str = "text", **options: Any) -> str | bytes:
-        """The whole step in any of ``peakmem.Report.write``'s formats
-        (``"html"``, ``"snapshot"``, ``"chrome-trace"``, ``"json"``,
+    def write(self, format: str = "text", path: str | os.PathLike | None = None, **options: Any) -> str | bytes:
+        """An estimate's whole step in any of ``peakmem.Report.write``'s
+        formats (``"html"``, ``"snapshot"``, ``"chrome-trace"``, ``"json"``,
         ``"text"``, ...): the step's statements, phase by phase, with its
-        categories. Estimate only."""
+        categories. A measured step has figures only: ``"text"`` (its
+        repr) or ``"json"`` (``to_json``'s). Written to `path` too when
+        given."""
         if self.report is None:
-            raise ValueError("a measured step has no stream to write (estimate_step makes one)")
-        return self.report.write(format, **options)
+            return write_summary(self, format, options.get("indent", 2), path,
+                                 " (the formats of the step's stream need estimate_step)")
+        out = self.report.write(format, **options)
+        if path is not None:
+            with open(path, "wb" if isinstance(out, bytes) else "w") as f:
+                f.write(out)
+        return out
 
     def plot(self, ax: Any = None) -> Any:
         """The timeline on matplotlib Axes (new ones if None): live bytes by
