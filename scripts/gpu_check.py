@@ -17,7 +17,7 @@ allocated and reserved bytes (peak, final) and the segments it holds at the
 end (``segment.all.current``, against the model's ``segments_final``).
 
 Steps: every entry of the training-step corpus (tests/python/step_models.py)
-on the device: ``peakmem.estimate_step(..., allocator="cuda-caching", frontend="thunder")``
+on the device: ``peakmem.estimate_step(..., allocator="cuda-caching")``
 against ``peakmem.measure_step``; requested peak and final, the
 ``StepReport.allocator`` figures of both and the segments held at the end.
 The estimate's allocator holds the parameters and inputs before the step;

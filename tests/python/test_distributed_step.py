@@ -1,6 +1,6 @@
 """One rank's whole training step under Thunder's FSDP, DDP and tensor
 parallelism, estimated by
-peakmem.estimate_step(transform=..., frontend="thunder") and measured by measure_step in the same
+peakmem.estimate_step(transform=...) and measured by measure_step in the same
 process under torch's fake process group (tests/python/distributed_steps.py,
 one process per rank): equal to the byte, peak and final, for no optimizer,
 SGD with momentum and AdamW over 1 and 2 steps, and the estimate on `meta`
