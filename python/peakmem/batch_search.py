@@ -251,7 +251,9 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
     def fits(n: int) -> bool:
         nonlocal traces
         if n not in reports:
-            if shown is not None:
+            if shown is not None and step_kwargs.get("frontend") == "eager":
+                shown.say(f"n={n}: recording the step eagerly ...")
+            elif shown is not None:
                 shown.tracing(n, None)
             inputs = make_inputs(n)
             if isinstance(inputs, dict):  # keyword inputs (frontend="eager")

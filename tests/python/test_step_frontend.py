@@ -64,8 +64,11 @@ def test_max_batch_size_follows_the_model(thunder):
     def make(b):
         return (torch.randn(b, 64, device="meta"),)
 
-    eager = peakmem.max_batch_size(meta, make, "1GiB", high=4, loss_fn=mse_loss, progress=False)
+    lines = []
+    eager = peakmem.max_batch_size(meta, make, "1GiB", high=4, loss_fn=mse_loss, progress=lines.append)
     assert eager.report.frontend == "eager" and eager.traces == 0
+    assert "max_batch_size: n=1: recording the step eagerly ..." in lines
+    assert not any("tracing the step with Thunder" in line for line in lines)
     traced = peakmem.max_batch_size(thunder.jit(meta), make, "1GiB", high=4, loss_fn=mse_loss,
                                     method="search", progress=False)
     assert traced.report.frontend == "thunder" and traced.traces > 0
