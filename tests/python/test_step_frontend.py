@@ -52,6 +52,8 @@ def test_a_thunder_only_option_picks_thunder(thunder):
     model, x = _model_and_input()
     r = peakmem.estimate_step(model, x, loss_fn=mse_loss, transform=lambda jm: jm)
     assert r.frontend == "thunder" and "thunder" in r.seconds
+    ddp = peakmem.estimate_step(model, x, loss_fn=mse_loss, strategy="ddp", world_size=2)
+    assert ddp.frontend == "thunder"
     exported = peakmem.export_step(model, x, loss_fn=mse_loss)
     assert "peakmem_recorded_step" in exported  # a plain module's file is the eager record
     assert "peakmem_step" in peakmem.export_step(thunder.jit(model), x, loss_fn=mse_loss)
