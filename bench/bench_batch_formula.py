@@ -65,8 +65,9 @@ def small(args) -> int:
             model = make_model()
         kwargs = {"optimizer": torch.optim.AdamW, "steps": 2}
         make = _tokens(512, 128)
-        f, f_s, f_warn = _timed(lambda: peakmem.max_batch_size(model, make, budget, **kwargs))
-        s, s_s, _ = _timed(lambda: peakmem.max_batch_size(model, make, budget, method="search", **kwargs))
+        f, f_s, f_warn = _timed(lambda: peakmem.max_batch_size(model, make, budget, **kwargs, frontend="thunder"))
+        s, s_s, _ = _timed(lambda: peakmem.max_batch_size(model, make, budget, method="search", **kwargs,
+                                                          frontend="thunder"))
         ok &= f.batch_size == s.batch_size and f.report.peak_bytes == s.report.peak_bytes
         rows.append({"model": name, "budget": budget, "formula_s": f_s, "formula_traces": f.traces,
                      "formula_method": f.method, "formula_reason": f.reason, "formula_batch": f.batch_size,
@@ -96,7 +97,7 @@ def seven_b(args) -> int:
     import torch
 
     import peakmem
-    from peakmem.step import _budget
+    from peakmem.step.budget import _budget
     from step_models import LlamaLM
 
     with torch.device("meta"):
@@ -104,7 +105,7 @@ def seven_b(args) -> int:
     sizes = tuple(args.sizes) + ((max(args.sizes) + 1,) if args.verify and len(args.sizes) == 2 else ())
     kwargs = {"optimizer": torch.optim.AdamW, "steps": 2}
     r, wall, warned = _timed(lambda: peakmem.max_batch_size(
-        model, _tokens(32000, args.seq), args.budget, sizes=sizes, verify=args.verify, **kwargs))
+        model, _tokens(32000, args.seq), args.budget, sizes=sizes, verify=args.verify, **kwargs, frontend="thunder"))
     gib = 1 << 30
     limit = _budget(args.budget)
     print(f"Llama-2-7B shapes on meta (bf16, AdamW, 2 steps, sequence {args.seq}); sizes traced {sizes}, "

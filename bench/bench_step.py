@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parameters = sum(p.numel() for p in model.parameters())
     start = time.perf_counter()
     r = peakmem.estimate_step(model, *inputs, loss_fn=loss_fn, steps=args.steps,
-                              budget=args.budget, **setup)
+                              budget=args.budget, **setup, frontend="thunder")
     wall = time.perf_counter() - start
     share = r.seconds["peakmem"] / wall
     out = {
@@ -132,7 +132,7 @@ def export(args, model, inputs, loss_fn, setup) -> None:
 
     os.makedirs(args.export, exist_ok=True)
     path = os.path.join(args.export, f"{args.model}.step.json")
-    peakmem.export_step(model, *inputs, path=path, loss_fn=loss_fn, steps=args.steps, **setup)
+    peakmem.export_step(model, *inputs, path=path, loss_fn=loss_fn, steps=args.steps, **setup, frontend="thunder")
     print(f"  exported {path}")
 
 

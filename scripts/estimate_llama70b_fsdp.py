@@ -55,7 +55,8 @@ def main() -> int:
     if args.world_size > 1:
         def transform(jm):
             return td.fsdp(jm, device=torch.device("meta"), sharding_strategy=td.FSDPType.ZERO3)
-    report = peakmem.estimate_step(model, idx, targets, optimizer=torch.optim.AdamW, transform=transform)
+    report = peakmem.estimate_step(model, idx, targets, optimizer=torch.optim.AdamW, transform=transform,
+                                   frontend="thunder")
     print(json.dumps({"parameters": parameters, "world_size": args.world_size, "layers": args.layers,
                       "seq": args.seq, "peak_bytes": report.peak_bytes, "final_bytes": report.final_bytes,
                       "phase_at_peak": report.phase_at_peak, "by_category": report.by_category,

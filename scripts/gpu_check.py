@@ -392,9 +392,9 @@ def check_step(result: Result, name: str, device: Any) -> None:
     model = model.to(device)
     after = _cuda_current(torch, device) if device.type == "cuda" else None
     estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, allocator="cuda-caching",
-                                      **entry.setup)
+                                      **entry.setup, frontend="thunder")
     _clean(torch, device)
-    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
     # The segments now: the parameters' and those the measured steps made
     # (measure_step emptied the cache before them, and nothing has since).
     segments = None if before is None else _cuda_current(torch, device)["segment"] - before["segment"]

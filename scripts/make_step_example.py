@@ -19,8 +19,9 @@ torch.manual_seed(0)
 model = GPT()
 idx, targets = torch.randint(0, 512, (2, 128)), torch.randint(0, 512, (2, 128))
 setup = {"optimizer": torch.optim.AdamW, "steps": 2}
-peakmem.export_step(model, idx, targets, path=str(REPO / "tests/data/steps/gpt_lm_adamw.step.json"), **setup)
-r = peakmem.estimate_step(model, idx, targets, **setup)
-m = peakmem.measure_step(model, idx, targets, **setup)
+peakmem.export_step(model, idx, targets, path=str(REPO / "tests/data/steps/gpt_lm_adamw.step.json"), **setup,
+                    frontend="thunder")
+r = peakmem.estimate_step(model, idx, targets, **setup, frontend="thunder")
+m = peakmem.measure_step(model, idx, targets, **setup, frontend="thunder")
 print(f"estimate peak {r.peak_bytes} final {r.final_bytes}; measured peak {m.peak_bytes} final {m.final_bytes}; "
       f"torch threads {torch.get_num_threads()}")

@@ -8,9 +8,12 @@ Public API:
                                 writes every CLI format (write("html"), ...),
                                 shows as HTML in Jupyter and plots (plot(), matplotlib)
     TraceError                  bad trace input; carries file, line, column
-    measure(trace, ...)         run a trace for real and measure its memory
-    estimate_step(model, *inputs, loss_fn=, optimizer=, steps=, zero_grad=, budget=)
-                                one training step's memory, predicted (meta inputs work)
+    measure(trace, ...)         run a trace for real and measure its memory (a Measurement:
+                                to_json(), write("text" | "json"))
+    estimate_step(model, *inputs, loss_fn=, optimizer=, steps=, zero_grad=, budget=, recompute=, frontend=)
+                                one training step's memory, predicted (meta inputs work);
+                                by default as the model runs: a thunder.jit module's
+                                under Thunder, any other module's eagerly
     measure_step(...)           the same step run for real on the CPU and measured
     export_step(model, *inputs, path=, ...)
                                 the step as a portable file: `peakmem step STEP.json`

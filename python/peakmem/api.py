@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, Literal
 
 from . import _core
+
+# The values analyze's (and plan's, estimate_step's) string options take.
+Model = Literal["runtime", "thunder"]
+Convention = Literal["auto", "forward", "backward", "plain"]
+Allocator = Literal["requested", "cuda-caching"]
 
 
 def _is_trace_ctx(obj: Any) -> bool:
@@ -38,10 +43,10 @@ def to_json_export(trace: Any) -> str:
 def analyze(
     trace: Any,
     *,
-    model: str = "runtime",
-    convention: str = "auto",
+    model: Model = "runtime",
+    convention: Convention = "auto",
     scratch: bool = True,
-    allocator: str = "requested",
+    allocator: Allocator = "requested",
     alloc_conf: str | None = None,
     device_memory: str | None = None,
     events: bool = True,

@@ -231,7 +231,7 @@ class PeakFormula:
     _optimizer: tuple = field(repr=False)  # (first, later, description)
 
     def program(self, n: int) -> Any:
-        from .step import _StepProgram
+        from .step.tracing import _StepProgram
 
         if not isinstance(n, int) or isinstance(n, bool) or n < min(self.sizes):
             raise ValueError(f"the formula is derived for n >= {min(self.sizes)} (its smallest traced size), "
@@ -247,7 +247,7 @@ class PeakFormula:
         given ``device_memory``), as estimate_step's ``fits`` is. No events:
         the quickest simulation."""
         from . import _core
-        from .step import _budget, _pricing
+        from .step.budget import _budget, _pricing
 
         limit = _budget(budget)
         p = self.program(n)
@@ -269,8 +269,10 @@ class PeakFormula:
 
     def estimate(self, n: int, budget: int | str | None = None) -> Any:
         """The StepReport at `n`, made by estimate_step's own simulation
-        (step._simulate, step._with_budget); no ``nccl_estimate``."""
-        from .step import _budget, _pricing, _simulate, _with_budget
+        (step.estimate._simulate, step.report._with_budget); no ``nccl_estimate``."""
+        from .step.budget import _budget, _pricing
+        from .step.estimate import _simulate
+        from .step.report import _with_budget
 
         start = time.perf_counter()
         limit = _budget(budget)
@@ -284,18 +286,22 @@ class PeakFormula:
 
 
 _TRACE_ARGS = ("loss_fn", "gradient", "optimizer", "optimizer_kwargs", "steps", "zero_grad", "transform",
-               "plan", "strategy", "world_size", "rank")
+               "plan", "recompute", "strategy", "world_size", "rank")
 _PRICING_ARGS = ("allocator", "alloc_conf", "device_memory")
 
 
 def _split_kwargs(step_kwargs: dict) -> tuple[dict, dict]:
     """estimate_step's keyword arguments split into the tracing's and the pricing's."""
-    unknown = set(step_kwargs) - set(_TRACE_ARGS) - set(_PRICING_ARGS)
+    unknown = set(step_kwargs) - set(_TRACE_ARGS) - set(_PRICING_ARGS) - {"frontend"}
     if unknown:
         raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    if step_kwargs.get("frontend") not in (None, "thunder"):
+        raise ValueError(f"the formula is derived from Thunder's traces: frontend must be 'thunder' (or None), "
+                         f"got {step_kwargs['frontend']!r}")
     plan = step_kwargs.get("plan")
-    if isinstance(plan, dict) and (plan.get("recompute") or plan.get("budget") is not None):
-        raise StructureChanges("plan={'recompute': ...} chooses what to recompute at each size (and budget) "
+    if step_kwargs.get("recompute") not in (None, False) or (
+            isinstance(plan, dict) and (plan.get("recompute") or plan.get("budget") is not None)):
+        raise StructureChanges("recompute= chooses what to recompute at each size (and budget) "
                                "anew: no one program for every size")
     pricing = {"allocator": step_kwargs.get("allocator", "requested"),
                "alloc_conf": step_kwargs.get("alloc_conf"), "device_memory": step_kwargs.get("device_memory")}
@@ -339,10 +345,13 @@ def _build(model: Any, make_inputs: Callable[[int], tuple], sizes: tuple[int, ..
     told before each size is traced (seconds None) and after (Thunder's
     seconds for it)."""
     from .distribution import with_strategy
-    from .step import _traced_program
+    from .step.tracing import _traced_program
+    from .step.training_step import TrainingStep
+    from .step.frontend import unwrap_thunder_module
 
+    model = unwrap_thunder_module(model)
     trace_kwargs, pricing = _split_kwargs(step_kwargs)
-    trace = with_strategy(lambda model, *inputs, **kw: _traced_program(model, inputs, **kw))
+    trace = with_strategy(lambda model, *inputs, **kw: _traced_program(model, inputs, TrainingStep(**kw)))
 
     def program_at(n: int) -> Any:
         if on_trace is not None:
@@ -411,7 +420,9 @@ def peak_formula(model: Any, make_inputs: Callable[[int], tuple], *, sizes: tupl
     the third verifies; ``verify=False``: the first two only, a trace less,
     the affine form then assumed rather than checked). `step_kwargs` are
     estimate_step's but ``budget`` (give it to ``fits``/``estimate``) and a
-    recomputing ``plan``. Raises StructureChanges (a ValueError, with
+    ``recompute``; the step is Thunder's whatever the model (a
+    ``thunder.jit`` module stands for the module it wraps; ``frontend``, if
+    given, must be ``"thunder"``). Raises StructureChanges (a ValueError, with
     ``reason``) when the step is not one program whose integers are affine
     in n; see the module docstring."""
     traced = _Traced()

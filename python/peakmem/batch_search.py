@@ -7,11 +7,16 @@
 `make_inputs(n)` returns the step's inputs for size `n`: a batch size, or a
 sequence length (``lambda s: (tokens[:, :s], targets[:, :s])``): whatever
 the caller makes scale is the dimension searched; on ``meta`` nothing is
-allocated. A dict is the model's keyword inputs (``frontend="eager"``:
+allocated. A dict is the model's keyword inputs (the eager front end's:
 ``lambda b: {"input_ids": ids[:b], "labels": ids[:b]}``).
 
-With ``frontend="eager"`` (peakmem.eager_step) every size is recorded
-anew, as ``method="search"`` does; no Thunder trace is made.
+The front end is ``estimate_step``'s (peakmem.step.frontend): by default a
+``thunder.jit`` module's step (or one given ``transform``, ``plan``,
+``recompute`` or ``strategy``) is Thunder's, any other module's the eager one. On the eager
+front end (peakmem.eager_step) every size is recorded anew, as
+``method="search"`` does; no Thunder trace is made, and `method` and
+`sizes` do not apply. The formula and the Thunder search below are the
+Thunder front end's.
 
 ``method="formula"`` (the default) traces the step with Thunder at three
 sizes (peakmem.batch_formula: two derive the step at every size, the third
@@ -39,9 +44,11 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from .batch_formula import DEFAULT_SIZES
+from .step.frontend import resolve_frontend
+from .step.training_step import _plan_and_recompute
 
 __all__ = ["BatchSearch", "max_batch_size"]
 
@@ -102,16 +109,19 @@ class BatchSearch:
 
 
 def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int | str, *,
-                   low: int = 1, high: int | None = None, method: str = "formula",
+                   low: int = 1, high: int | None = None, method: Literal["formula", "search"] = "formula",
                    sizes: tuple[int, ...] = DEFAULT_SIZES, verify: bool = True,
                    progress: bool | Callable[[str], Any] = True, **step_kwargs: Any) -> BatchSearch:
     """The largest `n` in [`low`, `high`] whose step, ``estimate_step(model,
     *make_inputs(n), **step_kwargs)``, fits in `budget` bytes (or a size such
     as ``"80GiB"``). `step_kwargs` are estimate_step's (loss_fn, optimizer,
-    optimizer_kwargs, steps, zero_grad, transform, plan, allocator,
-    alloc_conf, device_memory, strategy, world_size, rank); with
-    ``plan={"recompute": True}`` each size recomputes saved tensors until it
-    fits `budget` (the report's ``recomputation`` says what and the FLOPs),
+    optimizer_kwargs, steps, zero_grad, transform, plan, recompute,
+    allocator, alloc_conf, device_memory, strategy, world_size, rank,
+    frontend, and the eager front end's kwargs), `frontend` resolved as
+    estimate_step resolves it (default None: a ``thunder.jit`` module's
+    step under Thunder, any other module's eagerly); with
+    ``recompute=True`` each size recomputes saved tensors until it fits
+    `budget` (the report's ``recomputation`` says what and the FLOPs),
     which only the search does. With ``allocator="cuda-caching"`` a size
     fits when PyTorch's CUDA caching allocator, given `budget` as the
     device's capacity, runs the whole step without running out of memory:
@@ -124,7 +134,9 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     receives each line instead, False is silent. Raises ValueError when not
     even `low` fits."""
     from .batch_formula import StructureChanges, _build, _check_sizes, _FirstDoesNotFit, _Traced
-    from .step import _budget, _pricing, _simulate, _with_budget
+    from .step.budget import _budget, _pricing
+    from .step.estimate import _simulate
+    from .step.report import _with_budget
 
     limit = _budget(budget)
     if limit is None:
@@ -134,7 +146,11 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     if method not in ("formula", "search"):
         raise ValueError(f"method must be 'formula' or 'search', got {method!r}")
     shown = _Progress(progress, limit)
-    if step_kwargs.get("frontend") == "eager":
+    plan, recompute = _plan_and_recompute(step_kwargs.get("plan", False), step_kwargs.get("recompute"))
+    frontend, model = resolve_frontend(model, step_kwargs.get("frontend"), None, recompute=recompute is not None,
+                                       **{k: step_kwargs.get(k) for k in ("transform", "plan", "strategy")})
+    step_kwargs = {**step_kwargs, "frontend": frontend, "plan": plan, "recompute": recompute}
+    if frontend == "eager":
         # The formula is derived from Thunder's traces; an eager step is
         # recorded anew at each size (in about a second for a 7B model).
         reason = None if method == "search" else "the eager front end estimates each size (no Thunder trace)"
@@ -213,12 +229,14 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
             shown: _Progress | None = None) -> BatchSearch:
     """Doubling and bisection with estimate_step at each size; the steps in
     `traced` (a batch_formula._Traced) are reused, not traced again."""
-    from .step import _pricing, _simulate, _with_budget, estimate_step
+    from .step.budget import _pricing
+    from .step.estimate import _simulate, estimate_step
+    from .step.report import _with_budget
 
-    plan = step_kwargs.get("plan")
-    if isinstance(plan, dict) and plan.get("recompute") and plan.get("budget") is None:
+    recompute = step_kwargs.get("recompute")
+    if recompute is not None and recompute.get("budget") is None:
         # Recompute only until the step fits this budget: the fewest added FLOPs.
-        step_kwargs = {**step_kwargs, "plan": {**plan, "budget": limit}}
+        step_kwargs = {**step_kwargs, "recompute": {**recompute, "budget": limit}}
     reports: dict[int, Any] = {}
     traces = 0
     if traced is not None:
@@ -233,7 +251,9 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
     def fits(n: int) -> bool:
         nonlocal traces
         if n not in reports:
-            if shown is not None:
+            if shown is not None and step_kwargs.get("frontend") == "eager":
+                shown.say(f"n={n}: recording the step eagerly ...")
+            elif shown is not None:
                 shown.tracing(n, None)
             inputs = make_inputs(n)
             if isinstance(inputs, dict):  # keyword inputs (frontend="eager")

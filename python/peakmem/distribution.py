@@ -20,15 +20,16 @@ Tensor parallelism names the layers it shards, so it stays a ``transform=``
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal, get_args
 
-__all__ = ["STRATEGIES", "fake_process_group", "nccl_estimate", "strategy_transform", "traces_collectives",
+__all__ = ["STRATEGIES", "Strategy", "fake_process_group", "nccl_estimate", "strategy_transform", "traces_collectives",
            "with_strategy"]
 
-STRATEGIES = ("fsdp", "fsdp-zero2", "fsdp-zero3", "ddp")
+Strategy = Literal["fsdp", "fsdp-zero2", "fsdp-zero3", "ddp"]
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 
-def strategy_transform(strategy: str, device: Any) -> Callable[[Any], Any]:
+def strategy_transform(strategy: Strategy, device: Any) -> Callable[[Any], Any]:
     """The transform ``thunder.jit``'s module gets for `strategy`, its
     shards made on `device` (the model's: ``meta`` allocates nothing)."""
     if strategy not in STRATEGIES:
@@ -54,7 +55,7 @@ def with_strategy(fn: Callable) -> Callable:
     import functools
 
     @functools.wraps(fn)
-    def run(model: Any, *inputs: Any, strategy: str | None = None, world_size: int | None = None,
+    def run(model: Any, *inputs: Any, strategy: Strategy | None = None, world_size: int | None = None,
             rank: int = 0, **kwargs: Any) -> Any:
         if strategy is None:
             if world_size is not None or rank != 0:
@@ -63,6 +64,9 @@ def with_strategy(fn: Callable) -> Callable:
             return fn(model, *inputs, **kwargs)
         if kwargs.get("transform") is not None:
             raise ValueError("pass strategy= or transform=, not both")
+        if kwargs.get("frontend") == "eager":
+            raise ValueError(f"strategy={strategy!r} needs Thunder (Thunder's transform distributes the step): "
+                             "pass frontend='thunder' or leave it out")
         if world_size is None:
             raise ValueError(f"strategy={strategy!r} needs world_size=")
         held = [*model.parameters(), *model.buffers()]

@@ -420,7 +420,7 @@ def _run_iteration(recorder: _Recorder, k: int, step: dict) -> None:
     """One training iteration, recorded: forward (and loss), backward,
     optimizer, zero_grad, the loss released (`box` holds it, so that
     releasing it is one clear())."""
-    from .step import _backward
+    from .step.running import _backward
 
     box = [_forward(recorder, k, step)]
     first = len(recorder.record.statements)
@@ -505,48 +505,52 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     return recorder.record
 
 
-def estimate_eager_step(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: Callable | None,
-                        gradient: str | None, optimizer: Any, optimizer_kwargs: dict | None, steps: int,
-                        zero_grad: bool, pricing: dict) -> tuple[dict, float]:
-    """The recorded step simulated (``_core.simulate_recorded_step``'s dict),
-    and the seconds the recording took."""
+def _record(model: Any, inputs: tuple, step: Any) -> RecordedStep:
+    """record_step on a peakmem.step.TrainingStep."""
+    return record_step(model, *inputs, kwargs=dict(step.kwargs or {}), loss_fn=step.loss_fn, gradient=step.gradient,
+                       optimizer=step.optimizer, optimizer_kwargs=step.optimizer_kwargs, steps=step.steps,
+                       zero_grad=step.zero_grad)
+
+
+def estimate_eager_step(model: Any, inputs: tuple, step: Any, pricing: dict) -> tuple[dict, float]:
+    """`step` (a peakmem.step.TrainingStep) recorded and simulated
+    (``_core.simulate_recorded_step``'s dict), and the seconds the recording
+    took."""
     from . import _core
 
     start = time.perf_counter()
-    record = record_step(model, *inputs, kwargs=kwargs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
-                         optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad)
+    record = _record(model, inputs, step)
     recording = time.perf_counter() - start
     result = _core.simulate_recorded_step(record.storages, record.held, record.statements, record.phases,
                                           record.diagnostics, events=True, **pricing)
     return result, recording
 
 
-def recorded_step_file(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: Callable | None,
-                       gradient: str | None, optimizer: Any, optimizer_kwargs: dict | None, steps: int,
-                       zero_grad: bool) -> dict:
-    """The recorded step as a recorded step file's JSON object
-    (docs/step-file.md, "Recorded steps"): what ``peakmem step`` reads."""
-    record = record_step(model, *inputs, kwargs=kwargs, loss_fn=loss_fn, gradient=gradient, optimizer=optimizer,
-                         optimizer_kwargs=optimizer_kwargs, steps=steps, zero_grad=zero_grad)
+def recorded_step_file(model: Any, inputs: tuple, step: Any) -> dict:
+    """`step` (a peakmem.step.TrainingStep) recorded, as a recorded step
+    file's JSON object (docs/step-file.md, "Recorded steps"): what
+    ``peakmem step`` reads."""
+    record = _record(model, inputs, step)
     description = None
-    if optimizer is not None:
-        name = getattr(optimizer, "__name__", type(optimizer).__name__)
-        description = f"{name}({', '.join(f'{k}={v!r}' for k, v in (optimizer_kwargs or {}).items())})"
+    if step.optimizer is not None:
+        name = getattr(step.optimizer, "__name__", type(step.optimizer).__name__)
+        description = f"{name}({', '.join(f'{k}={v!r}' for k, v in (step.optimizer_kwargs or {}).items())})"
     return {"peakmem_recorded_step": 1, "optimizer": description, "storages": record.storages,
             "held": record.held, "statements": [list(s) for s in record.statements],
             "phases": [list(p) for p in record.phases], "diagnostics": record.diagnostics}
 
 
-def measure_eager_step(model: Any, inputs: tuple, *, kwargs: dict | None, loss_fn: Callable | None,
-                       gradient: str | None, optimizer: Any, optimizer_kwargs: dict | None, steps: int,
-                       zero_grad: bool, device: Any) -> tuple[int, int, int, Any]:
-    """Runs the step eagerly for real (one unmeasured warm-up step first,
-    its gradients dropped and the optimizer made afresh) and measures it
-    as measure_step does: (peak, final, input bytes, allocator stats)."""
+def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tuple[int, int, int, Any]:
+    """Runs `step` (a peakmem.step.TrainingStep) eagerly for real (one
+    unmeasured warm-up step first, its gradients dropped and the optimizer
+    made afresh) and measures it as measure_step does: (peak, final, input
+    bytes, allocator stats)."""
     from .measure import _InputMaker, measure_region_cpu, measure_region_cuda
-    from .step import _backward, _input_tensors
+    from .step.holdings import _input_tensors
+    from .step.running import _backward
 
-    kwargs = dict(kwargs or {})
+    kwargs, loss_fn, gradient, zero_grad = dict(step.kwargs or {}), step.loss_fn, step.gradient, step.zero_grad
+    optimizer, optimizer_kwargs, steps = step.optimizer, step.optimizer_kwargs, step.steps
     maker = _InputMaker(device, 0)
     parameters = list(model.parameters())
 

@@ -113,11 +113,13 @@ first matmul of a stream and keeps it, so a first measurement includes it in
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["Measurement", "call", "detect_convention", "make_inputs", "measure"]
 
@@ -160,6 +162,39 @@ class Measurement:
     allocated_final_bytes: int | None = None
     reserved_peak_bytes: int | None = None
     reserved_final_bytes: int | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """Every field as plain data (``events`` a list): what ``to_json`` writes."""
+        out = dataclasses.asdict(self)
+        out["events"] = None if self.events is None else list(self.events)
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """``summary()`` as JSON (peakmem.summary_writing)."""
+        from .summary_writing import summary_json
+
+        return summary_json(self, indent)
+
+    def text(self) -> str:
+        """The figures in a few lines: ``write("text")``'s."""
+        lines = [f"measured on {self.device} ({self.convention} convention): peak {self.peak_bytes:,} bytes, "
+                 f"final {self.final_bytes:,} bytes, inputs {self.input_bytes:,} bytes"]
+        if self.allocated_peak_bytes is not None:
+            lines.append(f"  allocator: allocated peak {self.allocated_peak_bytes:,}, final "
+                         f"{self.allocated_final_bytes:,}; reserved peak {self.reserved_peak_bytes:,}, final "
+                         f"{self.reserved_final_bytes:,} bytes")
+        if self.ignored_free_bytes:
+            lines.append(f"  {self.ignored_free_bytes:,} bytes freed that were allocated before the region "
+                         "(left out)")
+        return "\n".join(lines)
+
+    def write(self, format: str = "text", path: str | os.PathLike | None = None, indent: int | None = 2) -> str:
+        """The measurement as ``"text"`` (``text()``) or ``"json"``
+        (``to_json``), as ``peakmem.Report.write`` names them; written to
+        `path` too when given."""
+        from .summary_writing import write_summary
+
+        return write_summary(self, format, indent, path)
 
 
 # ---------------------------------------------------------------------------
@@ -571,12 +606,14 @@ def measure(
     device: str = "cpu",
     inputs: Sequence[Any] | Callable[[], Sequence[Any]] | None = None,
     kwinputs: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
-    convention: str | None = None,
+    convention: Literal["auto", "forward", "backward"] | None = "auto",
     seed: int = 0,
 ) -> Measurement:
     """Runs `trace` once on `device` with fresh inputs and returns what it allocated.
 
-    See the module docstring for exactly what is measured. Raises TypeError
+    `convention`: how the trace is called, as ``peakmem.analyze``'s
+    (``"auto"``, the default, detects it from the signature; None means
+    the same). See the module docstring for exactly what is measured. Raises TypeError
     for an object that is not a trace, ValueError for a bad convention or
     device, RuntimeError when the requested device is not available or the
     profiler's events are inconsistent.
@@ -589,10 +626,10 @@ def measure(
                 "peakmem.measure expects a Thunder TraceCtx (or an object with "
                 f"python_callable(), args, kwargs and siginfo()), got {type(trace).__name__}"
             )
-    if convention is None:
+    if convention is None or convention == "auto":
         convention = detect_convention(trace)
     if convention not in ("forward", "backward"):
-        raise ValueError(f"convention must be 'forward' or 'backward', got {convention!r}")
+        raise ValueError(f"convention must be 'auto', 'forward' or 'backward', got {convention!r}")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"cannot measure on {device}: CUDA is not available")

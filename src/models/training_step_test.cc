@@ -1,6 +1,6 @@
 // The training-step join on a step small enough to follow by hand: every
 // figure below is derived in its comment from the step's rules
-// (training_step.h; python/peakmem/step.py's docstring). f32[4, 8] is 128
+// (training_step.h; python/peakmem/step/__init__.py's docstring). f32[4, 8] is 128
 // bytes, f32[] 4. The end-to-end numbers are checked against real PyTorch
 // measurement elsewhere (tests/python/test_step.py).
 #include "peakmem/models/training_step.h"

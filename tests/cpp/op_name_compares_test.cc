@@ -31,7 +31,6 @@ const std::map<std::pair<std::string, std::string>, std::string> kAllowed = {
      "the allocator's device \"all\" (memory_stats' all-devices figures), not torch.all"},
     {{"python/peakmem/recompute.py", "view"},
      "the registry's own answer: _core.op_recompute_cost returns 'view' (RecomputeCost::kView)"},
-    {{"python/peakmem/step.py", "ones"}, "estimate_step's gradient='ones' argument, not torch.ones"},
 };
 
 std::set<std::string, std::less<>> OpNames() {

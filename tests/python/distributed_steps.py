@@ -43,12 +43,13 @@ def main(strategy: str, world_size: int, rank: int) -> None:
         for steps in (1, 2):
             common = dict(loss_fn=sum_loss, optimizer=optimizer, optimizer_kwargs=kwargs, steps=steps,
                           transform=transform)
-            estimate = peakmem.estimate_step(program.make_model(), x, **common)
-            measured = peakmem.measure_step(program.make_model(), x, **common)
+            estimate = peakmem.estimate_step(program.make_model(), x, **common, frontend="thunder")
+            measured = peakmem.measure_step(program.make_model(), x, **common, frontend="thunder")
             with torch.device("meta"):
                 meta_model = program.make_model()
             meta = peakmem.estimate_step(meta_model, x.to("meta"), **dict(
-                common, transform=lambda jm: program.STRATEGIES[strategy](jm, torch.device("meta"))))
+                common, transform=lambda jm: program.STRATEGIES[strategy](jm, torch.device("meta"))),
+                frontend="thunder")
             print(json.dumps({"optimizer": name, "steps": steps,
                               "estimate": [estimate.peak_bytes, estimate.final_bytes],
                               "measured": [measured.peak_bytes, measured.final_bytes],

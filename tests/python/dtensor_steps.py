@@ -68,13 +68,13 @@ def main(world_size: int, rank: int, step_file: str | None = None) -> None:
             for steps in (1, 2):
                 common = dict(gradient="ones", optimizer=optimizer, optimizer_kwargs=kwargs, steps=steps)
                 try:
-                    estimate = peakmem.estimate_step(model(), x, **common)
+                    estimate = peakmem.estimate_step(model(), x, **common, frontend="thunder")
                 except ValueError as e:  # what the estimate does not model: said, never a number
                     print(json.dumps({"program": name, "optimizer": opt_name, "steps": steps, "error": str(e)}))
                     continue
-                measured = peakmem.measure_step(model(), x, **common)
+                measured = peakmem.measure_step(model(), x, **common, frontend="thunder")
                 if step_file and (name, opt_name, steps) == ("exp-mul-uneven", "adamw", 2):
-                    peakmem.export_step(model(), x, path=step_file, **common)
+                    peakmem.export_step(model(), x, path=step_file, **common, frontend="thunder")
                 print(json.dumps({"program": name, "optimizer": opt_name, "steps": steps,
                                   "estimate": [estimate.peak_bytes, estimate.final_bytes],
                                   "measured": [measured.peak_bytes, measured.final_bytes],

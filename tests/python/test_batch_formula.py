@@ -15,17 +15,17 @@ from step_models import ADAMW, GPT, LlamaLM, _tokens
 def count_traces(monkeypatch):
     """How many times Thunder has traced a step since the test began: every
     step estimate_step, peak_formula and max_batch_size trace goes through
-    step._step_program."""
-    import peakmem.step
+    step.tracing._step_program."""
+    import peakmem.step.tracing
 
     calls = []
-    real = peakmem.step._step_program
+    real = peakmem.step.tracing._step_program
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(peakmem.step, "_step_program", counted)
+    monkeypatch.setattr(peakmem.step.tracing, "_step_program", counted)
     return lambda: len(calls)
 
 
@@ -50,10 +50,10 @@ def _same_answer_as_the_search(make_model, budget, low, high, count_traces):
     setup = {**ADAMW, "steps": 2}
     make = _tokens_on("meta")
     before = count_traces()
-    f = peakmem.max_batch_size(model, make, budget, low=low, high=high, **setup)
+    f = peakmem.max_batch_size(model, make, budget, low=low, high=high, **setup, frontend="thunder")
     assert count_traces() - before == f.traces == 3
     assert (f.method, f.reason) == ("formula", None)
-    s = peakmem.max_batch_size(model, make, budget, low=low, high=high, method="search", **setup)
+    s = peakmem.max_batch_size(model, make, budget, low=low, high=high, method="search", **setup, frontend="thunder")
     assert s.method == "search" and s.traces == len(s.tried) > 3
     # A real bisection: the answer is strictly inside the range.
     assert low < f.batch_size == s.batch_size < high
@@ -74,8 +74,9 @@ def test_gpt_lm_the_formula_finds_the_searchs_batch_and_measurement_agrees(thund
     model = GPT()
     setup = {**ADAMW, "steps": 2}
     make = _tokens_on("cpu")
-    assert peakmem.measure_step(model, *make(f.batch_size), **setup).peak_bytes == f.report.peak_bytes
-    assert peakmem.measure_step(model, *make(f.batch_size + 1), **setup).peak_bytes > budget
+    assert peakmem.measure_step(model, *make(f.batch_size), **setup,
+                                frontend="thunder").peak_bytes == f.report.peak_bytes
+    assert peakmem.measure_step(model, *make(f.batch_size + 1), **setup, frontend="thunder").peak_bytes > budget
 
 
 def test_llama_stack_the_formula_finds_the_searchs_batch(thunder, count_traces):
@@ -98,16 +99,16 @@ def test_gpt_lm_sequence_length(thunder, count_traces):
     make = _tokens_on("meta", batch=2)
     budget = 40_000_000
     before = count_traces()
-    r = peakmem.max_batch_size(model, make, budget, high=128, **setup)
+    r = peakmem.max_batch_size(model, make, budget, high=128, **setup, frontend="thunder")
     assert count_traces() - before == r.traces == 3 and r.method == "formula"
     assert 4 < r.batch_size < 128
-    at, above = (peakmem.estimate_step(model, *make(n), budget=budget, **setup) for n in (r.batch_size,
-                                                                                         r.batch_size + 1))
+    at, above = (peakmem.estimate_step(model, *make(n), budget=budget, **setup, frontend="thunder")
+                 for n in (r.batch_size, r.batch_size + 1))
     assert at.fits and at.peak_bytes == r.report.peak_bytes
     assert not above.fits and above.peak_bytes == r.tried[r.batch_size + 1]
     formula = peakmem.peak_formula(model, make, **setup)
     assert formula.verified and formula.sizes == (2, 3, 4)
-    assert formula.peak_bytes(128) == peakmem.estimate_step(model, *make(128), **setup).peak_bytes
+    assert formula.peak_bytes(128) == peakmem.estimate_step(model, *make(128), **setup, frontend="thunder").peak_bytes
 
 
 def _branching(rule):
@@ -145,10 +146,10 @@ def test_a_step_whose_program_changes_with_n_falls_back_to_the_search(thunder, c
         return (torch.randn(n, 64, device="meta"),)
 
     budget = 2_000_000
-    searched = peakmem.max_batch_size(model, make, budget, high=512, method="search")
+    searched = peakmem.max_batch_size(model, make, budget, high=512, method="search", frontend="thunder")
     before = count_traces()
     with pytest.warns(UserWarning, match="max_batch_size: .*" + says):
-        r = peakmem.max_batch_size(model, make, budget, high=512)
+        r = peakmem.max_batch_size(model, make, budget, high=512, frontend="thunder")
     assert (r.method, says in r.reason) == ("search", True)
     # The traces the formula made are reused by the search, not traced again.
     assert r.traces == count_traces() - before == len(r.tried)
@@ -165,7 +166,8 @@ def test_the_formula_is_the_traced_step_at_every_traced_size(thunder):
 
     import peakmem
     from peakmem.batch_formula import _HEADER
-    from peakmem.step import _traced_program
+    from peakmem.step import TrainingStep
+    from peakmem.step.tracing import _traced_program
 
     with torch.device("meta"):
         model = GPT(layers=1)
@@ -173,7 +175,7 @@ def test_the_formula_is_the_traced_step_at_every_traced_size(thunder):
     formula = peakmem.peak_formula(model, make, verify=False, sizes=(2, 5))
     assert (formula.traces, formula.verified) == (2, False)
     for n in (2, 5, 3):
-        program, _ = _traced_program(model, make(n))
+        program, _ = _traced_program(model, make(n), TrainingStep())
         derived = formula.program(n)
         assert derived.forward == _HEADER.sub("", str(program.forward))
         assert derived.backward == _HEADER.sub("", str(program.backward))
@@ -190,8 +192,8 @@ def test_bad_arguments(thunder):
 
     make = lambda b: (torch.randn(b, 256),)  # noqa: E731
     with pytest.raises(ValueError, match="method must be"):
-        peakmem.max_batch_size(MLP(), make, "1GiB", loss_fn=mse_loss, method="guess")
+        peakmem.max_batch_size(MLP(), make, "1GiB", loss_fn=mse_loss, method="guess", frontend="thunder")
     with pytest.raises(ValueError, match="sizes must be 3 distinct positive integers"):
-        peakmem.max_batch_size(MLP(), make, "1GiB", loss_fn=mse_loss, sizes=(2, 2, 3))
+        peakmem.max_batch_size(MLP(), make, "1GiB", loss_fn=mse_loss, sizes=(2, 2, 3), frontend="thunder")
     with pytest.raises(ValueError, match="sizes must be 2 distinct positive integers"):
         peakmem.peak_formula(MLP(), make, loss_fn=mse_loss, sizes=(2,), verify=False)

@@ -64,7 +64,8 @@ dist.init_process_group("fake", rank=0, world_size=3, store=FakeStore())
 program = m.load_program()
 try:
     peakmem.estimate_step(program.make_model(), *program.make_inputs(), loss_fn=lambda o, x: o.sum(),
-                          transform=lambda jm: program.STRATEGIES["tp-column"](jm, torch.device("cpu")))
+                          transform=lambda jm: program.STRATEGIES["tp-column"](jm, torch.device("cpu")),
+                          frontend="thunder")
 except RuntimeError as e:
     print(e)
 """

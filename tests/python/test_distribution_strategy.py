@@ -35,8 +35,8 @@ def test_each_rank_is_estimated_as_measured_in_one_process(program):
     for strategy, world_size, rank in [("fsdp", 4, 3), ("ddp", 2, 1)]:
         common = dict(loss_fn=sum_loss, optimizer=torch.optim.AdamW, strategy=strategy, world_size=world_size,
                       rank=rank)
-        estimate = peakmem.estimate_step(program.make_model(), x, **common)
-        measured = peakmem.measure_step(program.make_model(), x, **common)
+        estimate = peakmem.estimate_step(program.make_model(), x, **common, frontend="thunder")
+        measured = peakmem.measure_step(program.make_model(), x, **common, frontend="thunder")
         assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
         # The rank's parameters: FSDP on 4 ranks holds a quarter of each
         # (the head's 30 rows padded to 32: 136,480 bytes,
@@ -52,9 +52,9 @@ def test_each_rank_is_estimated_as_measured_in_one_process(program):
     with torch.device("meta"):
         meta_model = program.make_model()
     meta = peakmem.estimate_step(meta_model, x.to("meta"), loss_fn=sum_loss, optimizer=torch.optim.AdamW,
-                                 strategy="fsdp", world_size=4, rank=3)
+                                 strategy="fsdp", world_size=4, rank=3, frontend="thunder")
     fsdp = peakmem.estimate_step(program.make_model(), x, loss_fn=sum_loss, optimizer=torch.optim.AdamW,
-                                 strategy="fsdp", world_size=4, rank=3)
+                                 strategy="fsdp", world_size=4, rank=3, frontend="thunder")
     assert (meta.peak_bytes, meta.final_bytes) == (fsdp.peak_bytes, fsdp.final_bytes)
 
 
@@ -70,4 +70,4 @@ def test_strategy_arguments_that_do_not_fit_are_errors(program, kwargs, message)
 
     (x,) = program.make_inputs()
     with pytest.raises(ValueError, match=message):
-        peakmem.estimate_step(program.make_model(), x, loss_fn=sum_loss, **kwargs)
+        peakmem.estimate_step(program.make_model(), x, loss_fn=sum_loss, **kwargs, frontend="thunder")

@@ -85,7 +85,7 @@ def test_mistakes_are_named():
     with pytest.raises(ValueError, match="need Thunder"):
         _estimate(model, kwargs, transform=lambda jm: jm)
     with pytest.raises(ValueError, match="needs frontend='eager'"):
-        peakmem.estimate_step(model, kwargs=kwargs)
+        peakmem.estimate_step(model, kwargs=kwargs, frontend="thunder")
     with pytest.raises(ValueError, match="frontend must be"):
         peakmem.estimate_step(model, kwargs=kwargs, frontend="jax")
 
@@ -130,7 +130,8 @@ def test_a_model_thunder_cannot_trace_gets_thunders_reason_and_the_way_out():
             return self.model(input_ids=ids, labels=ids).loss
 
     with pytest.raises(RuntimeError) as e:
-        peakmem.estimate_step(LanguageModelLoss(), kwargs["input_ids"], optimizer=torch.optim.AdamW)
+        peakmem.estimate_step(LanguageModelLoss(), kwargs["input_ids"], optimizer=torch.optim.AdamW,
+                              frontend="thunder")
     message = str(e.value)
     assert message.startswith("Thunder 0.2.6 could not trace the step: ")
     assert "while tracing LanguageModelLoss." in message and "frontend='eager'" in message

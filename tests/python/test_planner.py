@@ -147,7 +147,7 @@ def test_a_planned_training_step_is_estimated_exactly_and_fits_a_larger_batch(th
     from step_models import SmallCNN, class_zero_loss
 
     kwargs = dict(loss_fn=class_zero_loss, optimizer=torch.optim.SGD,
-                  optimizer_kwargs={"lr": 0.01, "momentum": 0.9}, steps=2)
+                  optimizer_kwargs={"lr": 0.01, "momentum": 0.9}, steps=2, frontend="thunder")
 
     def step(fn, batch, plan):
         torch.manual_seed(0)

@@ -28,16 +28,16 @@ def test_recomputed_step_is_measured_as_estimated(thunder, name: str):
 
     entry = _entry(name)
     model, inputs = _fresh(entry)
-    plain = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
+    plain = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
     planned = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True},
-                                    **entry.setup)
+                                    **entry.setup, frontend="thunder")
     rc = planned.recomputation
     assert rc.peak_before == plain.peak_bytes and rc.peak_after == planned.peak_bytes
     assert planned.peak_bytes <= plain.peak_bytes
     if name != "mlp_adamw_3_steps":  # its peak is the optimizer's: nothing to recompute there
         assert planned.peak_bytes < plain.peak_bytes and rc.names and rc.added_flops > 0
     measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True},
-                                    **entry.setup)
+                                    **entry.setup, frontend="thunder")
     assert (measured.peak_bytes, measured.final_bytes) == (planned.peak_bytes, planned.final_bytes)
 
 
@@ -49,7 +49,7 @@ def test_recomputation_computes_the_same_loss_and_gradients(thunder):
 
     entry = _entry("gpt_lm_loss_inside")
     model, inputs = _fresh(entry)
-    names = peakmem.estimate_step(model, *inputs, plan={"recompute": True}).recomputation.names
+    names = peakmem.estimate_step(model, *inputs, plan={"recompute": True}, frontend="thunder").recomputation.names
     assert names
 
     def run(transforms):
@@ -69,10 +69,11 @@ def test_budget_mode_is_monotone_in_the_budget(thunder):
 
     entry = _entry("gpt_lm_loss_inside")
     model, inputs = _fresh(entry)
-    full = peakmem.estimate_step(model, *inputs, plan={"recompute": True}).recomputation
+    full = peakmem.estimate_step(model, *inputs, plan={"recompute": True}, frontend="thunder").recomputation
     lowest, highest = full.peak_after, full.peak_before
     budgets = [lowest, (lowest + highest) // 2, highest]
-    results = [peakmem.estimate_step(model, *inputs, plan={"budget": b}).recomputation for b in budgets]
+    results = [peakmem.estimate_step(model, *inputs, plan={"budget": b},
+                                     frontend="thunder").recomputation for b in budgets]
     assert not full.time_budget_reached and not full.simulation_limit_reached
     for b, r in zip(budgets, results):
         assert r.fits and r.peak_after <= b
@@ -82,7 +83,7 @@ def test_budget_mode_is_monotone_in_the_budget(thunder):
     # One sequence of choices: a larger budget stops earlier along it.
     assert [s[0] for s in results[1].steps] == [s[0] for s in results[0].steps][: len(results[1].steps)]
     # Below what recomputation reaches, it says it does not fit.
-    below = peakmem.estimate_step(model, *inputs, plan={"budget": lowest - 1}).recomputation
+    below = peakmem.estimate_step(model, *inputs, plan={"budget": lowest - 1}, frontend="thunder").recomputation
     assert below.fits is False and below.peak_after == lowest
 
 
@@ -94,7 +95,7 @@ def test_recompute_bad_options_and_plans_are_errors(thunder):
 
     model, inputs = GPT(), (torch.randint(0, 512, (2, 128)), torch.randint(0, 512, (2, 128)))
     with pytest.raises(ValueError, match="do not apply with recompute"):
-        peakmem.estimate_step(model, *inputs, plan={"recompute": True, "scratch": False})
+        peakmem.estimate_step(model, *inputs, plan={"recompute": True, "scratch": False}, frontend="thunder")
     with pytest.raises(Exception, match="cannot recompute t_nope"):
         thunder.jit(model, transforms=[recompute_transform(["t_nope"])])(*inputs)
 
@@ -164,7 +165,7 @@ def test_cli_recompute_is_the_estimates_recomputation(thunder, tmp_path, monkeyp
     entry = _entry(name)
     model, inputs = _fresh(entry)
     step, planned_step = tmp_path / "step.json", tmp_path / "planned.json"
-    peakmem.export_step(model, *inputs, path=str(step), loss_fn=entry.loss_fn, **entry.setup)
+    peakmem.export_step(model, *inputs, path=str(step), loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
     run = subprocess.run([cli(), "plan", str(step), "--recompute", "-o", str(planned_step)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
@@ -177,7 +178,8 @@ def test_cli_recompute_is_the_estimates_recomputation(thunder, tmp_path, monkeyp
         return out
 
     monkeypatch.setattr(recompute, "search", keeping_traces)
-    planned = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True}, **entry.setup)
+    planned = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True}, **entry.setup,
+                                    frontend="thunder")
     rc = planned.recomputation
     assert rc.names
     assert (f"step peak {rc.peak_before} -> {rc.peak_after} bytes" in run.stderr
@@ -195,12 +197,12 @@ def test_cli_recompute_is_the_estimates_recomputation(thunder, tmp_path, monkeyp
     assert json.loads(simulated.stdout)["peak_bytes"] == rc.peak_after == planned.peak_bytes
     if measure:
         measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True},
-                                        **entry.setup)
+                                        **entry.setup, frontend="thunder")
         assert measured.peak_bytes == rc.peak_after
     # With a budget between the two peaks: the same shorter choice.
     budget = (rc.peak_before + rc.peak_after) // 2
     short = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, plan={"budget": budget},
-                                  **entry.setup).recomputation
+                                  **entry.setup, frontend="thunder").recomputation
     run = subprocess.run([cli(), "plan", str(step), "--recompute", "--budget", f"{budget}B", "-o",
                           str(planned_step)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr

@@ -50,8 +50,8 @@ def test_estimate_equals_measurement(thunder, entry: Entry):
     import peakmem
 
     model, inputs = _fresh(entry)
-    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
-    estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
+    estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
     assert (estimated.peak_bytes, estimated.final_bytes) == (measured.peak_bytes, measured.final_bytes)
     assert sum(estimated.by_category.values()) == estimated.peak_bytes
     # By module: the same bytes; the inputs (and the loss) are the top's.
@@ -64,7 +64,7 @@ def test_estimate_equals_measurement(thunder, entry: Entry):
     # The same on meta: nothing allocated, the same numbers.
     meta_model = copy.deepcopy(model).to("meta")
     meta_inputs = tuple(x.to("meta") for x in inputs)
-    on_meta = peakmem.estimate_step(meta_model, *meta_inputs, loss_fn=entry.loss_fn, **entry.setup)
+    on_meta = peakmem.estimate_step(meta_model, *meta_inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
     assert (on_meta.peak_bytes, on_meta.final_bytes) == (estimated.peak_bytes, estimated.final_bytes)
 
 
@@ -82,9 +82,10 @@ def test_a_step_file_gives_the_measured_step_without_python(thunder, tmp_path, n
 
     entry = next(e for e in ENTRIES if e.name == name)
     model, inputs = _fresh(entry)
-    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup)
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
     path = tmp_path / "step.json"
-    written = peakmem.export_step(model, *inputs, path=str(path), loss_fn=entry.loss_fn, **entry.setup)
+    written = peakmem.export_step(model, *inputs, path=str(path), loss_fn=entry.loss_fn, **entry.setup,
+                                  frontend="thunder")
     assert json.loads(path.read_text()) == json.loads(json.dumps(written))
     out = subprocess.run([cli(), "step", str(path), "--format", "json"], capture_output=True, text=True,
                          check=False)
@@ -104,12 +105,12 @@ def test_budget_says_whether_it_fits(thunder):
     import peakmem
 
     model, x = MLP(), torch.randn(64, 256)
-    r = peakmem.estimate_step(model, x, loss_fn=mse_loss)
-    fits = peakmem.estimate_step(model, x, loss_fn=mse_loss, budget=r.peak_bytes)
+    r = peakmem.estimate_step(model, x, loss_fn=mse_loss, frontend="thunder")
+    fits = peakmem.estimate_step(model, x, loss_fn=mse_loss, budget=r.peak_bytes, frontend="thunder")
     assert (fits.fits, fits.headroom_bytes, fits.budget) == (True, 0, r.peak_bytes)
-    tight = peakmem.estimate_step(model, x, loss_fn=mse_loss, budget=r.peak_bytes - 1)
+    tight = peakmem.estimate_step(model, x, loss_fn=mse_loss, budget=r.peak_bytes - 1, frontend="thunder")
     assert (tight.fits, tight.headroom_bytes) == (False, -1)
-    assert peakmem.estimate_step(model, x, loss_fn=mse_loss, budget="1GiB").budget == 1 << 30
+    assert peakmem.estimate_step(model, x, loss_fn=mse_loss, budget="1GiB", frontend="thunder").budget == 1 << 30
     assert r.fits is None and r.budget is None
 
 
@@ -120,22 +121,22 @@ def test_unmodelled_optimizers_are_errors(thunder):
 
     model, x = MLP(), torch.randn(8, 256)
     with pytest.raises(ValueError, match="optimizer RMSprop is not modelled yet"):
-        peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.RMSprop)
+        peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.RMSprop, frontend="thunder")
     with pytest.raises(ValueError, match="AdamW with fused=True is not modelled yet: peakmem models the "
                                          "single-tensor and foreach steps"):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.AdamW,
-                              optimizer_kwargs={"fused": True})
+                              optimizer_kwargs={"fused": True}, frontend="thunder")
     with pytest.raises(ValueError, match="SGD with differentiable=True is not modelled yet"):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.SGD,
-                              optimizer_kwargs={"lr": 0.1, "foreach": True, "differentiable": True})
+                              optimizer_kwargs={"lr": 0.1, "foreach": True, "differentiable": True}, frontend="thunder")
     with pytest.raises(ValueError, match="Adam with tensor-valued hyperparameters"):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.Adam,
-                              optimizer_kwargs={"lr": torch.tensor(1e-3)})
+                              optimizer_kwargs={"lr": torch.tensor(1e-3)}, frontend="thunder")
     with pytest.raises(ValueError, match="rejects optimizer_kwargs"):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer=torch.optim.SGD,
-                              optimizer_kwargs={"lr": 0.1, "nesterov": True})  # needs momentum
+                              optimizer_kwargs={"lr": 0.1, "nesterov": True}, frontend="thunder")  # needs momentum
     with pytest.raises(ValueError, match="optimizer_kwargs given without an optimizer"):
-        peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer_kwargs={"lr": 0.1})
+        peakmem.estimate_step(model, x, loss_fn=mse_loss, optimizer_kwargs={"lr": 0.1}, frontend="thunder")
 
 
 def test_a_loss_that_is_not_a_scalar_is_an_error(thunder):
@@ -144,9 +145,9 @@ def test_a_loss_that_is_not_a_scalar_is_an_error(thunder):
     import peakmem
 
     with pytest.raises(ValueError, match=r"the loss must be a scalar tensor; the step returned shape \(8, 256\)"):
-        peakmem.estimate_step(MLP(), torch.randn(8, 256))
+        peakmem.estimate_step(MLP(), torch.randn(8, 256), frontend="thunder")
     with pytest.raises(ValueError, match="the loss must be a scalar tensor"):
-        peakmem.measure_step(MLP(), torch.randn(8, 256))
+        peakmem.measure_step(MLP(), torch.randn(8, 256), frontend="thunder")
 
 
 def test_a_module_thunder_cannot_trace_is_an_error(thunder):
@@ -166,7 +167,7 @@ def test_a_module_thunder_cannot_trace_is_an_error(thunder):
             return y.mean()
 
     with pytest.raises(RuntimeError, match=r"Thunder [0-9.]+ could not trace the step"):
-        peakmem.estimate_step(DataDependent(), torch.randn(2, 4))
+        peakmem.estimate_step(DataDependent(), torch.randn(2, 4), frontend="thunder")
 
 
 def test_a_loss_that_raises_is_reported_as_the_losss_error_not_thunders(thunder):
@@ -179,7 +180,7 @@ def test_a_loss_that_raises_is_reported_as_the_losss_error_not_thunders(thunder)
 
     for run in (peakmem.estimate_step, peakmem.measure_step):
         with pytest.raises(RuntimeError, match=r"the model or loss raises KeyError: 'sum' \(run without Thunder"):
-            run(MLP(), torch.randn(2, 256), loss_fn=loss_fn)
+            run(MLP(), torch.randn(2, 256), loss_fn=loss_fn, frontend="thunder")
 
 
 def test_bad_arguments(thunder):
@@ -188,15 +189,15 @@ def test_bad_arguments(thunder):
     import peakmem
 
     with pytest.raises(ValueError, match="steps must be a positive integer"):
-        peakmem.estimate_step(MLP(), torch.randn(2, 256), loss_fn=mse_loss, steps=0)
+        peakmem.estimate_step(MLP(), torch.randn(2, 256), loss_fn=mse_loss, steps=0, frontend="thunder")
     with pytest.raises(ValueError, match="cannot read the size"):
-        peakmem.estimate_step(MLP(), torch.randn(2, 256), loss_fn=mse_loss, budget="lots")
+        peakmem.estimate_step(MLP(), torch.randn(2, 256), loss_fn=mse_loss, budget="lots", frontend="thunder")
     # measure_step runs for real, on one device, the CPU or CUDA (its CUDA
     # path reads torch.cuda.memory_stats; this machine has no GPU).
     with pytest.raises(ValueError, match="runs on one device; the model and inputs are on cpu, meta"):
-        peakmem.measure_step(MLP(), torch.randn(2, 256, device="meta"), loss_fn=mse_loss)
+        peakmem.measure_step(MLP(), torch.randn(2, 256, device="meta"), loss_fn=mse_loss, frontend="thunder")
     with pytest.raises(ValueError, match="runs on the CPU or a CUDA device; a tensor is on meta"):
-        peakmem.measure_step(MLP().to("meta"), torch.randn(2, 256, device="meta"), loss_fn=mse_loss)
+        peakmem.measure_step(MLP().to("meta"), torch.randn(2, 256, device="meta"), loss_fn=mse_loss, frontend="thunder")
 
 
 def test_an_input_given_twice_is_measured_once_and_refused_by_the_estimate(thunder):
@@ -217,9 +218,9 @@ def test_an_input_given_twice_is_measured_once_and_refused_by_the_estimate(thund
     # x passed as both arguments: the measured step holds one index tensor
     # (15 * 4 int64, 480 bytes); the estimate refuses (the forward's trace
     # takes them as two arguments) rather than count it twice.
-    assert peakmem.measure_step(model, x, x).by_category["inputs"] == 15 * 4 * 8
+    assert peakmem.measure_step(model, x, x, frontend="thunder").by_category["inputs"] == 15 * 4 * 8
     with pytest.raises(RuntimeError, match="tensors passed twice"):
-        peakmem.estimate_step(model, x, x)
+        peakmem.estimate_step(model, x, x, frontend="thunder")
 
 
 def test_step_report_plots_and_shows_in_jupyter(thunder):
@@ -230,7 +231,7 @@ def test_step_report_plots_and_shows_in_jupyter(thunder):
     matplotlib.use("Agg")
     torch.manual_seed(0)
     report = peakmem.estimate_step(MLP(), torch.randn(64, 256), loss_fn=mse_loss,
-                                   optimizer=torch.optim.AdamW, steps=2)
+                                   optimizer=torch.optim.AdamW, steps=2, frontend="thunder")
     ax = report.plot()
     texts = [t.get_text() for t in ax.texts]
     assert texts == ["forward 1", "backward 1", "optimizer 1", "forward 2", "backward 2", "optimizer 2"]
@@ -239,7 +240,7 @@ def test_step_report_plots_and_shows_in_jupyter(thunder):
     assert f"peak {report.peak_bytes:,} bytes" in view and "<svg" in view
     top_module, top_bytes = next(iter(report.by_module.items()))
     assert f"<td>{top_module}</td><td style='text-align:right'>{top_bytes:,}</td>" in view
-    measured = peakmem.measure_step(MLP(), torch.randn(64, 256), loss_fn=mse_loss)
+    measured = peakmem.measure_step(MLP(), torch.randn(64, 256), loss_fn=mse_loss, frontend="thunder")
     with pytest.raises(ValueError, match="no timeline"):
         measured.plot()
 
@@ -262,4 +263,4 @@ def test_meta_inputs_thunder_takes_for_aliases_are_a_clear_error(thunder):
 
     with pytest.raises(RuntimeError, match="every meta tensor's is 0"):
         peakmem.estimate_step(Net().to("meta"), torch.randn(4, 3, 8, 8, device="meta"),
-                              torch.randint(0, 8, (4,), device="meta"))
+                              torch.randint(0, 8, (4,), device="meta"), frontend="thunder")

@@ -34,12 +34,12 @@ def test_targets_captured_by_a_loss_fn_closure_are_named_not_taken_for_tied_weig
     start = time.perf_counter()
     with pytest.raises(ValueError, match=r"loss_fn reads a tensor that is not an input of the step: `targets` "
                                          r"\(shape \(8, 4\), captured by its closure\).*Pass it as an input"):
-        peakmem.estimate_step(model, x, loss_fn=make_loss(y))
+        peakmem.estimate_step(model, x, loss_fn=make_loss(y), frontend="thunder")
     assert time.perf_counter() - start < 1.0  # refused before Thunder traces
     # The fix the error gives: the targets an input, the loss reading them as one.
     fixed = {"loss_fn": lambda output, x, targets: F.mse_loss(output, targets), "optimizer": torch.optim.SGD}
-    estimate = peakmem.estimate_step(model, x, y, **fixed)
-    measured = peakmem.measure_step(model, x, y, **fixed)
+    estimate = peakmem.estimate_step(model, x, y, **fixed, frontend="thunder")
+    measured = peakmem.measure_step(model, x, y, **fixed, frontend="thunder")
     assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
 
 
@@ -52,7 +52,7 @@ def test_a_tensor_bound_by_functools_partial_is_named():
     with pytest.raises(ValueError, match=r"`target` \(shape \(8, 4\), bound by functools.partial\)"):
         peakmem.estimate_step(Regressor(), torch.randn(8, 16),
                               loss_fn=functools.partial(lambda output, x, target: F.mse_loss(output, target),
-                                                        target=y))
+                                                        target=y), frontend="thunder")
 
 
 def test_an_optimizer_instance_is_told_to_pass_the_class_with_its_settings():
@@ -62,7 +62,7 @@ def test_an_optimizer_instance_is_told_to_pass_the_class_with_its_settings():
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01, betas=(0.8, 0.99))
     with pytest.raises(TypeError) as e:
         peakmem.estimate_step(model, torch.randn(8, 16), optimizer=optimizer,
-                              loss_fn=lambda output, x: output.pow(2).mean())
+                              loss_fn=lambda output, x: output.pow(2).mean(), frontend="thunder")
     # AdamW's defaults are lr=0.001, betas=(0.9, 0.999): the two set differently are the kwargs.
     assert str(e.value) == (
         "optimizer= takes the optimizer's class, not an instance (got an instance of AdamW): peakmem makes "
@@ -79,14 +79,14 @@ def test_a_cpu_model_with_meta_inputs_is_refused_at_once_naming_both_devices(thu
     start = time.perf_counter()
     with pytest.raises(ValueError, match=r"the model's parameters are on cpu but input 0 \(shape \(8, 16\)\) is "
                                          r"on meta: .* put the model on meta too \(model.to\('meta'\)"):
-        peakmem.estimate_step(model, x.to("meta"), **loss)
+        peakmem.estimate_step(model, x.to("meta"), **loss, frontend="thunder")
     assert time.perf_counter() - start < 1.0
     with pytest.raises(ValueError, match=r"parameters are on meta but input 0 .* is on cpu: .* make the inputs "
                                          r"on meta, or move the model with model.to\('cpu'\)"):
-        peakmem.estimate_step(Regressor().to("meta"), x, **loss)
+        peakmem.estimate_step(Regressor().to("meta"), x, **loss, frontend="thunder")
     # The fix: the model on meta too; the estimate is the step measured on the CPU.
     import copy
 
-    on_meta = peakmem.estimate_step(copy.deepcopy(model).to("meta"), x.to("meta"), **loss)
-    measured = peakmem.measure_step(model, x, **loss)
+    on_meta = peakmem.estimate_step(copy.deepcopy(model).to("meta"), x.to("meta"), **loss, frontend="thunder")
+    measured = peakmem.measure_step(model, x, **loss, frontend="thunder")
     assert (on_meta.peak_bytes, on_meta.final_bytes) == (measured.peak_bytes, measured.final_bytes)

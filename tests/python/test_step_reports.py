@@ -35,8 +35,8 @@ def step(thunder):
     torch.manual_seed(0)
     model, x = MLP(), torch.randn(64, 256)
     kwargs = {"loss_fn": mse_loss, "optimizer": torch.optim.AdamW}
-    measured = peakmem.measure_step(model, x, **kwargs)
-    priced = peakmem.estimate_step(model, x, allocator="cuda-caching", **kwargs)
+    measured = peakmem.measure_step(model, x, **kwargs, frontend="thunder")
+    priced = peakmem.estimate_step(model, x, allocator="cuda-caching", **kwargs, frontend="thunder")
     return measured, priced
 
 
@@ -64,10 +64,10 @@ def test_a_budget_with_the_allocator_is_the_devices_capacity(thunder, step):
     reserved = priced.allocator["reserved_peak_bytes"]
     model, x = MLP(), torch.randn(64, 256)
     kwargs = {"loss_fn": mse_loss, "optimizer": torch.optim.AdamW, "allocator": "cuda-caching"}
-    fits = peakmem.estimate_step(model, x, budget=reserved, **kwargs)
+    fits = peakmem.estimate_step(model, x, budget=reserved, **kwargs, frontend="thunder")
     assert (fits.fits, fits.headroom_bytes) == (True, 0)
     # Under the requested peak nothing can fit; the allocator runs out.
-    short = peakmem.estimate_step(model, x, budget=priced.peak_bytes - 1, **kwargs)
+    short = peakmem.estimate_step(model, x, budget=priced.peak_bytes - 1, **kwargs, frontend="thunder")
     assert short.fits is False
     assert short.allocator["out_of_memory"] is not None
 
@@ -129,8 +129,9 @@ def test_max_batch_size_with_the_allocator_fits_reserved_bytes(thunder):
 
     kwargs = {"loss_fn": mse_loss, "optimizer": torch.optim.SGD}
     budget = 6 << 20
-    requested = peakmem.max_batch_size(MLP(), inputs, budget, high=256, **kwargs)
-    reserved = peakmem.max_batch_size(MLP(), inputs, budget, high=256, allocator="cuda-caching", **kwargs)
+    requested = peakmem.max_batch_size(MLP(), inputs, budget, high=256, **kwargs, frontend="thunder")
+    reserved = peakmem.max_batch_size(MLP(), inputs, budget, high=256, allocator="cuda-caching", **kwargs,
+                                      frontend="thunder")
     # Reserved bytes are never below requested ones: the allocator's answer is no larger.
     assert 1 <= reserved.batch_size <= requested.batch_size
     assert reserved.report.allocator["reserved_peak_bytes"] <= budget

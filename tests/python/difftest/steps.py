@@ -143,8 +143,8 @@ def run_step_source(source: str) -> tuple[tuple[int, int], tuple[int, int]]:
     model = namespace["Model"]().to(namespace["DTYPE"])
     inputs = namespace["inputs"]()
     setup = namespace["SETUP"]
-    m = peakmem.measure_step(model, *inputs, **setup)
-    e = peakmem.estimate_step(model, *inputs, **setup)
+    m = peakmem.measure_step(model, *inputs, **setup, frontend="thunder")
+    e = peakmem.estimate_step(model, *inputs, **setup, frontend="thunder")
     return (m.peak_bytes, m.final_bytes), (e.peak_bytes, e.final_bytes)
 
 

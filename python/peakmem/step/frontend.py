@@ -1,0 +1,88 @@
+"""Which front end runs a training step: Thunder's tracing or the eager recording.
+
+``estimate_step``, ``measure_step``, ``export_step`` and ``max_batch_size``
+take ``frontend=None`` by default, which estimates the step the way the user
+runs it:
+
+* a module made by ``thunder.jit`` (a ``ThunderModule``) runs under Thunder:
+  ``"thunder"``, on the module it wraps;
+* a step given an option only Thunder's path has (``transform=``, ``plan=``,
+  ``strategy=``, ``recompute=``: each rewrites or distributes Thunder's
+  traces) is Thunder's: ``"thunder"``;
+* any other module is one its user runs eagerly: ``"eager"``
+  (peakmem.eager_step).
+
+``frontend="thunder"`` or ``"eager"`` says it outright. Either way a
+``ThunderModule`` stands for the module it wraps: the Thunder path jits that
+module itself (with the transforms the step's options ask for), and the
+eager path runs it without Thunder.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Literal
+
+__all__ = ["FRONTENDS", "Frontend", "resolve_frontend", "unwrap_thunder_module"]
+
+Frontend = Literal["thunder", "eager"]
+FRONTENDS: tuple[str, ...] = ("thunder", "eager")
+
+
+def _is_thunder_module(model: Any) -> bool:
+    """Whether `model` is ``thunder.jit``'s module wrapper. Thunder is
+    imported when one exists, so it is looked up, never imported here."""
+    module = sys.modules.get("thunder.core.module")
+    return module is not None and isinstance(model, module.ThunderModule)
+
+
+def unwrap_thunder_module(model: Any) -> Any:
+    """The module a ``thunder.jit`` module wraps (its ``_model``); any other
+    model as it is. ValueError for a jitted module carrying transforms
+    (FSDP, DDP, a user's own): the step is traced from the wrapped module by
+    peakmem's own ``thunder.jit``, which would leave them out; they go in
+    as ``transform=`` (or ``strategy=``) instead."""
+    if not _is_thunder_module(model):
+        return model
+    import thunder
+    from thunder.extend import get_always_executors, get_default_executors
+
+    compiled = thunder.compile_data(model)
+    transforms = list(getattr(compiled, "transforms", None) or [])
+    if transforms:
+        names = ", ".join(type(t).__name__ for t in transforms)
+        raise ValueError(
+            f"the thunder.jit module carries transforms ({names}); peakmem traces the module it wraps with its "
+            "own thunder.jit and would leave them out: pass the plain module, with transform= (a function of "
+            "the jitted module) or strategy= for a distributed one")
+    # Each jit adds an executor of its own ("__ad_hoc_executor_<id>"): not a choice of the user's.
+    executors = [e.name for e in compiled.executors_list if not e.name.startswith("__ad_hoc_executor")]
+    defaults = [e.name for e in (*get_default_executors(), *get_always_executors())]
+    if executors != defaults:
+        raise ValueError(
+            f"the thunder.jit module runs the executors {executors}, not Thunder's defaults {defaults}; "
+            "peakmem traces the module it wraps with Thunder's defaults, whose traces differ: pass a module "
+            "jitted with the default executors")
+    return model._model
+
+
+def resolve_frontend(model: Any, frontend: Frontend | None, kwargs: dict | None = None,
+                     **thunder_only: Any) -> tuple[Frontend, Any]:
+    """(the front end the step runs on, the module to run). `thunder_only`:
+    the options only the Thunder path takes, by name, with their values
+    (a false value is not given). ValueError for a front end that is
+    neither, keyword inputs to Thunder's (it calls ``model(*inputs)``), or
+    Thunder's options with ``frontend="eager"``."""
+    if frontend not in (None, *FRONTENDS):
+        raise ValueError(f"frontend must be None (what the model runs: a thunder.jit module under Thunder, "
+                         f"any other eagerly), 'thunder' or 'eager', got {frontend!r}")
+    given = [name for name, value in thunder_only.items() if value]
+    if frontend is None:
+        frontend = "thunder" if _is_thunder_module(model) or given else "eager"
+    if frontend == "thunder":
+        if kwargs:
+            raise ValueError("kwargs= (keyword inputs to the model) needs frontend='eager'; Thunder's step "
+                             "calls model(*inputs)")
+    elif given:
+        raise ValueError(f"{', '.join(given)} need Thunder: pass frontend='thunder' (they rewrite Thunder's traces)")
+    return frontend, unwrap_thunder_module(model)

@@ -1,0 +1,186 @@
+"""StepReport, what estimate_step and measure_step return, and the budget's verdict on it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..summary_writing import summary_json, write_summary
+
+__all__ = ["CATEGORIES", "StepReport"]
+
+
+CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries")
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """The memory of one training step (or ``steps`` of them), in bytes.
+
+    Attributes:
+        peak_bytes: the most bytes held at once, parameters and inputs included.
+        final_bytes: bytes still held after the last step (parameters,
+            buffers, inputs, gradients left by ``zero_grad=False``,
+            optimizer state).
+        phase_at_peak: where the peak is: ``"forward"``, ``"backward"`` or
+            ``"optimizer"``; ``step_at_peak``: which step (1-based).
+        by_category: the bytes held at the peak, by what they are (every key
+            of CATEGORIES; they sum to ``peak_bytes``): parameters (and
+            buffers), inputs, gradients (``.grad`` and gradients being
+            made), optimizer_state, activations (tensors saved for the
+            backward) and temporaries (everything else: intermediates, the
+            loss, the cotangent, op scratch).
+        by_module: the same bytes by ``nn.Module`` path, largest first (they
+            sum to ``peak_bytes``; ``""`` is the top: the inputs, the loss,
+            the cotangent). A parameter, its gradient and its optimizer
+            state are its module's; a tensor the traces make is the module's
+            whose parameters its op reads, else its inputs'
+            (peakmem.module_paths says how). Estimate only.
+        budget: the bytes the step must fit in (``None``: not asked);
+            ``fits`` and ``headroom_bytes`` then say whether and by how much.
+        forward, backward: the runtime model's reports of the two traces as
+            the step runs them; optimizer: that of the first step's
+            ``optimizer.step()`` program (estimate only).
+        measured: ``True`` for ``measure_step``.
+        frontend: the front end that made the report: ``"thunder"`` (the
+            step traced, or run, by Thunder) or ``"eager"`` (recorded, or
+            run, as eager PyTorch runs it); peakmem.step.frontend says
+            which a call's default picks.
+        timeline: the live bytes by category at every statement of every
+            phase (peakmem.step_timeline.StepTimeline; estimate only): its
+            ``plot()`` draws them with the phases marked, and ``plot()``
+            here is that.
+        seconds: wall time by part (estimate only): ``"thunder"`` (importing
+            Thunder, on the first call, and tracing the step with it),
+            ``"peakmem"`` (everything else) and, within it, ``"simulate"``
+            (the runtime model reading and simulating the two traces).
+        recomputation: with ``recompute=`` (True or a budget), what
+            was recomputed in the backward instead of saved and what it did
+            (peakmem.recompute.Recomputation: names, added FLOPs, the peak
+            before and after).
+        nccl_estimate: for a rank of a distributed step whose traces run
+            collectives (estimate only): NCCL's own device buffers, outside
+            PyTorch's allocator and apart from every figure above
+            (peakmem.distribution.nccl_estimate with its defaults).
+        allocator: for ``estimate_step(..., allocator="cuda-caching")``:
+            PyTorch's CUDA caching allocator run over the whole step's
+            allocation stream, the parameters and inputs allocated first
+            (``peakmem.analyze``'s ``report.allocator`` dict: allocated and
+            reserved bytes at the peak and the end, segments, ``fits`` the
+            device memory, where it runs out). For ``measure_step`` on a
+            CUDA device: the allocator's ``allocated_peak_bytes``,
+            ``allocated_final_bytes``, ``reserved_peak_bytes`` and
+            ``reserved_final_bytes`` over the measured steps
+            (``torch.cuda.memory_stats``), relative to what was held before
+            them (the parameters not included).
+        report: the whole step as one ``peakmem.Report`` (estimate only):
+            every phase's statements in the order the step runs them, its
+            storages in the step's categories, its phases in
+            ``report.phases``; what ``write`` renders.
+    """
+
+    peak_bytes: int
+    final_bytes: int
+    phase_at_peak: str
+    step_at_peak: int
+    by_category: dict[str, int] = field(default_factory=dict)
+    by_module: dict[str, int] = field(default_factory=dict)
+    budget: int | None = None
+    fits: bool | None = None
+    headroom_bytes: int | None = None
+    forward: Any = None
+    backward: Any = None
+    optimizer: Any = None
+    measured: bool = False
+    frontend: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    timeline: Any = None
+    recomputation: Any = None
+    nccl_estimate: dict | None = None
+    allocator: dict | None = None
+    report: Any = None
+
+    def summary(self) -> dict[str, Any]:
+        """The step's figures as plain data (what ``to_json`` writes and the
+        repr shows): peak and final bytes, where the peak is, by category and
+        by module, the budget's verdict, the allocator's figures and, for an
+        estimate, the seconds by part. The per-statement timeline is
+        ``timeline`` (and ``write``'s formats)."""
+        out: dict[str, Any] = {
+            "measured": self.measured, "frontend": self.frontend,
+            "peak_bytes": self.peak_bytes, "final_bytes": self.final_bytes,
+            "phase_at_peak": self.phase_at_peak, "step_at_peak": self.step_at_peak,
+            "by_category": dict(self.by_category), "by_module": dict(self.by_module),
+            "budget": self.budget, "fits": self.fits, "headroom_bytes": self.headroom_bytes,
+            "allocator": self.allocator, "nccl_estimate": self.nccl_estimate, "seconds": dict(self.seconds)}
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """``summary()`` as JSON (peakmem.summary_writing)."""
+        return summary_json(self, indent)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def text(self) -> str:
+        """The figures as the repr shows them: ``write("text")``'s, for a measured step."""
+        kind = "measured" if self.measured else "estimated"
+        lines = [f"StepReport({kind}: peak {self.peak_bytes:,} bytes in the {self.phase_at_peak} of "
+                 f"step {self.step_at_peak}; final {self.final_bytes:,} bytes"]
+        if self.budget is not None:
+            verdict = "fits" if self.fits else "does not fit"
+            if self.headroom_bytes is not None:
+                verdict += f", headroom {self.headroom_bytes:,} bytes"
+            oom = (self.allocator or {}).get("out_of_memory")
+            if oom:
+                verdict += f"; the allocator runs out of memory at {oom['op']} ({oom['requested_bytes']:,} bytes)"
+            lines.append(f"  budget {self.budget:,} bytes: {verdict}")
+        if self.allocator is not None and "reserved_peak_bytes" in self.allocator:
+            lines.append(f"  allocator: allocated peak {self.allocator['allocated_peak_bytes']:,}, "
+                         f"reserved peak {self.allocator['reserved_peak_bytes']:,} bytes")
+        if self.by_category:
+            lines.append("  at the peak: " + ", ".join(f"{c} {b:,}" for c, b in self.by_category.items()))
+        return "\n".join(lines) + ")"
+
+    def write(self, format: str = "text", path: str | os.PathLike | None = None, **options: Any) -> str | bytes:
+        """An estimate's whole step in any of ``peakmem.Report.write``'s
+        formats (``"html"``, ``"snapshot"``, ``"chrome-trace"``, ``"json"``,
+        ``"text"``, ...): the step's statements, phase by phase, with its
+        categories. A measured step has figures only: ``"text"`` (its
+        repr) or ``"json"`` (``to_json``'s). Written to `path` too when
+        given."""
+        if self.report is None:
+            return write_summary(self, format, options.get("indent", 2), path,
+                                 " (the formats of the step's stream need estimate_step)")
+        out = self.report.write(format, **options)
+        if path is not None:
+            with open(path, "wb" if isinstance(out, bytes) else "w") as f:
+                f.write(out)
+        return out
+
+    def plot(self, ax: Any = None) -> Any:
+        """The timeline on matplotlib Axes (new ones if None): live bytes by
+        category, the forward, backward and optimizer of each step marked, the
+        peak marked."""
+        if self.timeline is None:
+            raise ValueError("a measured step has no timeline (estimate_step makes one)")
+        return self.timeline.plot(ax)
+
+    def _repr_html_(self) -> str:
+        from ..step_timeline import step_report_html
+
+        return step_report_html(self)
+
+
+def _with_budget(report: StepReport, budget: int | None) -> StepReport:
+    if budget is None:
+        return report
+    if report.allocator is not None and report.allocator.get("fits") is not None:
+        # Priced by an allocator run with the budget as its capacity: its answer.
+        # Its headroom is None where it ran out of memory (reserved bytes
+        # stop where the failing request could not be met).
+        return replace(report, budget=budget, fits=report.allocator["fits"],
+                       headroom_bytes=report.allocator["headroom_bytes"])
+    return replace(report, budget=budget, fits=report.peak_bytes <= budget,
+                   headroom_bytes=budget - report.peak_bytes)

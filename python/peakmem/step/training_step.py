@@ -1,0 +1,140 @@
+"""TrainingStep: the step ``estimate_step``, ``measure_step``, ``export_step``
+and ``max_batch_size`` share, as one value.
+
+Each public function takes the step's parts as keyword arguments, so that a
+call reads as the step it describes, and builds one ``TrainingStep`` from
+them: checked once, its front end decided once (peakmem.step.frontend), and
+handed whole to either front end. What the step is, is the package's
+docstring (peakmem.step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Literal, Mapping, Union
+
+from .._deprecation import deprecated
+from .frontend import Frontend, resolve_frontend
+
+__all__ = ["Gradient", "Recompute", "TrainingStep"]
+
+# loss.backward()'s gradient: None (a scalar loss) or "ones"
+# (loss.backward(torch.ones_like(loss)), a loss of any shape).
+Gradient = Literal["ones"]
+_GRADIENTS = (None, "ones")
+
+# What recompute= takes: True (as low as the step goes), a budget (bytes or
+# a size such as "24GiB": until the step fits it), or a dict of
+# peakmem.recompute.search's options (RECOMPUTE_OPTIONS).
+Recompute = Union[bool, int, str, Mapping[str, Any]]
+RECOMPUTE_OPTIONS = ("budget", "time_budget", "max_simulations")
+
+
+def _recompute_options(recompute: Recompute | None) -> dict | None:
+    """recompute= as peakmem.recompute.search's options (None: no recomputation)."""
+    if recompute is None or recompute is False:
+        return None
+    if recompute is True:
+        return {}
+    if isinstance(recompute, (int, str)):
+        return {"budget": recompute}
+    if isinstance(recompute, Mapping):
+        unknown = sorted(set(recompute) - set(RECOMPUTE_OPTIONS))
+        if unknown:
+            raise ValueError(f"recompute: unknown option {', '.join(map(repr, unknown))} "
+                             f"(its options: {', '.join(RECOMPUTE_OPTIONS)})")
+        return dict(recompute)
+    raise TypeError(f"recompute must be True, a budget (bytes or a size such as '24GiB') or a dict of "
+                    f"{', '.join(RECOMPUTE_OPTIONS)}, got {recompute!r}")
+
+
+def _plan_and_recompute(plan: Any, recompute: Any) -> tuple[Any, dict | None]:
+    """plan= (each trace's order) and recompute= apart. plan={"recompute":
+    True, ...} and plan={"budget": ..., ...} are recompute='s old spellings:
+    they warn and mean recompute= with the same options."""
+    if isinstance(plan, Mapping) and (plan.get("recompute") or plan.get("budget") is not None):
+        deprecated("plan={'recompute': True} and plan={'budget': ...}",
+                   "pass recompute=True, recompute='24GiB' or recompute={'budget': ..., 'max_simulations': ...}; "
+                   "plan= is each trace's planned order only")
+        if recompute is not None and recompute is not False:
+            raise ValueError("recompute= given twice: as recompute= and inside plan=")
+        unknown = sorted(set(plan) - {"recompute", *RECOMPUTE_OPTIONS})
+        if unknown:
+            raise ValueError(f"plan: {', '.join(unknown)} do not apply with recompute or budget "
+                             f"(its options: recompute, {', '.join(RECOMPUTE_OPTIONS)})")
+        plan, recompute = False, {k: v for k, v in plan.items() if k != "recompute"}
+    options = _recompute_options(recompute)
+    if options is not None and plan:
+        raise ValueError("plan= and recompute= together are not modelled: the recomputation is searched on "
+                         "Thunder's own order of the traces; pass one of them")
+    return plan, options
+
+
+@dataclass(frozen=True)
+class TrainingStep:
+    """One training step as the caller describes it (``estimate_step``'s
+    arguments of the same names say what each means).
+
+    Attributes:
+        loss_fn: ``loss_fn(output, *inputs)`` is the loss (None: the model's output is).
+        gradient: None or ``"ones"`` (``Gradient``).
+        optimizer, optimizer_kwargs: the optimizer's class and its settings (None: no optimizer).
+        steps: how many steps run in a row (a positive integer).
+        zero_grad: ``zero_grad(set_to_none=True)`` after each step.
+        kwargs: the model's keyword inputs (the eager front end's).
+        transform: applied to the ``thunder.jit`` module (Thunder's).
+        plan: True, or ``peakmem.plan``'s options: Thunder runs each trace planned.
+        recompute: None, or peakmem.recompute.search's options (``budget``,
+            ``time_budget``, ``max_simulations``; ``{}``: as low as the step
+            goes): saved tensors recomputed in the backward. Given as
+            ``recompute=`` (``Recompute``: True, a budget or the dict), or
+            in its old spelling inside ``plan=``, which warns.
+        frontend: ``"thunder"`` or ``"eager"``; None until ``resolved``.
+
+    ValueError on construction for steps that are not a positive integer,
+    a gradient other than None or ``"ones"``, optimizer_kwargs without an
+    optimizer, recompute options it does not know and plan= with
+    recompute=.
+    """
+
+    loss_fn: Callable | None = None
+    gradient: Gradient | None = None
+    optimizer: Any = None
+    optimizer_kwargs: Mapping[str, Any] | None = None
+    steps: int = 1
+    zero_grad: bool = True
+    kwargs: Mapping[str, Any] | None = None
+    transform: Callable | None = None
+    plan: bool | Mapping[str, Any] = False
+    recompute: Recompute | None = None
+    frontend: Frontend | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, int) or isinstance(self.steps, bool) or self.steps < 1:
+            raise ValueError(f"steps must be a positive integer, got {self.steps!r}")
+        if self.gradient not in _GRADIENTS:
+            raise ValueError(f"gradient must be None (a scalar loss) or 'ones' "
+                             f"(loss.backward(torch.ones_like(loss))), got {self.gradient!r}")
+        if self.optimizer is None and self.optimizer_kwargs:
+            raise ValueError("optimizer_kwargs given without an optimizer")
+        plan, recompute = _plan_and_recompute(self.plan, self.recompute)
+        object.__setattr__(self, "plan", plan)  # frozen: normalised once, here
+        object.__setattr__(self, "recompute", recompute)
+
+    def resolved(self, model: Any) -> tuple["TrainingStep", Any]:
+        """This step with its front end decided (peakmem.step.frontend), and
+        the module that front end runs (a ``thunder.jit`` module's own)."""
+        frontend, module = resolve_frontend(model, self.frontend, dict(self.kwargs or {}),
+                                            transform=self.transform, plan=self.plan,
+                                            recompute=self.recompute is not None)
+        return replace(self, frontend=frontend), module
+
+    def optimizer_spec(self) -> Any:
+        """The optimizer as Thunder's front end models it
+        (peakmem.optimizer_program.OptimizerSpec; None without one);
+        ValueError for an optimizer it does not model."""
+        if self.optimizer is None:
+            return None
+        from ..optimizer_program import resolve_optimizer
+
+        return resolve_optimizer(self.optimizer, dict(self.optimizer_kwargs or {}))

@@ -1,0 +1,49 @@
+"""The values the API's string options take are Literal types
+(peakmem.api's Model, Convention, Allocator; peakmem.distribution.Strategy;
+peakmem.step's Frontend and Gradient), and each is the set the code that
+reads the option accepts: the engine's own lists where it has one."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Optional, get_args, get_type_hints
+
+import pytest
+import torch
+
+import peakmem
+from peakmem.api import Allocator, Convention, Model
+from peakmem.distribution import STRATEGIES, Strategy
+from peakmem.step import Frontend, Gradient
+from peakmem.step.estimate import estimate_step
+
+
+def test_the_literals_are_what_the_engine_accepts():
+    assert list(get_args(Model)) == peakmem.available_models()
+    with pytest.raises(ValueError) as e:
+        peakmem.analyze("x = 1\n", allocator="bogus")
+    listed = re.search(r"available allocators: (.*)$", str(e.value)).group(1).split(", ")
+    assert list(get_args(Allocator)) == listed
+    assert get_args(Strategy) == STRATEGIES
+    assert set(get_args(Convention)) == {"auto", "forward", "backward", "plain"}
+
+
+def test_estimate_steps_options_are_typed_by_them():
+    hints = get_type_hints(estimate_step)
+    assert hints["allocator"] == Allocator
+    assert hints["strategy"] == Optional[Strategy]
+    assert hints["frontend"] == Optional[Frontend] and get_args(Frontend) == ("thunder", "eager")
+    assert hints["gradient"] == Optional[Gradient] and Gradient == Literal["ones"]
+
+
+def test_measure_takes_convention_auto_as_analyze_does(thunder):
+    def add(x, y):
+        return x + y
+
+    jitted = thunder.jit(add)
+    jitted(torch.randn(64), torch.randn(64))
+    trace = thunder.last_traces(jitted)[-1]
+    auto, none = peakmem.measure(trace, convention="auto"), peakmem.measure(trace, convention=None)
+    assert auto.convention == none.convention == "forward" and auto.peak_bytes == none.peak_bytes
+    with pytest.raises(ValueError, match="convention must be 'auto', 'forward' or 'backward', got 'sideways'"):
+        peakmem.measure(trace, convention="sideways")

@@ -1,0 +1,83 @@
+"""TrainingStep (peakmem.step.training_step): the step estimate_step,
+measure_step, export_step and max_batch_size build from their keyword
+arguments, checked once whichever front end runs it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import peakmem
+from peakmem.step import TrainingStep
+from step_models import MLP, mse_loss
+
+
+def test_a_step_is_checked_when_it_is_made():
+    assert TrainingStep().steps == 1 and TrainingStep().zero_grad
+    with pytest.raises(ValueError, match="steps must be a positive integer, got 0"):
+        TrainingStep(steps=0)
+    with pytest.raises(ValueError, match="steps must be a positive integer, got True"):
+        TrainingStep(steps=True)
+    with pytest.raises(ValueError, match="gradient must be None .* or 'ones' .*, got 'zeros'"):
+        TrainingStep(gradient="zeros")
+    with pytest.raises(ValueError, match="optimizer_kwargs given without an optimizer"):
+        TrainingStep(optimizer_kwargs={"lr": 0.1})
+
+
+@pytest.mark.parametrize("frontend", ["eager", "thunder"])
+def test_each_function_checks_the_step_the_same_way(thunder, frontend):
+    model, x = MLP(dim=16, hidden=32), torch.randn(4, 16)
+    for run in (peakmem.estimate_step, peakmem.measure_step, peakmem.export_step):
+        with pytest.raises(ValueError, match="steps must be a positive integer"):
+            run(model, x, loss_fn=mse_loss, steps=0, frontend=frontend)
+        with pytest.raises(ValueError, match="gradient must be None"):
+            run(model, x, loss_fn=mse_loss, gradient="zeros", frontend=frontend)
+
+
+def _five_layers():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 256),
+                                torch.nn.GELU(), torch.nn.Linear(256, 64))
+    return model, torch.randn(512, 64)
+
+
+def test_recompute_is_apart_from_plan_and_measured_as_estimated(thunder):
+    model, x = _five_layers()
+    r = peakmem.estimate_step(model, x, loss_fn=mse_loss, recompute=True)
+    assert r.frontend == "thunder" and r.recomputation.names  # recompute= is Thunder's: it rewrites its traces
+    m = peakmem.measure_step(model, x, loss_fn=mse_loss, recompute=True)
+    # The truth: the recomputed step run by Thunder and measured, to the byte,
+    # below the step that keeps every saved tensor.
+    assert m.peak_bytes == r.peak_bytes < r.recomputation.peak_before
+    fits = peakmem.estimate_step(model, x, loss_fn=mse_loss, recompute="5MB")
+    assert fits.peak_bytes <= 5_000_000 and set(fits.recomputation.names) <= set(r.recomputation.names)
+    same = peakmem.estimate_step(model, x, loss_fn=mse_loss, recompute={"budget": 5_000_000, "max_simulations": 5000})
+    assert same.recomputation.names == fits.recomputation.names
+
+
+def test_the_old_recompute_spellings_warn_and_do_the_same(thunder):
+    model, x = _five_layers()
+    new = peakmem.estimate_step(model, x, loss_fn=mse_loss, recompute="5MB")
+    with pytest.warns(DeprecationWarning, match=r"plan=\{'recompute': True\} and plan=\{'budget': \.\.\.\}") as w:
+        old = peakmem.estimate_step(model, x, loss_fn=mse_loss, plan={"budget": "5MB"})
+    assert w[0].filename == __file__  # the warning names the caller's line
+    assert (old.recomputation.names, old.peak_bytes) == (new.recomputation.names, new.peak_bytes)
+    with pytest.warns(DeprecationWarning):
+        old = peakmem.estimate_step(model, x, loss_fn=mse_loss, plan={"recompute": True})
+    assert old.recomputation.names == peakmem.estimate_step(model, x, loss_fn=mse_loss,
+                                                            recompute=True).recomputation.names
+
+
+def test_recompute_mistakes_are_named():
+    with pytest.raises(ValueError, match="recompute: unknown option 'scratch' .*budget, time_budget, max_simulations"):
+        TrainingStep(recompute={"scratch": False})
+    with pytest.raises(TypeError, match="recompute must be True, a budget"):
+        TrainingStep(recompute=2.5)
+    with pytest.raises(ValueError, match="plan= and recompute= together are not modelled"):
+        TrainingStep(plan=True, recompute=True)
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="recompute= given twice"):
+        TrainingStep(plan={"recompute": True}, recompute="1GiB")
+    assert TrainingStep(recompute=False).recompute is None and TrainingStep(recompute=True).recompute == {}
+    model, x = _five_layers()
+    with pytest.raises(ValueError, match="recompute need Thunder"):
+        peakmem.estimate_step(model, x, loss_fn=mse_loss, recompute=True, frontend="eager")
