@@ -217,7 +217,7 @@ def pareto(args):
             flops += added
             frontier.append((peak, flops))
         at_ckpt = next((p, f) for p, f in frontier if p <= ckpt_peak) if frontier[-1][0] <= ckpt_peak else None
-        checks = sorted({p for p, _ in frontier[1:: max(1, len(frontier) // 4)]} | ({at_ckpt[0]} if at_ckpt else set()))
+        checks = sorted({frontier[-1][0]} | ({at_ckpt[0]} if at_ckpt else set()))
         measured = {}
         for budget in checks:
             r = _measured(peakmem, model, idx, targets, f"{name} at {budget}", plan={"budget": budget})

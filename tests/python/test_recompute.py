@@ -81,9 +81,16 @@ def test_budget_mode_is_monotone_in_the_budget(thunder):
     assert results[-1].names == () and results[-1].added_flops == 0
     # One sequence of choices: a larger budget stops earlier along it.
     assert [s[0] for s in results[1].steps] == [s[0] for s in results[0].steps][: len(results[1].steps)]
-    # Below what recomputation reaches, it says it does not fit.
+    # Below what the cheap candidates reach, the rounds go on over the
+    # regions too (recompute_search.h's expensive tier), after the same
+    # cheap choices.
     below = peakmem.estimate_step(model, *inputs, plan={"budget": lowest - 1}).recomputation
-    assert below.fits is False and below.peak_after == lowest
+    assert below.fits and below.peak_after < lowest
+    assert [s[0] for s in below.steps][: len(full.steps)] == [s[0] for s in full.steps]
+    assert below.steps[len(full.steps)][0].endswith("+")
+    # Below what any recomputation reaches, it says it does not fit.
+    floor = peakmem.estimate_step(model, *inputs, plan={"budget": 1}).recomputation
+    assert floor.fits is False and floor.peak_after <= below.peak_after
 
 
 def test_recompute_bad_options_and_plans_are_errors(thunder):
