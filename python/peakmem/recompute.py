@@ -102,15 +102,6 @@ def _return_parts(fw: Any) -> tuple[Any, dict, tuple, tuple]:
     return ret, data, tuple(saved), tuple(other)
 
 
-def _producers(fw: Any) -> dict[str, Any]:
-    """Each forward value's producing bound symbol."""
-    out: dict[str, Any] = {}
-    for b in fw.bound_symbols:
-        for p in b.flat_proxy_outs:
-            out.setdefault(p.name, b)
-    return out
-
-
 @dataclass
 class _Step:
     """One forward bound symbol a candidate runs again: its index in the
@@ -129,14 +120,6 @@ class _Candidate:
     expensive: bool = False  # the expensive tier (recompute_search.h)
     dropped: tuple[str, ...] = ()  # the saved tensors it drops
     steps: tuple[_Step, ...] = ()  # in forward order
-
-    @property
-    def bsym(self) -> Any:
-        return self.steps[-1].bsym
-
-    @property
-    def inputs(self) -> tuple[str, ...]:
-        return tuple(n for s in self.steps for n in s.inputs)
 
 
 class _Forward:
