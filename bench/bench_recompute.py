@@ -229,7 +229,7 @@ def pareto(args):
         if at_ckpt:
             print(f"| peakmem at checkpointing's peak | {at_ckpt[0]:,} | {at_ckpt[1]:,} | {measured[at_ckpt[0]]:,} |")
         print(f"| peakmem, lowest ({len(rc.names)} choices, {rc.simulations} simulations, {seconds:.0f} s) | "
-              f"{rc.peak_after:,} | {rc.added_flops:,} | |")
+              f"{rc.peak_after:,} | {rc.added_flops:,} | {measured[frontier[-1][0]]:,} |")
         print("\nfrontier (peak bytes, added FLOPs): " + ", ".join(f"({p:,}, {f:,})" for p, f in frontier))
         out[name] = {"thunder": thunder_peak, "checkpointing": {"peak": ckpt_peak, "flops_at_least": ckpt_flops},
                      "frontier": frontier, "at_checkpointing_peak": at_ckpt, "measured": measured,
