@@ -520,13 +520,16 @@ CLI::App* AddPlan(CLI::App& app, PlanArgs& args) {
       "Writes the planned trace; the search's summary goes to stderr. With --recompute, on a step "
       "file (peakmem.export_step): saved tensors made by views and pointwise ops are recomputed in "
       "the backward instead, chosen greedily by the step's simulated peak (the most peak drop per "
-      "added FLOP each round); writes the step file with both traces rewritten.");
+      "added FLOP each round); when they do not meet --budget, regions too (a saved tensor and "
+      "its storage's other saved views, with the statements back to what the backward has: "
+      "matmuls and softmax included; named NAME+); writes the step file with both traces rewritten.");
   plan->add_option("trace", args.trace, "Path of the printed trace (with --recompute: of the step file)")->required();
   plan->add_flag("--recompute", args.recompute,
                  "Recompute saved tensors in the backward instead of reordering (the input is a step file)");
   plan->add_option("--budget", args.budget,
                    "--recompute: bytes the step should fit in (a size such as 80GiB): the search stops as "
-                   "soon as it fits (default: as low as it goes)");
+                   "soon as it fits, recomputing regions when views and pointwise ops do not get there "
+                   "(default: as low as views and pointwise ops go)");
   AddModelOptions(plan, &args.model, &args.convention, &args.no_scratch, &args.torch_threads);
   plan->add_option("--time-budget", args.time_budget, "Seconds the search may take")
       ->check(CLI::PositiveNumber)

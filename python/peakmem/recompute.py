@@ -1,25 +1,42 @@
-"""Recomputation: forward values the backward makes again instead of saving.
+"""Recomputation: forward values the backward makes again instead of saving them.
 
 A training step's backward reads tensors the forward saved; each is held
-from the forward's end to its last use in the backward. A saved tensor made
-by a cheap, deterministic op (a view or a pointwise op: the op registry's
-``RecomputeCostOf``, never matmul, attention, reductions or random ops) can
+from the forward's end to its last use in the backward. A saved tensor can
 be dropped from the saved list and made again in the backward, from inputs
 the backward has: tensors still saved, or values recomputed before it. An
 input that is neither is saved in its place (a forward argument, a
 parameter or an input, costs nothing saved: the step holds it anyway).
+What may be recomputed is the op registry's (``RecomputeCostOf``): views,
+pointwise ops, shallow_copy, softmax and contractions (mm, matmul,
+linear); never reductions, attention kernels, in-place or random ops (a
+random op recomputed would draw again), so that a recomputed value has
+the bits of the saved one.
+
+The candidates (``candidates``) come in two tiers. The cheap ones are
+saved tensors made by one view or pointwise op. The expensive ones are
+regions, named by a saved tensor with a trailing ``+``: the saved tensors
+sharing its storage dropped together (dropping one alone frees nothing),
+each made again, with every statement that makes an input they lack, back
+to what the backward has; a region can hold matmuls and softmax, and a
+saved tensor's region can run most of a block's forward, as activation
+checkpointing does.
 
 The search (``search``) is greedy and judged by the exact step simulation:
 each round tries every candidate on top of the choices so far, re-simulates
 the whole step's peak (peakmem.step: forward, backward, gradients,
 optimizer, with every tensor's identity) and keeps the one that lowers the
 peak the most per added FLOP (one FLOP per output element of a pointwise
-op, none for a view); a candidate that does not lower the peak is never
-kept. With a budget it stops as soon as the step fits, so a larger budget
-stops earlier along the same sequence of choices: the recomputation, and
-the FLOPs it adds, shrink as the budget grows. The search is bounded by a
-number of simulations (the same choice on every machine) and, when asked,
-by wall time (then the choice can depend on the machine's speed).
+op or softmax, none for a view or shallow_copy, 2·m·n·k for a contraction);
+a candidate that does not lower the peak is never kept. The rounds run over
+the cheap candidates; only when those no longer lower the peak and a budget
+is given that the step does not fit do they go on over every candidate
+(planning/recompute_search.h). Without a budget, then, only cheap
+candidates are chosen. With a budget it stops as soon as the step fits, so
+a larger budget stops earlier along the same sequence of choices: the
+recomputation, and the FLOPs it adds, shrink as the budget grows. The
+search is bounded by a number of simulations (the same choice on every
+machine) and, when asked, by wall time (then the choice can depend on the
+machine's speed).
 
 The rewritten traces are made the way Thunder makes its own
 (thunder/transforms/autodiff.py: split_into_forward_and_backward; frees
@@ -44,9 +61,10 @@ class Recomputation:
     """What the search chose, and what it did to the step's peak.
 
     Attributes:
-        names: the forward values recomputed in the backward, in forward order.
-        added_flops: the work the backward does again (one per output element
-            of each recomputed pointwise op; views are free).
+        names: the candidates recomputed in the backward, in candidate order
+            (a name ending in ``+`` is a region: see the module docstring).
+        added_flops: the work the backward does again (the module
+            docstring's count).
         peak_before, peak_after: the step's peak without and with it (bytes).
         budget: the bytes asked for (None: as low as it goes); fits: whether
             the peak is within it.
@@ -84,48 +102,120 @@ def _return_parts(fw: Any) -> tuple[Any, dict, tuple, tuple]:
     return ret, data, tuple(saved), tuple(other)
 
 
-def _producers(fw: Any) -> dict[str, Any]:
-    """Each forward value's producing bound symbol."""
-    out: dict[str, Any] = {}
-    for b in fw.bound_symbols:
-        for p in b.flat_proxy_outs:
-            out.setdefault(p.name, b)
-    return out
+@dataclass
+class _Step:
+    """One forward bound symbol a candidate runs again: its index in the
+    forward, the tensors it reads and the values it makes."""
+
+    index: int
+    bsym: Any
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
 
 
 @dataclass
 class _Candidate:
     name: str
-    bsym: Any
     flops: int
-    inputs: tuple[str, ...]  # the tensor values its op reads
+    expensive: bool = False  # the expensive tier (recompute_search.h)
+    dropped: tuple[str, ...] = ()  # the saved tensors it drops
+    steps: tuple[_Step, ...] = ()  # in forward order
+
+
+class _Forward:
+    """The forward's bound symbols as candidates see them
+    (step_recompute.cc's ForwardStatements)."""
+
+    def __init__(self, fw: Any) -> None:
+        from thunder.core.proxies import TensorProxy
+
+        from . import _core
+
+        self.bsyms = list(fw.bound_symbols)
+        self.producer: dict[str, int] = {}
+        for i, b in enumerate(self.bsyms):
+            for p in b.flat_proxy_outs:
+                self.producer.setdefault(p.name, i)
+        self.cost: list[str] = []
+        for b in self.bsyms:
+            tensors_only = all(isinstance(p, TensorProxy) for p in b.flat_proxy_args)
+            self.cost.append(_core.op_recompute_cost(b.sym.name) if tensors_only else "")
+        self._core = _core
+
+    def step(self, i: int) -> _Step:
+        b = self.bsyms[i]
+        return _Step(i, b, tuple(p.name for p in b.flat_proxy_args), tuple(p.name for p in b.flat_proxy_outs))
+
+    def flops(self, i: int) -> int:
+        b = self.bsyms[i]
+        elements = sum(int(p.numel) for p in b.flat_proxy_outs if hasattr(p, "numel"))
+        args = list(b.flat_proxy_args)
+        shape = tuple(args[0].shape) if args and hasattr(args[0], "shape") else ()
+        return self._core.op_recompute_flops(b.sym.name, elements, int(shape[-1]) if shape else 1)
+
+    def root(self, name: str) -> str:
+        """The value whose storage `name` is: back through views and shallow_copy."""
+        while name in self.producer:
+            i = self.producer[name]
+            args = list(self.bsyms[i].flat_proxy_args)
+            if self.cost[i] not in ("view", "returns-input") or not args:
+                return name
+            name = args[0].name
+        return name
+
+    def region(self, dropped: list[str], has: set[str]) -> list[int] | None:
+        """The bound symbols that make `dropped` and, back to `has`, their
+        inputs, in forward order; None when one is not recomputable."""
+        stack, out = [self.producer[d] for d in dropped], set()
+        while stack:
+            i = stack.pop()
+            if i in out:
+                continue
+            if not self.cost[i]:
+                return None
+            out.add(i)
+            stack.extend(self.producer[p.name] for p in self.bsyms[i].flat_proxy_args
+                         if p.name in self.producer and p.name not in has)
+        return sorted(out)
 
 
 def candidates(fw: Any) -> list[_Candidate]:
-    """The saved tensors the backward could make again, in forward order:
-    made by a view or pointwise op (``_core.op_recompute_cost``), one tensor
-    output, tensor inputs only among its proxies, not a forward output."""
-    from thunder.core.proxies import TensorProxy
-
-    from . import _core
-
+    """What the backward could make again (step_recompute.h's
+    RecomputeCandidates, the same rules in the same order): first the cheap
+    ones, each a saved tensor made by a view or pointwise op
+    (``_core.op_recompute_cost``), one tensor output, tensor inputs only
+    among its proxies, not a forward output or argument; then the expensive
+    ones, each a saved tensor's region (named by it with a trailing ``+``):
+    the saved tensors sharing its storage dropped together, made again with
+    every statement back to what the backward has (matmuls and softmax
+    included)."""
     _, data, saved, _other = _return_parts(fw)
-    outputs = {p.name for p in _flat_proxies(data.get("output"))}
-    args = {p.name for p in _flat_proxies(data.get("flat_args"))}
-    producers = _producers(fw)
+    excluded = {p.name for p in _flat_proxies(data.get("output"))} | {
+        p.name for p in _flat_proxies(data.get("flat_args"))}
+    f = _Forward(fw)
+    droppable = [t.name for t in saved if t.name not in excluded and t.name in f.producer]
     out: list[_Candidate] = []
-    for t in saved:
-        if t.name in outputs or t.name in args or t.name not in producers:
+    for name in droppable:
+        i = f.producer[name]
+        if f.cost[i] not in ("view", "per-element") or len(f.bsyms[i].flat_proxy_outs) != 1:
             continue
-        b = producers[t.name]
-        cost = _core.op_recompute_cost(b.sym.name)
-        proxies_in = list(b.flat_proxy_args)
-        if not cost or len(b.flat_proxy_outs) != 1:
+        out.append(_Candidate(name, f.flops(i), False, (name,), (f.step(i),)))
+    listed = {(c.steps[0].index,) for c in out}
+    saved_names = [t.name for t in saved]
+    for name in droppable:
+        root = f.root(name)
+        if root in excluded or root not in f.producer:
             continue
-        if any(not isinstance(p, TensorProxy) for p in proxies_in):
+        dropped = [n for n in droppable if f.root(n) == root]
+        if dropped[0] != name:
             continue
-        flops = 0 if cost == "view" else int(t.numel)
-        out.append(_Candidate(t.name, b, flops, tuple(p.name for p in proxies_in)))
+        has = (set(saved_names) - set(dropped)) | excluded
+        statements = f.region(dropped, has)
+        if statements is None or tuple(statements) in listed:
+            continue
+        listed.add(tuple(statements))
+        out.append(_Candidate(name + "+", sum(f.flops(i) for i in statements), True, tuple(dropped),
+                              tuple(f.step(i) for i in statements)))
     return out
 
 
@@ -142,21 +232,24 @@ def _flat_proxies(x: Any) -> list:
 
 
 def _closure(fw: Any, names: list[str], by_name: dict[str, _Candidate]) -> tuple[list[str], list[Any]]:
-    """The saved list when `names` are recomputed (in the forward's order,
-    inputs the backward would lack saved in their place: a forward argument
-    saved costs the step nothing, it is held anyway) and the bound symbols
-    that recompute them, in forward order."""
+    """The saved list when `names` (candidates) are recomputed: without what
+    they drop, in the forward's order, then the inputs the backward would
+    lack, saved in their place (a forward argument saved costs the step
+    nothing, it is held anyway); and the bound symbols that recompute them,
+    in forward order, each once (step_recompute.h's CloseRecomputation)."""
     _, _data, saved, _other = _return_parts(fw)
-    chosen = set(names)
-    order = [b for b in fw.bound_symbols if any(p.name in chosen for p in b.flat_proxy_outs)]
-    kept = [t.name for t in saved if t.name not in chosen]
+    dropped = {d for n in names for d in by_name[n].dropped}
+    steps = {s.index: s for n in names for s in by_name[n].steps}
+    kept = [t.name for t in saved if t.name not in dropped]
     available = set(kept)
-    for b in order:
-        for n in by_name[b.flat_proxy_outs[0].name].inputs:
+    order = []
+    for i in sorted(steps):
+        for n in steps[i].inputs:
             if n not in available:
                 kept.append(n)  # an input the backward lacks: saved instead
                 available.add(n)
-        available.add(b.flat_proxy_outs[0].name)
+        available.update(steps[i].outputs)
+        order.append(steps[i].bsym)
     return kept, order
 
 
@@ -167,8 +260,9 @@ def _plan(fw: Any, names: list[str], by_name: dict[str, _Candidate] | None = Non
         by_name = {c.name: c for c in candidates(fw)}
     missing = [n for n in names if n not in by_name]
     if missing:
-        raise ValueError(f"cannot recompute {', '.join(missing)}: not a saved tensor made by a view or "
-                         "pointwise op in this forward trace (a plan made for another trace?)")
+        raise ValueError(f"cannot recompute {', '.join(missing)}: not a candidate in this forward trace (a "
+                         "saved tensor made by a view or pointwise op, or a saved tensor's region named "
+                         "with a trailing '+'; a plan made for another trace?)")
     return _closure(fw, list(names), by_name)
 
 
@@ -313,13 +407,13 @@ def rewrite_backward(fw: Any, bw: Any, kept: list[str], recompute: list[Any], fr
 
 def _placed(recompute: list[Any], body: list[Any]) -> list[Any]:
     """`body` with each `recompute` bound symbol just before the first that
-    reads its output (the latest it may run: its value is alive the
+    reads one of its outputs (the latest it may run: its value is alive the
     shortest), the last in forward order placed first so that a value's
     recomputation precedes the recomputations that read it."""
     out = list(body)
     for b in reversed(recompute):
-        name = b.flat_proxy_outs[0].name
-        at = next((i for i, x in enumerate(out) if any(p.name == name for p in x.flat_proxy_args)), len(out))
+        names = {p.name for p in b.flat_proxy_outs}
+        at = next((i for i, x in enumerate(out) if any(p.name in names for p in x.flat_proxy_args)), len(out))
         out.insert(at, b.from_bsym())
     return out
 
@@ -353,7 +447,7 @@ def search(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], budget: int | 
         return time.perf_counter() - start > time_budget
 
     r = _core.recompute_search([c.flops for c in pool], peak, budget, max_simulations,
-                               None if time_budget is None else out_of_time)
+                               None if time_budget is None else out_of_time, [int(c.expensive) for c in pool])
     chosen = [pool[i].name for i in r["chosen"]]
     traces = rewrite(fw, bw, chosen, by_name, frees) if chosen else (fw, bw)
     current = r["peak_after"]

@@ -844,24 +844,40 @@ NB_MODULE(_core, m) {
         switch (op == nullptr ? peakmem::RecomputeCost::kNotRecomputed : peakmem::RecomputeCostOf(*op)) {
           case peakmem::RecomputeCost::kView: return "view";
           case peakmem::RecomputeCost::kPerElement: return "per-element";
+          case peakmem::RecomputeCost::kAlias: return "returns-input";
+          case peakmem::RecomputeCost::kRowwise: return "rowwise";
+          case peakmem::RecomputeCost::kContraction: return "contraction";
           default: return "";
         }
       },
       nb::arg("symbol"),
       "What recomputing the op's output costs (semantics/op_registry.h RecomputeCostOf): 'view', "
-      "'per-element', or '' when it is not recomputed (unknown ops included).");
+      "'per-element' (the cheap kinds), 'returns-input', 'rowwise', 'contraction', or '' when it is not "
+      "recomputed (unknown ops included).");
+
+  m.def(
+      "op_recompute_flops",
+      [](const std::string& symbol, std::int64_t output_elements, std::int64_t first_operand_last_dim) {
+        const peakmem::OpInfo* op = peakmem::FindOp(symbol);
+        const peakmem::RecomputeCost cost =
+            op == nullptr ? peakmem::RecomputeCost::kNotRecomputed : peakmem::RecomputeCostOf(*op);
+        return peakmem::RecomputeFlops(cost, output_elements, first_operand_last_dim);
+      },
+      nb::arg("symbol"), nb::arg("output_elements"), nb::arg("first_operand_last_dim"),
+      "The FLOPs recomputing the op's outputs adds (semantics/op_registry.h RecomputeFlops).");
 
   m.def(
       "recompute_search",
       [](const std::vector<std::int64_t>& flops,
          const std::function<std::int64_t(const std::vector<std::size_t>&)>& simulate,
          std::optional<std::int64_t> budget, std::size_t max_simulations,
-         std::optional<std::function<bool()>> should_stop) {
+         std::optional<std::function<bool()>> should_stop, const std::vector<int>& expensive) {
         peakmem::RecomputeSearchOptions options;
         options.budget = budget;
         options.max_simulations = max_simulations;
         const peakmem::RecomputeSearchResult r =
-            peakmem::SearchRecomputation(flops, simulate, options, should_stop.value_or(std::function<bool()>()));
+            peakmem::SearchRecomputation(flops, simulate, options, should_stop.value_or(std::function<bool()>()),
+                                      std::vector<bool>(expensive.begin(), expensive.end()));
         nb::dict d;
         d["chosen"] = r.chosen;
         d["peaks"] = r.peaks;
@@ -871,15 +887,17 @@ NB_MODULE(_core, m) {
         d["simulations"] = r.simulations;
         d["simulation_limit_reached"] = r.simulation_limit_reached;
         d["stopped"] = r.stopped;
+        d["expensive_tier"] = r.expensive_tier;
         return d;
       },
       nb::arg("flops"), nb::arg("simulate"), nb::arg("budget").none(), nb::arg("max_simulations"),
-      nb::arg("should_stop").none(),
+      nb::arg("should_stop").none(), nb::arg("expensive") = std::vector<int>(),
       "The greedy recomputation search (planning/recompute_search.h): `flops` per candidate, "
       "`simulate(chosen)` the step's peak with those candidate indices recomputed (first with none), "
-      "`should_stop()` (or None) asked before each later simulation. Returns a dict: chosen (in the "
+      "`should_stop()` (or None) asked before each later simulation, `expensive` which candidates are of "
+      "the expensive tier. Returns a dict: chosen (in the "
       "order chosen), peaks (after each), peak_before, peak_after, added_flops, simulations, "
-      "simulation_limit_reached, stopped.");
+      "simulation_limit_reached, stopped, expensive_tier.");
 
   m.def(
       "parse_byte_size",

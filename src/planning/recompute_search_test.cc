@@ -81,5 +81,40 @@ TEST(RecomputeSearch, ARoundCutShortKeepsTheBestItTried) {
   EXPECT_EQ(stopped.chosen, (std::vector<std::size_t>{0}));
 }
 
+TEST(RecomputeSearch, ExpensiveCandidatesOnlyWhenTheBudgetDemandsThem) {
+  // a (cheap, 1 FLOP, lowers the peak of 100 by 5), e (expensive, 100
+  // FLOPs, by 50), b (cheap, 1 FLOP, by nothing).
+  const std::vector<std::int64_t> flops = {1, 100, 1};
+  const std::vector<bool> expensive = {false, true, false};
+  auto simulate = [](const std::vector<std::size_t>& chosen) {
+    std::int64_t peak = 100;
+    for (std::size_t c : chosen) peak -= c == 0 ? 5 : c == 1 ? 50 : 0;
+    return peak;
+  };
+  // No budget: round 1 tries a and b (a: 95), round 2 b alone (no drop):
+  // the cheap ones are spent and nothing more is tried. 1 + 2 + 1 simulations.
+  RecomputeSearchOptions options;
+  RecomputeSearchResult r = SearchRecomputation(flops, simulate, options, {}, expensive);
+  EXPECT_EQ(r.chosen, (std::vector<std::size_t>{0}));
+  EXPECT_EQ(r.peak_after, 95);
+  EXPECT_EQ(r.simulations, 4u);
+  EXPECT_FALSE(r.expensive_tier);
+  // A budget of 60: the same round 1 and 2, then e and b tried on top of a:
+  // e (45) fits. 1 + 2 + 1 + 2 simulations.
+  options.budget = 60;
+  r = SearchRecomputation(flops, simulate, options, {}, expensive);
+  EXPECT_EQ(r.chosen, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(r.peaks, (std::vector<std::int64_t>{95, 45}));
+  EXPECT_EQ(r.added_flops, 101);
+  EXPECT_EQ(r.simulations, 6u);
+  EXPECT_TRUE(r.expensive_tier);
+  // A budget the cheap ones meet: e is never tried.
+  options.budget = 96;
+  r = SearchRecomputation(flops, simulate, options, {}, expensive);
+  EXPECT_EQ(r.chosen, (std::vector<std::size_t>{0}));
+  EXPECT_EQ(r.simulations, 3u);
+  EXPECT_FALSE(r.expensive_tier);
+}
+
 }  // namespace
 }  // namespace peakmem

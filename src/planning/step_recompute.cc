@@ -4,6 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
@@ -181,10 +184,12 @@ std::string BackwardWithoutFrees(const ParsedTrace& bw, const ParsedTrace& fw, c
     return false;
   };
   // recompute._placed: the last in forward order first, each before the
-  // first statement that reads its value.
+  // first statement that reads one of its values.
   for (auto r = recompute.rbegin(); r != recompute.rend(); ++r) {
-    const std::string name = NameOf(fw.trace, FlatOutputs(fw.trace.statements[*r])[0]);
-    auto at = std::find_if(items.begin(), items.end(), [&](const Item& item) { return reads(item, name); });
+    const std::vector<ValueId> outs = FlatOutputs(fw.trace.statements[*r]);
+    auto at = std::find_if(items.begin(), items.end(), [&](const Item& item) {
+      return std::any_of(outs.begin(), outs.end(), [&](ValueId v) { return reads(item, fw.trace.value(v).name); });
+    });
     items.insert(at, Item{true, *r});
   }
   const SourceFile& src = *bw.source;
@@ -226,33 +231,138 @@ ParsedTrace ReadBack(const ParsedTrace& like, std::string text) {
 
 }  // namespace
 
+namespace {
+
+// The forward's statements as candidates see them: each value's producer,
+// each statement's recompute cost, tensor inputs and outputs.
+class ForwardStatements {
+ public:
+  explicit ForwardStatements(const Trace& fw) : fw_(fw) {
+    std::vector<ValueId> outs, args;
+    for (std::size_t i = 0; i < fw.statements.size(); ++i) {
+      const Statement& s = fw.statements[i];
+      FlatOutputs(s, &outs);
+      for (ValueId v : outs) producer_.emplace(fw.value(v).name, i);
+    }
+  }
+
+  std::optional<std::size_t> Producer(std::string_view name) const {
+    auto p = producer_.find(name);
+    return p == producer_.end() ? std::nullopt : std::optional<std::size_t>(p->second);
+  }
+
+  // Statement i's cost; kNotRecomputed unless it is a call of a known op
+  // reading tensors only.
+  RecomputeCost Cost(std::size_t i) const {
+    const Statement& s = fw_.statements[i];
+    if (s.kind != StatementKind::kCall) return RecomputeCost::kNotRecomputed;
+    const OpInfo* op = FindCallOp(fw_.CalleeOf(s), fw_.SymbolOf(s));
+    if (op == nullptr) return RecomputeCost::kNotRecomputed;
+    for (ValueId v : FlatArgs(s)) {
+      if (!IsTensorKind(fw_.value(v).type->kind)) return RecomputeCost::kNotRecomputed;
+    }
+    return RecomputeCostOf(*op);
+  }
+
+  RecomputeStep Step(std::size_t i) const {
+    RecomputeStep step{i, {}, {}};
+    for (ValueId v : FlatArgs(fw_.statements[i])) step.inputs.push_back(NameOf(fw_, v));
+    for (ValueId v : FlatOutputs(fw_.statements[i])) step.outputs.push_back(NameOf(fw_, v));
+    return step;
+  }
+
+  std::int64_t Flops(std::size_t i) const {
+    const Statement& s = fw_.statements[i];
+    const std::vector<ValueId> args = FlatArgs(s), outs = FlatOutputs(s);
+    std::int64_t elements = 0;
+    for (ValueId v : outs) elements += static_cast<std::int64_t>(fw_.value(v).type->numel);
+    const std::int64_t k =
+        args.empty() || fw_.value(args[0]).type->shape.empty() ? 1 : fw_.value(args[0]).type->shape.back();
+    return RecomputeFlops(Cost(i), elements, k);
+  }
+
+  // The value whose storage `name` is: followed back through views and
+  // shallow_copy to the first value something else made.
+  std::string Root(std::string name) const {
+    for (;;) {
+      const auto p = Producer(name);
+      if (!p) return name;
+      const RecomputeCost cost = Cost(*p);
+      const std::vector<ValueId> args = FlatArgs(fw_.statements[*p]);
+      if ((cost != RecomputeCost::kView && cost != RecomputeCost::kAlias) || args.empty()) return name;
+      name = NameOf(fw_, args[0]);
+    }
+  }
+
+ private:
+  const Trace& fw_;
+  std::unordered_map<std::string_view, std::size_t> producer_;
+};
+
+bool IsCheap(RecomputeCost cost) { return cost == RecomputeCost::kView || cost == RecomputeCost::kPerElement; }
+
+// The region of `dropped` (recompute_search.h's expensive candidate): the
+// statements that make them and, back to what the backward has, their
+// inputs; none when a statement is not recomputable.
+std::optional<std::vector<std::size_t>> RegionStatements(const ForwardStatements& fs,
+                                                         const std::vector<std::string>& dropped,
+                                                         const std::unordered_set<std::string>& has) {
+  std::vector<std::size_t> stack, out;
+  std::unordered_set<std::size_t> seen;
+  for (const std::string& d : dropped) stack.push_back(*fs.Producer(d));
+  while (!stack.empty()) {
+    const std::size_t i = stack.back();
+    stack.pop_back();
+    if (!seen.insert(i).second) continue;
+    if (fs.Cost(i) == RecomputeCost::kNotRecomputed) return std::nullopt;
+    out.push_back(i);
+    for (const std::string& input : fs.Step(i).inputs) {
+      const auto p = fs.Producer(input);
+      if (p && has.count(input) == 0) stack.push_back(*p);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
 std::vector<RecomputeCandidate> RecomputeCandidates(const StepFile& step) {
   const Trace& fw = step.forward.trace;
-  std::unordered_set<std::string_view> excluded(step.spec.outputs.begin(), step.spec.outputs.end());
+  const ForwardStatements fs(fw);
+  std::unordered_set<std::string> excluded(step.spec.outputs.begin(), step.spec.outputs.end());
   excluded.insert(step.spec.flat_args.begin(), step.spec.flat_args.end());
-  std::unordered_map<std::string_view, std::size_t> producer;
-  std::vector<ValueId> outs, args;
-  for (std::size_t i = 0; i < fw.statements.size(); ++i) {
-    FlatOutputs(fw.statements[i], &outs);
-    for (ValueId v : outs) producer.emplace(fw.value(v).name, i);
+  std::vector<std::string> droppable;  // saved, made by the forward, not an output or flat argument
+  for (const std::string& name : step.spec.saved) {
+    if (excluded.count(name) == 0 && fs.Producer(name)) droppable.push_back(name);
   }
   std::vector<RecomputeCandidate> pool;
-  for (const std::string& name : step.spec.saved) {
-    auto p = producer.find(name);
-    if (excluded.count(name) > 0 || p == producer.end()) continue;
-    const Statement& s = fw.statements[p->second];
-    FlatOutputs(s, &outs);
-    if (s.kind != StatementKind::kCall || outs.size() != 1) continue;
-    const OpInfo* op = FindCallOp(fw.CalleeOf(s), fw.SymbolOf(s));
-    const RecomputeCost cost = op == nullptr ? RecomputeCost::kNotRecomputed : RecomputeCostOf(*op);
-    if (cost == RecomputeCost::kNotRecomputed) continue;
-    FlatArgs(s, &args);
-    if (std::any_of(args.begin(), args.end(), [&](ValueId v) { return !IsTensorKind(fw.value(v).type->kind); })) {
-      continue;
+  for (const std::string& name : droppable) {
+    const std::size_t i = *fs.Producer(name);
+    if (!IsCheap(fs.Cost(i)) || fs.Step(i).outputs.size() != 1) continue;
+    pool.push_back({name, fs.Flops(i), false, {name}, {fs.Step(i)}});
+  }
+  const std::size_t cheap = pool.size();
+  std::set<std::vector<std::size_t>> listed;  // regions by their statements
+  for (std::size_t c = 0; c < cheap; ++c) listed.insert({pool[c].steps[0].statement});
+  for (const std::string& name : droppable) {
+    const std::string root = fs.Root(name);
+    if (excluded.count(root) > 0 || !fs.Producer(root)) continue;
+    std::vector<std::string> dropped;
+    for (const std::string& other : droppable) {
+      if (fs.Root(other) == root) dropped.push_back(other);
     }
-    RecomputeCandidate c{name, 0, p->second, {}};
-    if (cost != RecomputeCost::kView) c.flops = static_cast<std::int64_t>(fw.value(outs[0]).type->numel);
-    for (ValueId v : args) c.inputs.push_back(NameOf(fw, v));
+    if (dropped[0] != name) continue;  // listed under the first of its storage's saved tensors
+    std::unordered_set<std::string> has(step.spec.saved.begin(), step.spec.saved.end());
+    for (const std::string& d : dropped) has.erase(d);
+    has.insert(excluded.begin(), excluded.end());
+    const auto statements = RegionStatements(fs, dropped, has);
+    if (!statements || !listed.insert(*statements).second) continue;
+    RecomputeCandidate c{name + "+", 0, true, dropped, {}};
+    for (std::size_t i : *statements) {
+      c.steps.push_back(fs.Step(i));
+      c.flops += fs.Flops(i);
+    }
     pool.push_back(std::move(c));
   }
   return pool;
@@ -260,21 +370,23 @@ std::vector<RecomputeCandidate> RecomputeCandidates(const StepFile& step) {
 
 RecomputeClosure CloseRecomputation(const std::vector<std::string>& saved, const std::vector<RecomputeCandidate>& pool,
                                     const std::vector<std::size_t>& chosen) {
-  std::unordered_set<std::string> names;
-  std::vector<std::size_t> order(chosen);  // the chosen candidates in forward order
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return pool[a].statement < pool[b].statement; });
-  for (std::size_t c : chosen) names.insert(pool[c].name);
+  std::unordered_set<std::string> dropped;
+  std::map<std::size_t, const RecomputeStep*> steps;  // the chosen statements in forward order, each once
+  for (std::size_t c : chosen) {
+    dropped.insert(pool[c].dropped.begin(), pool[c].dropped.end());
+    for (const RecomputeStep& s : pool[c].steps) steps.emplace(s.statement, &s);
+  }
   RecomputeClosure out;
   for (const std::string& n : saved) {
-    if (names.count(n) == 0) out.saved.push_back(n);
+    if (dropped.count(n) == 0) out.saved.push_back(n);
   }
   std::unordered_set<std::string> available(out.saved.begin(), out.saved.end());
-  for (std::size_t c : order) {
-    for (const std::string& n : pool[c].inputs) {
+  for (const auto& [statement, s] : steps) {
+    for (const std::string& n : s->inputs) {
       if (available.insert(n).second) out.saved.push_back(n);  // an input the backward lacks: saved instead
     }
-    available.insert(pool[c].name);
-    out.statements.push_back(pool[c].statement);
+    available.insert(s->outputs.begin(), s->outputs.end());
+    out.statements.push_back(statement);
   }
   return out;
 }
@@ -299,7 +411,11 @@ StepRecomputation PlanStepRecomputation(const StepFile& step, const RecomputeSea
   StepRecomputation out;
   out.pool = RecomputeCandidates(step);
   std::vector<std::int64_t> flops;
-  for (const RecomputeCandidate& c : out.pool) flops.push_back(c.flops);
+  std::vector<bool> expensive;
+  for (const RecomputeCandidate& c : out.pool) {
+    flops.push_back(c.flops);
+    expensive.push_back(c.expensive);
+  }
   // As peakmem.recompute's search simulates: without the module breakdown,
   // which the peak does not depend on.
   TrainingStepSpec lean = step.spec;
@@ -317,7 +433,7 @@ StepRecomputation PlanStepRecomputation(const StepFile& step, const RecomputeSea
     const ParsedTrace bw = ReadBack(step.backward, std::move(traces.backward));
     return SimulateTrainingStep(fw, bw, first, later, spec).peak_bytes;
   };
-  out.search = SearchRecomputation(flops, simulate, options);
+  out.search = SearchRecomputation(flops, simulate, options, {}, expensive);
   std::vector<std::size_t> in_order(out.search.chosen);
   std::sort(in_order.begin(), in_order.end());
   for (std::size_t c : in_order) out.names.push_back(out.pool[c].name);

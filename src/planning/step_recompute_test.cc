@@ -19,15 +19,73 @@ StepFile Step() { return ParseStepFile("step.json", StepFileJson().dump()); }
 
 TEST(StepRecompute, CandidatesAreSavedPointwiseResults) {
   const std::vector<RecomputeCandidate> pool = RecomputeCandidates(Step());
-  ASSERT_EQ(pool.size(), 1u);
+  ASSERT_EQ(pool.size(), 1u);  // t0's region is t0's statement alone: not listed again
   EXPECT_EQ(pool[0].name, "t0");
   EXPECT_EQ(pool[0].flops, 32);  // torch.mul: one per element of f32[4, 8]
-  EXPECT_EQ(pool[0].statement, 0u);
-  EXPECT_EQ(pool[0].inputs, (std::vector<std::string>{"x", "t_lin_weight"}));
+  EXPECT_FALSE(pool[0].expensive);
+  EXPECT_EQ(pool[0].dropped, (std::vector<std::string>{"t0"}));
+  ASSERT_EQ(pool[0].steps.size(), 1u);
+  EXPECT_EQ(pool[0].steps[0].statement, 0u);
+  EXPECT_EQ(pool[0].steps[0].inputs, (std::vector<std::string>{"x", "t_lin_weight"}));
+  EXPECT_EQ(pool[0].steps[0].outputs, (std::vector<std::string>{"t0"}));
   // Recomputing t0 needs w, which the backward lacks: saved in its place.
   const RecomputeClosure closure = CloseRecomputation({"t0", "x"}, pool, {0});
   EXPECT_EQ(closure.saved, (std::vector<std::string>{"x", "t_lin_weight"}));
   EXPECT_EQ(closure.statements, (std::vector<std::size_t>{0}));
+}
+
+// A forward saving a matmul's result through shallow_copy (t9), its softmax
+// (t10), a product of that (t11) and a view of the weight (t7).
+StepFile RegionStep() {
+  StepFile step;
+  step.forward = testing_util::Parse(R"(def computation(x, t_lin_weight):
+  # x: "cpu f32[4, 8]"
+  # t_lin_weight: "cpu f32[4, 8]"
+  t7 = torch.permute(t_lin_weight, (1, 0))  # t7: "cpu f32[8, 4]"
+  t8 = torch.matmul(x, t7)  # t8: "cpu f32[4, 4]"
+  t9 = shallow_copy(t8)  # t9: "cpu f32[4, 4]"
+  t10 = torch.softmax(t9, -1)  # t10: "cpu f32[4, 4]"
+  t11 = torch.mul(t10, t10)  # t11: "cpu f32[4, 4]"
+  t12 = torch.sum(t11)  # t12: "cpu f32[]"
+  return {'output': t12, 'flat_args': [x, t_lin_weight], 'flat_output': (t12,)}, ((t9, t10, t11, x, t7), ())
+)");
+  step.spec.saved = {"t9", "t10", "t11", "x", "t7"};
+  step.spec.outputs = {"t12"};
+  step.spec.flat_args = {"x", "t_lin_weight"};
+  return step;
+}
+
+TEST(StepRecompute, RegionsRecomputeContractionsBackToWhatTheBackwardHas) {
+  const std::vector<RecomputeCandidate> pool = RecomputeCandidates(RegionStep());
+  // Cheap, in saved order: t11 (mul, 16 elements) and t7 (a view, free).
+  // Then the regions, in saved order: t9's storage is t8's (shallow_copy),
+  // which no other saved tensor shares; t8 is not saved, so its matmul runs
+  // again too, from x and t7 (both saved): 2 * 16 outputs * 8 = 256 FLOPs.
+  // t10's region is its softmax alone (t9 is saved), 16 FLOPs. t11's is its
+  // mul alone, the cheap candidate: not listed again. t7's storage is the
+  // weight's: dropping it frees nothing.
+  ASSERT_EQ(pool.size(), 4u);
+  EXPECT_EQ(pool[0].name, "t11");
+  EXPECT_EQ(pool[1].name, "t7");
+  EXPECT_EQ(pool[1].flops, 0);
+  EXPECT_EQ(pool[2].name, "t9+");
+  EXPECT_TRUE(pool[2].expensive);
+  EXPECT_EQ(pool[2].dropped, (std::vector<std::string>{"t9"}));
+  EXPECT_EQ(pool[2].flops, 256);
+  ASSERT_EQ(pool[2].steps.size(), 2u);
+  EXPECT_EQ(pool[2].steps[0].statement, 1u);
+  EXPECT_EQ(pool[2].steps[1].statement, 2u);
+  EXPECT_EQ(pool[3].name, "t10+");
+  EXPECT_EQ(pool[3].flops, 16);
+  // t9's and t10's regions together: the backward keeps t11, x and t7 and
+  // runs the matmul, the shallow_copy and the softmax.
+  RecomputeClosure closure = CloseRecomputation(RegionStep().spec.saved, pool, {3, 2});
+  EXPECT_EQ(closure.saved, (std::vector<std::string>{"t11", "x", "t7"}));
+  EXPECT_EQ(closure.statements, (std::vector<std::size_t>{1, 2, 3}));
+  // t11 with t10's region: t10 made again from t9, then t11 from it.
+  closure = CloseRecomputation(RegionStep().spec.saved, pool, {0, 3});
+  EXPECT_EQ(closure.saved, (std::vector<std::string>{"t9", "x", "t7"}));
+  EXPECT_EQ(closure.statements, (std::vector<std::size_t>{3, 4}));
 }
 
 TEST(StepRecompute, NothingRecomputedPrintsTheTracesAsTheyWere) {

@@ -479,7 +479,21 @@ RecomputeCost RecomputeCostOf(const OpInfo& op) {
   if (op.effect == OpEffect::kViewOfInput) return RecomputeCost::kView;
   if (op.effect == OpEffect::kMaybeView) return RecomputeCost::kPerElement;
   if (op.effect == OpEffect::kAllocates && op.layout == LayoutRule::kElementwise) return RecomputeCost::kPerElement;
+  if (op.form == CallForm::kMm || op.form == CallForm::kMatmul || op.form == CallForm::kLinear) {
+    return RecomputeCost::kContraction;
+  }
+  if (op.name == "shallow_copy") return RecomputeCost::kAlias;
+  if (op.name == "softmax" || op.name == "log_softmax") return RecomputeCost::kRowwise;
   return RecomputeCost::kNotRecomputed;
+}
+
+std::int64_t RecomputeFlops(RecomputeCost cost, std::int64_t output_elements, std::int64_t first_operand_last_dim) {
+  switch (cost) {
+    case RecomputeCost::kPerElement:
+    case RecomputeCost::kRowwise: return output_elements;
+    case RecomputeCost::kContraction: return 2 * output_elements * first_operand_last_dim;
+    default: return 0;
+  }
 }
 
 std::string DescribeOp(const OpInfo& op) {

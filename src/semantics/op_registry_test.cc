@@ -156,21 +156,36 @@ RecomputeCost CostOf(std::string_view symbol) {
   return op == nullptr ? RecomputeCost::kNotRecomputed : RecomputeCostOf(*op);
 }
 
-// The planner recomputes only views and pointwise ops (issue: never matmul,
-// attention, reductions or random ops).
-TEST(RecomputeCost, OnlyViewsAndPointwiseOpsAreRecomputed) {
+// The planner recomputes views and pointwise ops cheaply, contractions,
+// softmax and shallow_copy when a budget demands it, and never attention
+// (sdpa's kernels), reductions, random ops or in-place ops.
+TEST(RecomputeCost, ViewsPointwiseAndContractionsAreRecomputedOthersNever) {
   EXPECT_EQ(CostOf("mul"), RecomputeCost::kPerElement);
   EXPECT_EQ(CostOf("gelu"), RecomputeCost::kPerElement);
   EXPECT_EQ(CostOf("reshape"), RecomputeCost::kPerElement);  // a view or a copy
   EXPECT_EQ(CostOf("transpose"), RecomputeCost::kView);
-  EXPECT_EQ(CostOf("matmul"), RecomputeCost::kNotRecomputed);
-  EXPECT_EQ(CostOf("linear"), RecomputeCost::kNotRecomputed);
+  EXPECT_EQ(CostOf("shallow_copy"), RecomputeCost::kAlias);
+  EXPECT_EQ(CostOf("matmul"), RecomputeCost::kContraction);
+  EXPECT_EQ(CostOf("linear"), RecomputeCost::kContraction);
+  EXPECT_EQ(CostOf("mm"), RecomputeCost::kContraction);
+  EXPECT_EQ(CostOf("softmax"), RecomputeCost::kRowwise);
   EXPECT_EQ(CostOf("sum"), RecomputeCost::kNotRecomputed);
-  EXPECT_EQ(CostOf("softmax"), RecomputeCost::kNotRecomputed);
+  EXPECT_EQ(CostOf("var_mean"), RecomputeCost::kNotRecomputed);
   EXPECT_EQ(CostOf("scaled_dot_product_attention"), RecomputeCost::kNotRecomputed);
   EXPECT_EQ(CostOf("dropout"), RecomputeCost::kNotRecomputed);
   EXPECT_EQ(CostOf("uniform"), RecomputeCost::kNotRecomputed);
   EXPECT_EQ(CostOf("add_"), RecomputeCost::kNotRecomputed);  // in place
+  EXPECT_EQ(CostOf("copy_"), RecomputeCost::kNotRecomputed);  // returns an input it wrote
+}
+
+// linear(x f32[2, 3, 4], w f32[5, 4]) -> f32[2, 3, 5]: 30 outputs, each a
+// dot product of length 4 (4 multiplies, 4 adds): 2 * 30 * 4 = 240.
+TEST(RecomputeCost, FlopsByKind) {
+  EXPECT_EQ(RecomputeFlops(RecomputeCost::kContraction, 30, 4), 240);
+  EXPECT_EQ(RecomputeFlops(RecomputeCost::kPerElement, 30, 4), 30);
+  EXPECT_EQ(RecomputeFlops(RecomputeCost::kRowwise, 30, 4), 30);
+  EXPECT_EQ(RecomputeFlops(RecomputeCost::kView, 30, 4), 0);
+  EXPECT_EQ(RecomputeFlops(RecomputeCost::kAlias, 30, 4), 0);
 }
 
 }  // namespace

@@ -29,14 +29,14 @@ def test_recomputed_step_is_measured_as_estimated(thunder, name: str):
     entry = _entry(name)
     model, inputs = _fresh(entry)
     plain = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
-    planned = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True},
+    planned = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, recompute=True,
                                     **entry.setup, frontend="thunder")
     rc = planned.recomputation
     assert rc.peak_before == plain.peak_bytes and rc.peak_after == planned.peak_bytes
     assert planned.peak_bytes <= plain.peak_bytes
     if name != "mlp_adamw_3_steps":  # its peak is the optimizer's: nothing to recompute there
         assert planned.peak_bytes < plain.peak_bytes and rc.names and rc.added_flops > 0
-    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True},
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, recompute=True,
                                     **entry.setup, frontend="thunder")
     assert (measured.peak_bytes, measured.final_bytes) == (planned.peak_bytes, planned.final_bytes)
 
@@ -49,7 +49,7 @@ def test_recomputation_computes_the_same_loss_and_gradients(thunder):
 
     entry = _entry("gpt_lm_loss_inside")
     model, inputs = _fresh(entry)
-    names = peakmem.estimate_step(model, *inputs, plan={"recompute": True}, frontend="thunder").recomputation.names
+    names = peakmem.estimate_step(model, *inputs, recompute=True, frontend="thunder").recomputation.names
     assert names
 
     def run(transforms):
@@ -69,10 +69,10 @@ def test_budget_mode_is_monotone_in_the_budget(thunder):
 
     entry = _entry("gpt_lm_loss_inside")
     model, inputs = _fresh(entry)
-    full = peakmem.estimate_step(model, *inputs, plan={"recompute": True}, frontend="thunder").recomputation
+    full = peakmem.estimate_step(model, *inputs, recompute=True, frontend="thunder").recomputation
     lowest, highest = full.peak_after, full.peak_before
     budgets = [lowest, (lowest + highest) // 2, highest]
-    results = [peakmem.estimate_step(model, *inputs, plan={"budget": b},
+    results = [peakmem.estimate_step(model, *inputs, recompute=b,
                                      frontend="thunder").recomputation for b in budgets]
     assert not full.time_budget_reached and not full.simulation_limit_reached
     for b, r in zip(budgets, results):
@@ -82,9 +82,16 @@ def test_budget_mode_is_monotone_in_the_budget(thunder):
     assert results[-1].names == () and results[-1].added_flops == 0
     # One sequence of choices: a larger budget stops earlier along it.
     assert [s[0] for s in results[1].steps] == [s[0] for s in results[0].steps][: len(results[1].steps)]
-    # Below what recomputation reaches, it says it does not fit.
-    below = peakmem.estimate_step(model, *inputs, plan={"budget": lowest - 1}, frontend="thunder").recomputation
-    assert below.fits is False and below.peak_after == lowest
+    # Below what the cheap candidates reach, the rounds go on over the
+    # regions too (recompute_search.h's expensive tier), after the same
+    # cheap choices.
+    below = peakmem.estimate_step(model, *inputs, recompute=lowest - 1, frontend="thunder").recomputation
+    assert below.fits and below.peak_after < lowest
+    assert [s[0] for s in below.steps][: len(full.steps)] == [s[0] for s in full.steps]
+    assert below.steps[len(full.steps)][0].endswith("+")
+    # Below what any recomputation reaches, it says it does not fit.
+    floor = peakmem.estimate_step(model, *inputs, recompute=1, frontend="thunder").recomputation
+    assert floor.fits is False and floor.peak_after <= below.peak_after
 
 
 def test_recompute_bad_options_and_plans_are_errors(thunder):
@@ -150,7 +157,7 @@ def _statements(text: str, backward: bool) -> list[str]:
 @pytest.mark.parametrize("name, measure", [("gpt_lm_loss_inside", False), ("llama_block", True)])
 def test_cli_recompute_is_the_estimates_recomputation(thunder, tmp_path, monkeypatch, name: str, measure: bool):
     """`peakmem plan STEP.json --recompute` on an exported step chooses what
-    estimate_step(plan={"recompute": True}) chooses (one search, in C++,
+    estimate_step(recompute=True) chooses (one search, in C++,
     judged by the same simulation: the CLI's of the rewritten printed
     traces, Python's of the rewritten TraceCtx's), writes the statements
     Python's rewrite makes, and its step file simulates to the peak
@@ -178,7 +185,7 @@ def test_cli_recompute_is_the_estimates_recomputation(thunder, tmp_path, monkeyp
         return out
 
     monkeypatch.setattr(recompute, "search", keeping_traces)
-    planned = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True}, **entry.setup,
+    planned = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, recompute=True, **entry.setup,
                                     frontend="thunder")
     rc = planned.recomputation
     assert rc.names
@@ -196,12 +203,12 @@ def test_cli_recompute_is_the_estimates_recomputation(thunder, tmp_path, monkeyp
     assert simulated.returncode == 0, simulated.stderr
     assert json.loads(simulated.stdout)["peak_bytes"] == rc.peak_after == planned.peak_bytes
     if measure:
-        measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, plan={"recompute": True},
+        measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, recompute=True,
                                         **entry.setup, frontend="thunder")
         assert measured.peak_bytes == rc.peak_after
     # With a budget between the two peaks: the same shorter choice.
     budget = (rc.peak_before + rc.peak_after) // 2
-    short = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, plan={"budget": budget},
+    short = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, recompute=budget,
                                   **entry.setup, frontend="thunder").recomputation
     run = subprocess.run([cli(), "plan", str(step), "--recompute", "--budget", f"{budget}B", "-o",
                           str(planned_step)], capture_output=True, text=True, timeout=300)

@@ -33,7 +33,7 @@ OLD_TRANSFORMERS = REPO / "build" / "thunder-transformers"
 # attribute store, T5's generator (transformers 5.25's own code).
 @pytest.mark.parametrize("family,reason", [
     ("vit", "AssertionError: trying to set .global_var of ProvenanceRecord("),
-    ("t5", "TypeError: object of type 'generator' has no len()"),
+    pytest.param("t5", "TypeError: object of type 'generator' has no len()", marks=pytest.mark.long),
 ])
 def test_where_thunder_cannot_trace_the_error_says_so_and_names_why(thunder, family, reason):
     torch.manual_seed(0)

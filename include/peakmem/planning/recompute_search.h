@@ -12,6 +12,15 @@
 // number of simulations (the same choice on every machine) and, through
 // `should_stop`, by whatever else the caller bounds it with (wall time). A
 // round cut short keeps the best it tried.
+//
+// Candidates come in two tiers: cheap ones (views, pointwise ops) and
+// expensive ones (regions that recompute matmuls, softmax...). The rounds
+// first try the cheap ones only; when none lowers the peak any more and a
+// budget is given that the step does not yet fit, the rounds go on over
+// every candidate not yet chosen. Without a budget only cheap ones are
+// chosen. The sequence of choices does not depend on the budget (the
+// switch happens where the cheap ones run out, whatever the budget), so a
+// larger budget stops earlier along the same sequence.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +45,7 @@ struct RecomputeSearchResult {
   std::size_t simulations = 0;
   bool simulation_limit_reached = false;
   bool stopped = false;  // should_stop said so
+  bool expensive_tier = false;  // the rounds went on to the expensive candidates
 };
 
 // The step's peak with `chosen` (candidate indices, in the order chosen)
@@ -44,9 +54,11 @@ using RecomputeSimulate = std::function<std::int64_t(const std::vector<std::size
 
 // Searches over candidates whose added FLOPs are `flops` (one per
 // candidate, >= 0). `should_stop` (may be empty) is asked before each
-// simulation after the first, ahead of the simulation bound.
+// simulation after the first, ahead of the simulation bound. `expensive`
+// (empty: none) says which candidates are of the expensive tier.
 RecomputeSearchResult SearchRecomputation(const std::vector<std::int64_t>& flops, const RecomputeSimulate& simulate,
                                           const RecomputeSearchOptions& options,
-                                          const std::function<bool()>& should_stop = {});
+                                          const std::function<bool()>& should_stop = {},
+                                          const std::vector<bool>& expensive = {});
 
 }  // namespace peakmem

@@ -19,23 +19,45 @@
 
 namespace peakmem {
 
-// A saved tensor the backward could make again (recompute.candidates): not
-// a forward output or flat argument, made by a single-output op the registry
-// recomputes (RecomputeCostOf: a view or a per-element op) from tensors only.
-struct RecomputeCandidate {
-  std::string name;
-  std::int64_t flops = 0;      // 0 for a view, else the output's elements
-  std::size_t statement = 0;   // its forward statement's index
-  std::vector<std::string> inputs;  // the tensors its op reads, in order
+// One forward statement a candidate runs again in the backward: its index,
+// the tensors it reads and the values it makes.
+struct RecomputeStep {
+  std::size_t statement = 0;
+  std::vector<std::string> inputs, outputs;
 };
 
-// The step's candidates, in the order of its saved list.
+// What the backward could make again instead of the forward saving it
+// (recompute.candidates, same rules, same order). Cheap candidates first,
+// in the order of the saved list: a saved tensor (not a forward output or
+// flat argument) made by a single-output op the registry recomputes as a
+// view or a per-element op (RecomputeCostOf) from tensors only. Then the
+// expensive ones (recompute_search.h's tiers), in the order of the saved
+// list: a saved tensor's region, named by it with a trailing `+`: the saved
+// tensors sharing its storage (made from it, or it from them, by views and
+// shallow_copy) dropped together, each made again by its statement, and
+// every statement that makes an input the region lacks made again too,
+// back to the inputs the backward has (other saved tensors, forward
+// arguments and outputs); every statement recomputable (contractions and
+// softmax included: RecomputeCostOf), from tensors only. A region that is
+// some cheap candidate exactly, or another region exactly, is not listed
+// again; nor one whose storage is a forward argument's or output's (dropping
+// it frees nothing).
+struct RecomputeCandidate {
+  std::string name;
+  std::int64_t flops = 0;             // summed over its steps (semantics' RecomputeFlops)
+  bool expensive = false;             // the expensive tier
+  std::vector<std::string> dropped;   // the saved tensors it drops (a cheap one: itself)
+  std::vector<RecomputeStep> steps;   // in forward order
+};
+
+// The step's candidates, as above.
 std::vector<RecomputeCandidate> RecomputeCandidates(const StepFile& step);
 
 // What recomputing `chosen` (indices into `pool`) takes (recompute._closure):
-// the saved list without them, in order, then each input a recomputed
-// statement reads that the backward would lack (in the forward order of the
-// chosen statements); and the chosen statements in forward order.
+// the saved list without what they drop, in order, then each input a
+// recomputed statement reads that the backward would lack (in the forward
+// order of the statements, each statement once however many candidates
+// run it); and those statements in forward order.
 struct RecomputeClosure {
   std::vector<std::string> saved;
   std::vector<std::size_t> statements;

@@ -8,6 +8,7 @@
 // in the diagnostics of every model and treated as allocating its outputs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -180,15 +181,25 @@ std::vector<std::string_view> ThunderAliasOps();
 std::string DescribeOp(const OpInfo& op);
 
 // What recomputing an op's output costs, for a planner that recomputes
-// values in the backward instead of saving them: only views and pointwise
-// ops qualify (never matmul, attention, reductions, random ops or
-// collectives, whose outputs are kContiguous, random or collective).
+// values in the backward instead of saving them. Never random ops (a
+// recomputation would draw again: different values) or collectives.
+// kView and kPerElement are the cheap kinds, recomputed whenever that lowers
+// the peak; kAlias, kRowwise and kContraction are recomputed only when a
+// budget demands it (planning/step_recompute.h). Recomputing any of them
+// from the same inputs gives the same bits: the same kernel on the same
+// shapes and strides. Reductions and everything else are not recomputed.
 enum class RecomputeCost : unsigned char {
   kNotRecomputed,
   kView,         // free: a view of its input (its storage is the input's)
   kPerElement,   // one pass over its output: pointwise, or a view-or-copy (reshape)
+  kAlias,        // free: returns its input object (the torch executor's shallow_copy)
+  kRowwise,      // softmax, log_softmax: one pass over its output (counted once an element)
+  kContraction,  // mm, matmul, linear: 2 * (output elements) * k, k the first operand's last dimension
 };
 RecomputeCost RecomputeCostOf(const OpInfo& op);
+// The FLOPs one recomputation of an output of that cost adds (0 for the
+// free kinds).
+std::int64_t RecomputeFlops(RecomputeCost cost, std::int64_t output_elements, std::int64_t first_operand_last_dim);
 
 // Whether a symbol names a fusion region (nvFusion3, TorchCompile0).
 bool IsFusionName(std::string_view symbol_name);
