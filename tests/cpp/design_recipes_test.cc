@@ -2,6 +2,7 @@
 // extension points the recipe names, on an input small enough that the
 // expected numbers are derived by hand in the comments.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -17,7 +18,6 @@
 #include "peakmem/semantics/op_registry.h"
 #include "peakmem/sim/alloc_events.h"
 #include "peakmem/sim/alloc_stream.h"
-#include <map>
 
 namespace peakmem {
 namespace {
