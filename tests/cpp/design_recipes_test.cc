@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -12,8 +13,12 @@
 #include <gtest/gtest.h>
 
 #include "peakmem/frontend/frontend.h"
+#include "peakmem/frontend/type_inference.h"
+#include "peakmem/ir/trace_builder.h"
 #include "peakmem/models/model_choice.h"
+#include "peakmem/report/breakdown_keys.h"
 #include "peakmem/report/report.h"
+#include "peakmem/report/step_recorder.h"
 #include "peakmem/report/writer.h"
 #include "peakmem/semantics/op_registry.h"
 #include "peakmem/sim/alloc_events.h"
@@ -27,53 +32,75 @@ namespace {
 //   add OUT A B            OUT = A + B (same shape)
 //   free NAME              NAME's last use
 //   return NAME
-// The toy reader prints the program as the text front end's trace and
-// reads that with the registered "text" front end: the recipe's "fills a
-// TraceBuilder (or a Trace) and returns a ParsedTrace" through the
-// smallest public route (TraceBuilder's statement API is the text
-// reader's own). The text reader runs InferAliasTypes itself.
+// The toy reader fills a TraceBuilder itself, as the recipe says: it binds
+// names (Define, LookupForUse, Delete), types each value (SetType), and
+// appends the statements the models read (a call with its symbol and
+// arguments, a del, a return).
 constexpr std::string_view kToyHeader = "toytrace\n";
 
 bool SniffToy(std::string_view text) { return text.substr(0, kToyHeader.size()) == kToyHeader; }
 
-ParsedTrace ReadToy(std::shared_ptr<const SourceFile> source, const ReadOptions& options) {
-  std::istringstream in(std::string(source->text()));
-  std::string line;
+Expr ValueExpr(ValueId value, SourceLocation at) {
+  Expr e;
+  e.kind = Expr::Kind::kValue;
+  e.value = value;
+  e.at = at;
+  return e;
+}
+
+ParsedTrace ReadToy(std::shared_ptr<const SourceFile> source, const ReadOptions&) {
+  TraceBuilder builder(source);
+  Trace& trace = builder.trace();
+  std::istringstream in{std::string(source->text())};
+  std::string line, type;
   std::getline(in, line);  // the header
-  std::vector<std::string> params;
-  std::string header_types;
-  std::string body;
-  std::string shape_of_all;
-  while (std::getline(in, line)) {
+  for (int line_number = 2; std::getline(in, line); ++line_number) {
+    const SourceLocation at{line_number, 1};
     std::istringstream words(line);
-    std::string op;
-    words >> op;
+    std::string op, name, a, b;
+    words >> op >> name;
     if (op == "input") {
-      std::string name, floats;
-      words >> name >> floats;
-      params.push_back(name);
-      shape_of_all = "cpu f32[" + floats + "]";
-      header_types += "  # " + name + ": \"" + shape_of_all + "\"\n";
-    } else if (op == "add") {
-      std::string out, a, b;
-      words >> out >> a >> b;
-      body += "  " + out + " = torch.add(" + a + ", " + b + ")  # " + out + ": \"" + shape_of_all +
-              "\"\n";
-    } else if (op == "free") {
-      std::string name;
-      words >> name;
-      body += "  del " + name + "\n";
-    } else if (op == "return") {
-      std::string name;
-      words >> name;
-      body += "  return " + name + "\n";
+      std::string floats;
+      words >> floats;
+      type = "cpu f32[" + floats + "]";
+      Parameter p;
+      p.value = builder.Define(builder.Keep(name), at);
+      builder.SetType(p.value, type, at);
+      trace.params.push_back(std::move(p));
+      continue;
     }
+    Statement s;
+    s.at = at;
+    s.source_line = line_number;
+    if (op == "add") {
+      words >> a >> b;
+      const std::vector<Expr> args = {ValueExpr(builder.LookupForUse(a, at), at),
+                                      ValueExpr(builder.LookupForUse(b, at), at)};
+      s.kind = StatementKind::kCall;
+      s.args = trace.SaveExprs(args);
+      s.outputs.kind = Pattern::Kind::kValue;
+      s.outputs.value = builder.Define(builder.Keep(name), at);
+      s.outputs.at = at;
+      builder.SetType(s.outputs.value, type, at);
+      s.call_symbol = builder.InternCallSymbol("torch.add", "add", "add");
+    } else if (op == "free") {
+      s.kind = StatementKind::kDel;
+      const std::vector<ValueId> deleted = {builder.Delete(name, at, line_number)};
+      s.deleted = trace.SaveArray(deleted);
+    } else if (op == "return") {
+      s.kind = StatementKind::kReturn;
+      s.returned = ValueExpr(builder.LookupForUse(name, at), at);
+    } else {
+      builder.Fail(at, "unknown toytrace line '" + op + "'");
+    }
+    trace.statements.push_back(std::move(s));
   }
-  std::string text = "def f(";
-  for (std::size_t i = 0; i < params.size(); ++i) text += (i ? ", " : "") + params[i];
-  text += "):\n" + header_types + body;
-  const auto printed = std::make_shared<const SourceFile>(std::string(source->name()), text);
-  return FindFrontend("text")->read(printed, options);
+  ParsedTrace parsed;
+  parsed.trace = std::move(trace);
+  InferAliasTypes(&parsed.trace);  // types outputs a reader left untyped (none here)
+  parsed.source = std::move(source);
+  parsed.source_is_printed_trace = false;  // reports re-print its statements
+  return parsed;
 }
 
 // RegisterFrontend refuses a name registered before, and the registry
@@ -173,28 +200,46 @@ TEST(DesignRecipesOp, OpFittingExistingRulesNeedsNoModelChange) {
 }
 
 // Add a model: a toy model that walks the IR, consults the registry
-// (FindOp on each call's symbol) and emits into an AllocStream. It gives
-// every call's single output its type's bytes and frees what `del` names;
-// the caller's arguments are allocated before the first step. Filling a
-// Report with a StepRecorder and BreakdownKeys is what the real models do
-// (src/models/runtime_model.cc); this checks the stream's numbers only.
-TEST(DesignRecipesModel, ToyModelEmitsIntoAnAllocStream) {
-  const ParsedTrace parsed = ParseToy(std::string(kToyProgram));
+// (FindOp on each call's symbol), emits into an AllocStream and fills a
+// Report through a StepRecorder with the model's choice of BreakdownKeys,
+// as the real models do (src/models/runtime_model.cc). It gives every
+// call's single output its type's bytes and frees what `del` names; the
+// caller's arguments are allocated before the first step.
+// The toy model's own breakdown keys: "{op} made" / "{op} freed" = the
+// statement's delta, for each statement that made or freed a storage.
+class ToyKeys final : public BreakdownKeys {
+ public:
+  void Set(const Trace& trace, const Statement& s, std::uint8_t style, std::int64_t delta,
+           std::span<const NamedBytes> named, std::string* key, OrderedBreakdown* out) const override {
+    if (style == 0 || named.empty()) return;
+    key->assign(trace.SymbolName(s));
+    *key += delta >= 0 ? " made" : " freed";
+    out->Set(*key, delta);
+  }
+};
+
+Report RunToyModel(const ParsedTrace& parsed, int* known_ops, AllocLog* log) {
   const Trace& trace = parsed.trace;
+  Report report;
+  report.model = "toy";
   std::vector<StorageRecord> storages;
-  AllocLog log;
-  AllocStream stream(&storages, &log, /*name_steps=*/false);
+  AllocStream stream(&storages, log, /*name_steps=*/true);
   std::map<ValueId, StorageId> held;
   for (const Parameter& p : trace.params) {
     held[p.value] = stream.Alloc(static_cast<std::int64_t>(trace.value(p.value).type->bytes),
                                  p.value, StorageRole::kArgument);
   }
-  int known_ops = 0;
-  std::int32_t step = 0;
-  for (const Statement& s : trace.statements) {
-    stream.BeginStep(step++);
+  stream.ClearStepNamed();  // the arguments are no statement's entry
+  const ReportOptions options;
+  const ToyKeys keys;
+  StepRecorder recorder(parsed, &report, options, keys);
+  const RequestedBytes& counter = stream.counter();
+  for (std::size_t i = 0; i < trace.statements.size(); ++i) {
+    const Statement& s = trace.statements[i];
+    const std::int64_t before = counter.live();
+    stream.BeginStep(static_cast<std::int32_t>(i));
     if (s.kind == StatementKind::kCall && s.outputs.kind == Pattern::Kind::kValue) {
-      if (FindOp(trace.SymbolOf(s)) != nullptr) ++known_ops;
+      if (FindOp(trace.SymbolOf(s)) != nullptr) ++*known_ops;
       const ValueId out = s.outputs.value;
       held[out] = stream.Alloc(static_cast<std::int64_t>(trace.value(out).type->bytes), out,
                                StorageRole::kIntermediate);
@@ -202,13 +247,42 @@ TEST(DesignRecipesModel, ToyModelEmitsIntoAnAllocStream) {
       for (const ValueId v : s.deleted) stream.Free(held.at(v));
     }
     stream.EndStep();
+    recorder.Record(i, counter.live() - before, counter.live(), counter.step_peak(), stream.step_named(), 1);
+    stream.ClearStepNamed();
   }
-  // Both adds are registered ops; the live bytes go 32, 48, 64, 48 (see
-  // kToyProgram): the same peak the runtime model reports.
+  recorder.Finish();
+  report.peak_bytes = counter.peak();
+  report.peak_step = counter.peak_moment().step;
+  report.final_bytes = counter.live();
+  return report;
+}
+
+TEST(DesignRecipesModel, ToyModelFillsAReportThroughAStepRecorder) {
+  const ParsedTrace parsed = ParseToy(std::string(kToyProgram));
+  int known_ops = 0;
+  AllocLog log;
+  const Report report = RunToyModel(parsed, &known_ops, &log);
+  // Both adds are registered ops; the live bytes go 32 (arguments), 48,
+  // 64, 48, 48 (see kToyProgram): peak 64 at step 1, 48 at the end, five
+  // events (two arguments, two adds, one free).
   EXPECT_EQ(known_ops, 2);
-  EXPECT_EQ(stream.counter().peak(), 64);
-  EXPECT_EQ(stream.counter().live(), 48);
+  EXPECT_EQ(report.peak_bytes, 64);
+  EXPECT_EQ(report.peak_step, 1);
+  EXPECT_EQ(report.final_bytes, 48);
   EXPECT_EQ(log.events.size(), 5u);
+  ASSERT_EQ(report.steps.size(), 4u);
+  const std::vector<std::int64_t> live = {48, 64, 48, 48}, delta = {16, 16, -16, 0};
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(report.steps[i].live_bytes, live[i]) << i;
+    EXPECT_EQ(report.steps[i].delta_bytes, delta[i]) << i;
+  }
+  EXPECT_EQ(report.steps[0].op, "add");
+  // ToyKeys: the two adds share a key (a key set twice keeps its first
+  // place and its last value, report.h's OrderedBreakdown), the del has
+  // its own.
+  const std::vector<std::pair<std::string_view, std::int64_t>> breakdown = {
+      {"add made", 16}, {"python_del freed", -16}};
+  EXPECT_EQ(report.breakdown.items(), breakdown);
 }
 
 }  // namespace
