@@ -140,6 +140,235 @@ RuntimeOptions Options(CallingConvention convention, const TrainingStepSpec& spe
   return options;
 }
 
+
+// One training step's simulation: each program's own run (RunPrograms),
+// then the held tensors (HoldParametersAndInputs) and `spec.steps`
+// iterations of forward, backward with AccumulateGrad, and
+// optimizer.step(), replayed into one StepStream.
+class StepSimulation {
+ public:
+  StepSimulation(const TrainingStepSpec& spec, bool events, TrainingStepResult* out)
+      : spec_(spec), out_(*out), stream_(events), events_(events) {}
+
+  void RunPrograms(const ParsedTrace& forward, const ParsedTrace& backward, const ParsedTrace* optimizer_first,
+                   const ParsedTrace* optimizer_later);
+  void HoldParametersAndInputs();
+  void Forward(int k);
+  void Backward(int k);
+  void Optimizer(int k);
+  StepStream& stream() { return stream_; }
+
+ private:
+  // Frees the storages among `ids` still alive, except those `keep(local)` holds on to.
+  template <typename Keep>
+  void FreeAliveAmong(const std::vector<StorageId>& ids, Keep keep) {
+    for (std::size_t local = 0; local < ids.size(); ++local) {
+      if (ids[local] != kNoStorage && stream_.alive(ids[local]) && !keep(local)) stream_.Free(ids[local]);
+    }
+  }
+  TrainingStepPhase Phase(std::string_view name, int k, int order) {
+    TrainingStepPhase phase{std::string(name), k, order, 0, stream_.live(kGradients), stream_.live(kOptimizerState)};
+    phase.first = stream_.next_step();
+    return phase;
+  }
+
+  const TrainingStepSpec& spec_;
+  TrainingStepResult& out_;
+  StepStream stream_;
+  const bool events_;
+  bool has_optimizer_ = false;
+  std::unordered_map<std::string_view, Returned> returned_;  // the forward's returned tensors
+  std::vector<Gradient> gradients_;
+  std::set<StorageId> loss_, saved_;  // forward storages: the loss, the saved tensors it owns
+  std::set<std::string_view> state_names_;
+  std::int64_t forward_arguments_ = 0;
+  std::uint8_t device_ = 0;
+  std::vector<StorageId> fw_ids_;  // this iteration's forward storages in the stream
+  std::vector<StorageId> grads_;   // .grad, one storage a gradient (empty: none)
+};
+
+void StepSimulation::RunPrograms(const ParsedTrace& forward, const ParsedTrace& backward,
+                                 const ParsedTrace* optimizer_first, const ParsedTrace* optimizer_later) {
+  // Each program's own run, keeping its stream (the step replays it); with
+  // `events`, also its rows and what is live at its peak.
+  ReportOptions report_options;
+  report_options.returned_tensors = true;
+  report_options.alloc_log = true;
+  report_options.steps = events_;
+  report_options.breakdown = events_;
+  report_options.live_at_peak = events_;
+  out_.forward = Analyze(forward, "runtime", Options(CallingConvention::kForward, spec_), report_options);
+  returned_ = ByName(out_.forward);
+  // The backward, its saved tensors the forward's; autograd holds the cotangents.
+  RuntimeOptions bw_options = Options(CallingConvention::kBackward, spec_);
+  BackwardArgumentTensors(spec_, out_.forward, &bw_options.argument_tensors);
+  out_.backward = Analyze(backward, "runtime", bw_options, report_options);
+  gradients_ = Gradients(spec_, out_.backward, returned_);
+  for (const Gradient& g : gradients_) out_.grad_bytes += out_.backward.alloc_log->storages[g.storage].bytes;
+  // The loss (the forward's outputs that are not its arguments) and the
+  // saved tensors the forward owns, as the forward's storages.
+  for (const std::string& name : spec_.outputs) {
+    const Returned& r = Find(returned_, name, "the output");
+    if (r.role != StorageRole::kArgument) loss_.insert(r.storage);
+  }
+  for (const std::string& name : spec_.saved) {
+    const Returned& r = returned_.at(name);
+    if (r.role != StorageRole::kArgument && !loss_.count(r.storage)) saved_.insert(r.storage);
+  }
+  // The optimizer's step() programs: the parameters, their .grad and the state kept are arguments.
+  state_names_ = std::set<std::string_view>(spec_.optimizer_state.begin(), spec_.optimizer_state.end());
+  has_optimizer_ = optimizer_first != nullptr;
+  if (has_optimizer_) {
+    if (spec_.trainable_bytes >= 0 && spec_.trainable_bytes != out_.grad_bytes) {
+      throw std::invalid_argument(
+          "the backward returns " + std::to_string(out_.grad_bytes) +
+          " bytes of gradients, the trainable parameters hold " + std::to_string(spec_.trainable_bytes) +
+          ": a parameter without a gradient, or an input that requires one, is not modelled yet "
+          "with an optimizer");
+    }
+    const RuntimeOptions plain = Options(CallingConvention::kPlain, spec_);
+    out_.optimizer_first = Analyze(*optimizer_first, "runtime", plain, report_options);
+    if (!out_.optimizer_first->diagnostics.empty()) {  // the program is peakmem's own: every op must be known
+      throw std::runtime_error("the " + spec_.optimizer_name +
+                               " step program: " + out_.optimizer_first->diagnostics[0]);
+    }
+    if (spec_.steps > 1) out_.optimizer_later = Analyze(*optimizer_later, "runtime", plain, report_options);
+  }
+  forward_arguments_ = ArgumentBytes(out_.forward);
+  if (spec_.parameter_bytes + spec_.input_bytes < forward_arguments_) {
+    throw std::runtime_error(
+        "the forward's arguments hold " + std::to_string(forward_arguments_) +
+        " bytes, more than the module's parameters and buffers (" + std::to_string(spec_.parameter_bytes) +
+        ") and the inputs (" + std::to_string(spec_.input_bytes) +
+        "): tensors passed twice (tied weights) are not modelled yet");
+  }
+}
+
+// Before the first statement: the module's parameters and buffers (each
+// storage), then the inputs, on the forward's device.
+void StepSimulation::HoldParametersAndInputs() {
+  for (const StorageRecord& r : out_.forward.alloc_log->storages) {
+    if (r.made_at == kBeforeFirstStep) {
+      device_ = stream_.Device(out_.forward.alloc_log->devices[r.device]);
+      break;
+    }
+  }
+  std::int64_t held_bytes = 0;
+  for (const TrainingStepSpec::HeldTensor& t : spec_.held) {
+    stream_.Alloc(t.bytes, "parameter of " + (t.module.empty() ? std::string("the module") : t.module),
+                  StorageRole::kArgument, kParameters, t.module, device_);
+    held_bytes += t.bytes;
+  }
+  if (held_bytes != spec_.parameter_bytes) {  // the spec names no storage (or not every one): the rest as one
+    stream_.Alloc(spec_.parameter_bytes - held_bytes, "parameters", StorageRole::kArgument, kParameters, "", device_);
+  }
+  std::int64_t input_bytes = 0;
+  for (const std::int64_t bytes : spec_.input_storages) {
+    stream_.Alloc(bytes, "input", StorageRole::kArgument, kInputs, "", device_);
+    input_bytes += bytes;
+  }
+  if (input_bytes != spec_.input_bytes) {
+    stream_.Alloc(spec_.input_bytes - input_bytes, "inputs", StorageRole::kArgument, kInputs, "", device_);
+  }
+}
+
+// The forward: its arguments are the held tensors.
+void StepSimulation::Forward(int k) {
+  TrainingStepPhase phase = Phase("forward", k, 0);
+  phase.around = stream_.live() - forward_arguments_;
+  fw_ids_ = stream_.Run(
+      out_.forward, Label("forward", k), [](StorageId) { return kNoStorage; },
+      [&](StorageId local) { return saved_.count(local) ? kActivations : kTemporaries; }, spec_.value_modules,
+      [](StorageId) { return std::string_view(); });
+  phase.end = stream_.next_step();
+  out_.phases.push_back(phase);
+}
+
+// loss.backward(): the cotangent, then the backward, whose saved tensors
+// are the forward's (those held elsewhere cost it nothing), then
+// AccumulateGrad.
+void StepSimulation::Backward(int k) {
+  TrainingStepPhase phase = Phase("backward", k, 1);
+  stream_.Begin();
+  StorageId cotangent = kNoStorage;
+  if (spec_.cotangent_bytes > 0) {
+    cotangent = stream_.Alloc(spec_.cotangent_bytes, "cotangent", StorageRole::kIntermediate, kTemporaries, "", device_);
+  }
+  stream_.End(Label("backward", k), "loss.backward", "the cotangent, torch.ones_like(loss)", 0);
+  phase.around = stream_.live() - ArgumentBytes(out_.backward);
+  const AllocLog& bw_log = *out_.backward.alloc_log;
+  std::unordered_map<StorageId, std::string_view> bw_grads;  // the backward's storage -> its module
+  for (const Gradient& g : gradients_) bw_grads.emplace(g.storage, g.module);
+  const std::vector<StorageId> bw_ids = stream_.Run(
+      out_.backward, Label("backward", k),
+      [&](StorageId local) {
+        if (bw_log.storages[local].bytes == 0) return kNoStorage;  // external: a parameter, input or the loss
+        return fw_ids_[Find(returned_, std::string(bw_log.storage_names[local]), "the backward's saved tensor").storage];
+      },
+      [&](StorageId local) { return bw_grads.count(local) ? kGradients : kTemporaries; }, spec_.value_modules,
+      [&](StorageId local) {  // a gradient is its parameter's module's
+        auto it = bw_grads.find(local);
+        return it == bw_grads.end() ? std::string_view() : it->second;
+      });
+  // AccumulateGrad, one gradient at a time: into an empty .grad each is
+  // stolen or copied to its parameter's layout; into an existing one it
+  // is added in place and freed. Then what the backward still held and
+  // the cotangent go; the loss stays until step() returns.
+  stream_.Begin();
+  const bool fresh = grads_.empty();
+  for (const Gradient& g : gradients_) {
+    const StorageId made = bw_ids[g.storage];
+    if (!fresh) {
+      stream_.Free(made);
+    } else if (g.copy_bytes > 0) {
+      grads_.push_back(stream_.Alloc(g.copy_bytes, g.name, StorageRole::kIntermediate, kGradients, g.module, device_));
+      stream_.Free(made);
+    } else {
+      grads_.push_back(made);
+    }
+  }
+  const std::set<StorageId> kept(grads_.begin(), grads_.end());
+  FreeAliveAmong(bw_ids, [&](std::size_t local) { return kept.count(bw_ids[local]) > 0; });
+  FreeAliveAmong(fw_ids_, [&](std::size_t local) { return loss_.count(static_cast<StorageId>(local)) > 0; });
+  if (cotangent != kNoStorage) stream_.Free(cotangent);
+  stream_.End(Label("backward", k), "AccumulateGrad", "the gradients into .grad; the backward's own tensors and the cotangent released", 0);
+  phase.end = stream_.next_step();
+  out_.phases.push_back(phase);
+}
+
+// optimizer.step(): the parameters, their .grad and the state are its
+// arguments; the first one's leftovers are the state, kept from then on.
+// Then step() returns: zero_grad(set_to_none=True) drops .grad; the loss dies.
+void StepSimulation::Optimizer(int k) {
+  TrainingStepPhase phase = Phase("optimizer", k, k == 1 ? 2 : 3);
+  std::vector<StorageId> opt_ids;
+  if (has_optimizer_) {
+    const Report& program = k == 1 ? *out_.optimizer_first : *out_.optimizer_later;
+    phase.around = stream_.live() - ArgumentBytes(program);
+    opt_ids = stream_.Run(
+        program, Label("optimizer", k), [](StorageId) { return kNoStorage; },
+        [&](StorageId local) {
+          return state_names_.count(program.alloc_log->storage_names[local]) ? kOptimizerState : kTemporaries;
+        },
+        spec_.optimizer_modules, [](StorageId) { return std::string_view(); });
+  }
+  stream_.Begin();
+  if (has_optimizer_ && k > 1) FreeAliveAmong(opt_ids, [](std::size_t) { return false; });
+  if (spec_.zero_grad) {
+    for (const StorageId g : grads_) stream_.Free(g);
+    grads_.clear();
+  }
+  for (const StorageId local : loss_) stream_.Free(fw_ids_[local]);
+  stream_.End(Label(has_optimizer_ ? "optimizer" : "backward", k), "step() returns",
+              spec_.zero_grad ? "zero_grad(set_to_none=True); the loss released" : "the loss released", 0);
+  if (has_optimizer_) {
+    phase.end = stream_.next_step();
+    out_.phases.push_back(phase);
+  } else {
+    out_.phases.back().end = stream_.next_step();
+  }
+}
+
 }  // namespace
 
 std::int64_t BackwardArgumentTensors(const TrainingStepSpec& spec, const Report& forward,
@@ -158,198 +387,19 @@ TrainingStepResult SimulateTrainingStep(const ParsedTrace& forward, const Parsed
   if (optimizer_first && spec.steps > 1 && !optimizer_later) {
     throw std::invalid_argument("a step with an optimizer run more than once needs its later step() program");
   }
-  // Each program's own run, keeping its stream (the step replays it); with
-  // `events`, also its rows and what is live at its peak.
-  ReportOptions report_options;
-  report_options.returned_tensors = true;
-  report_options.alloc_log = true;
-  report_options.steps = events;
-  report_options.breakdown = events;
-  report_options.live_at_peak = events;
   TrainingStepResult out;
-  out.forward = Analyze(forward, "runtime", Options(CallingConvention::kForward, spec), report_options);
-  const auto returned = ByName(out.forward);
-  // The backward, its saved tensors the forward's; autograd holds the cotangents.
-  RuntimeOptions bw_options = Options(CallingConvention::kBackward, spec);
-  BackwardArgumentTensors(spec, out.forward, &bw_options.argument_tensors);
-  out.backward = Analyze(backward, "runtime", bw_options, report_options);
-  const std::vector<Gradient> gradients = Gradients(spec, out.backward, returned);
-  for (const Gradient& g : gradients) out.grad_bytes += out.backward.alloc_log->storages[g.storage].bytes;
-  // The loss (the forward's outputs that are not its arguments) and the
-  // saved tensors the forward owns, as the forward's storages.
-  std::set<StorageId> loss, saved;
-  for (const std::string& name : spec.outputs) {
-    const Returned& r = Find(returned, name, "the output");
-    if (r.role != StorageRole::kArgument) loss.insert(r.storage);
-  }
-  for (const std::string& name : spec.saved) {
-    const Returned& r = returned.at(name);
-    if (r.role != StorageRole::kArgument && !loss.count(r.storage)) saved.insert(r.storage);
-  }
-  // The optimizer's step() programs: the parameters, their .grad and the state kept are arguments.
-  const std::set<std::string_view> state_names(spec.optimizer_state.begin(), spec.optimizer_state.end());
-  if (optimizer_first) {
-    if (spec.trainable_bytes >= 0 && spec.trainable_bytes != out.grad_bytes) {
-      throw std::invalid_argument(
-          "the backward returns " + std::to_string(out.grad_bytes) +
-          " bytes of gradients, the trainable parameters hold " + std::to_string(spec.trainable_bytes) +
-          ": a parameter without a gradient, or an input that requires one, is not modelled yet "
-          "with an optimizer");
-    }
-    const RuntimeOptions plain = Options(CallingConvention::kPlain, spec);
-    out.optimizer_first = Analyze(*optimizer_first, "runtime", plain, report_options);
-    if (!out.optimizer_first->diagnostics.empty()) {  // the program is peakmem's own: every op must be known
-      throw std::runtime_error("the " + spec.optimizer_name +
-                               " step program: " + out.optimizer_first->diagnostics[0]);
-    }
-    if (spec.steps > 1) out.optimizer_later = Analyze(*optimizer_later, "runtime", plain, report_options);
-  }
-  const std::int64_t forward_arguments = ArgumentBytes(out.forward);
-  if (spec.parameter_bytes + spec.input_bytes < forward_arguments) {
-    throw std::runtime_error(
-        "the forward's arguments hold " + std::to_string(forward_arguments) +
-        " bytes, more than the module's parameters and buffers (" + std::to_string(spec.parameter_bytes) +
-        ") and the inputs (" + std::to_string(spec.input_bytes) +
-        "): tensors passed twice (tied weights) are not modelled yet");
-  }
-
-  // The stream. Before the first statement: the module's parameters and
-  // buffers (each storage), then the inputs, on the forward's device.
-  StepStream stream(events);
-  std::uint8_t device = 0;
-  for (const StorageRecord& r : out.forward.alloc_log->storages) {
-    if (r.made_at == kBeforeFirstStep) {
-      device = stream.Device(out.forward.alloc_log->devices[r.device]);
-      break;
-    }
-  }
-  std::int64_t held_bytes = 0;
-  for (const TrainingStepSpec::HeldTensor& t : spec.held) {
-    stream.Alloc(t.bytes, "parameter of " + (t.module.empty() ? std::string("the module") : t.module),
-                 StorageRole::kArgument, kParameters, t.module, device);
-    held_bytes += t.bytes;
-  }
-  if (held_bytes != spec.parameter_bytes) {  // the spec names no storage (or not every one): the rest as one
-    stream.Alloc(spec.parameter_bytes - held_bytes, "parameters", StorageRole::kArgument, kParameters, "", device);
-  }
-  std::int64_t input_bytes = 0;
-  for (const std::int64_t bytes : spec.input_storages) {
-    stream.Alloc(bytes, "input", StorageRole::kArgument, kInputs, "", device);
-    input_bytes += bytes;
-  }
-  if (input_bytes != spec.input_bytes) {
-    stream.Alloc(spec.input_bytes - input_bytes, "inputs", StorageRole::kArgument, kInputs, "", device);
-  }
-  const auto held_elsewhere = [](StorageId) { return kNoStorage; };
-  const auto no_module = [](StorageId) { return std::string_view(); };
-  const auto alive_among = [&](const std::vector<StorageId>& ids, auto keep) {
-    for (std::size_t local = 0; local < ids.size(); ++local) {
-      if (ids[local] != kNoStorage && stream.alive(ids[local]) && !keep(local)) stream.Free(ids[local]);
-    }
-  };
-
-  std::vector<ReportPhase> phases;
-  std::vector<StorageId> grads;  // .grad, one storage a gradient (empty: none)
-  std::vector<StorageId> first_state;  // what the optimizer's first step() left: its state
+  StepSimulation simulation(spec, events, &out);
+  simulation.RunPrograms(forward, backward, optimizer_first, optimizer_later);
+  simulation.HoldParametersAndInputs();
   for (int k = 1; k <= spec.steps; ++k) {
-    // The forward: its arguments are the held tensors.
-    TrainingStepPhase fw_phase{"forward", k, 0, 0, stream.live(kGradients), stream.live(kOptimizerState)};
-    fw_phase.first = stream.next_step();
-    fw_phase.around = stream.live() - forward_arguments;
-    const std::vector<StorageId> fw_ids = stream.Run(
-        out.forward, Label("forward", k), held_elsewhere,
-        [&](StorageId local) { return saved.count(local) ? kActivations : kTemporaries; }, spec.value_modules,
-        no_module);
-    fw_phase.end = stream.next_step();
-    out.phases.push_back(fw_phase);
-
-    // loss.backward(): the cotangent, then the backward, whose saved
-    // tensors are the forward's (those held elsewhere cost it nothing).
-    TrainingStepPhase bw_phase{"backward", k, 1, 0, stream.live(kGradients), stream.live(kOptimizerState)};
-    bw_phase.first = stream.next_step();
-    stream.Begin();
-    StorageId cotangent = kNoStorage;
-    if (spec.cotangent_bytes > 0) {
-      cotangent = stream.Alloc(spec.cotangent_bytes, "cotangent", StorageRole::kIntermediate, kTemporaries, "", device);
-    }
-    stream.End(Label("backward", k), "loss.backward", "the cotangent, torch.ones_like(loss)", 0);
-    bw_phase.around = stream.live() - ArgumentBytes(out.backward);
-    const AllocLog& bw_log = *out.backward.alloc_log;
-    std::unordered_map<StorageId, std::string_view> bw_grads;  // the backward's storage -> its module
-    for (const Gradient& g : gradients) bw_grads.emplace(g.storage, g.module);
-    const std::vector<StorageId> bw_ids = stream.Run(
-        out.backward, Label("backward", k),
-        [&](StorageId local) {
-          if (bw_log.storages[local].bytes == 0) return kNoStorage;  // external: a parameter, input or the loss
-          return fw_ids[Find(returned, std::string(bw_log.storage_names[local]), "the backward's saved tensor").storage];
-        },
-        [&](StorageId local) { return bw_grads.count(local) ? kGradients : kTemporaries; }, spec.value_modules,
-        [&](StorageId local) {  // a gradient is its parameter's module's
-          auto it = bw_grads.find(local);
-          return it == bw_grads.end() ? std::string_view() : it->second;
-        });
-    // AccumulateGrad, one gradient at a time: into an empty .grad each is
-    // stolen or copied to its parameter's layout; into an existing one it
-    // is added in place and freed. Then what the backward still held and
-    // the cotangent go; the loss stays until step() returns.
-    stream.Begin();
-    const bool fresh = grads.empty();
-    for (const Gradient& g : gradients) {
-      const StorageId made = bw_ids[g.storage];
-      if (!fresh) {
-        stream.Free(made);
-      } else if (g.copy_bytes > 0) {
-        grads.push_back(stream.Alloc(g.copy_bytes, g.name, StorageRole::kIntermediate, kGradients, g.module, device));
-        stream.Free(made);
-      } else {
-        grads.push_back(made);
-      }
-    }
-    const std::set<StorageId> kept(grads.begin(), grads.end());
-    alive_among(bw_ids, [&](std::size_t local) { return kept.count(bw_ids[local]) > 0; });
-    alive_among(fw_ids, [&](std::size_t local) { return loss.count(static_cast<StorageId>(local)) > 0; });
-    if (cotangent != kNoStorage) stream.Free(cotangent);
-    stream.End(Label("backward", k), "AccumulateGrad", "the gradients into .grad; the backward's own tensors and the cotangent released", 0);
-    bw_phase.end = stream.next_step();
-    out.phases.push_back(bw_phase);
-
-    // optimizer.step(): the parameters, their .grad and the state are its
-    // arguments; the first one's leftovers are the state, kept from then on.
-    TrainingStepPhase opt_phase{"optimizer", k, k == 1 ? 2 : 3, 0, stream.live(kGradients),
-                                stream.live(kOptimizerState)};
-    opt_phase.first = stream.next_step();
-    std::vector<StorageId> opt_ids;
-    if (optimizer_first) {
-      const Report& program = k == 1 ? *out.optimizer_first : *out.optimizer_later;
-      opt_phase.around = stream.live() - ArgumentBytes(program);
-      opt_ids = stream.Run(
-          program, Label("optimizer", k), held_elsewhere,
-          [&](StorageId local) {
-            return state_names.count(program.alloc_log->storage_names[local]) ? kOptimizerState : kTemporaries;
-          },
-          spec.optimizer_modules, no_module);
-    }
-    // step() returns: zero_grad(set_to_none=True) drops .grad; the loss dies.
-    stream.Begin();
-    if (optimizer_first && k > 1) alive_among(opt_ids, [](std::size_t) { return false; });
-    if (spec.zero_grad) {
-      for (const StorageId g : grads) stream.Free(g);
-      grads.clear();
-    }
-    for (const StorageId local : loss) stream.Free(fw_ids[local]);
-    stream.End(Label(optimizer_first ? "optimizer" : "backward", k), "step() returns",
-               spec.zero_grad ? "zero_grad(set_to_none=True); the loss released" : "the loss released", 0);
-    if (optimizer_first) {
-      opt_phase.end = stream.next_step();
-      out.phases.push_back(opt_phase);
-    } else {
-      out.phases.back().end = stream.next_step();
-    }
+    simulation.Forward(k);
+    simulation.Backward(k);
+    simulation.Optimizer(k);
   }
-
   // The numbers, from the stream.
+  std::vector<ReportPhase> phases;
   for (const TrainingStepPhase& p : out.phases) phases.push_back({p.phase, p.step, p.first, p.end});
-  FinishTrainingStep(stream, phases, !spec.value_modules.empty(), allocator, &out);
+  FinishTrainingStep(simulation.stream(), phases, !spec.value_modules.empty(), allocator, &out);
   out.step.distribution = out.forward.distribution;
   return out;
 }
