@@ -169,6 +169,148 @@ std::optional<ScratchEstimate> CpuConvolutionScratch(const ConvolutionCall& c, s
 }
 
 
+namespace {
+
+// A convolution backward's sizes, in elements and bytes, and the events
+// its kernels append.
+struct ConvolutionBackward {
+  explicit ConvolutionBackward(const ConvolutionCall& call)
+      : c(call),
+        n(call.input.shape[0]),
+        c_in(call.input.shape[1]),
+        c_out(call.weight.shape[0]),
+        kh(call.weight.shape[2]),
+        kw(call.weight.shape[3]),
+        in_hw(call.input.shape[2] * call.input.shape[3]),
+        out_hw(call.output_shape[2] * call.output_shape[3]),
+        item(call.input.dtype->bits / 8),
+        one_by_one(kh == 1 && kw == 1),
+        strided(!AllEqual(call.stride, 1)),
+        padded(!AllEqual(call.padding, 0)),
+        grad_input(n * c_in * in_hw * item),
+        grad_weight(c_out * c_in * kh * kw * item),
+        grad_bias(c_out * item),
+        grad_output_b(n * PadToBlock(c_out) * out_hw * item) {}
+
+  void alloc(std::int64_t bytes, bool output = false) { events.push_back({bytes, output}); }
+  void release(std::int64_t bytes) { events.push_back({-bytes, false}); }
+
+  const ConvolutionCall& c;
+  const std::int64_t n, c_in, c_out, kh, kw, in_hw, out_hw, item;
+  const bool one_by_one, strided, padded;
+  const std::int64_t grad_input, grad_weight, grad_bias;
+  const std::int64_t grad_output_b;  // grad_output reordered into blocks of 8 channels
+  std::vector<ScratchEvent> events;
+};
+
+// slow_conv2d_backward: the gradients first (input, bias, weight), then for
+// the weight gradient the input unfolded into columns, as the forward does.
+// The input gradient's own columns are a `new[]` buffer per thread, outside
+// PyTorch's allocator (the profiler does not see them; neither does the
+// caching allocator's accounting).
+void NativeBackward(ConvolutionBackward& b, bool input_grad, bool weight_grad, bool bias_grad) {
+  if (input_grad) b.alloc(b.grad_input, true);
+  if (bias_grad) b.alloc(b.grad_bias, true);
+  if (weight_grad) {
+    b.alloc(b.grad_weight, true);
+    if (!b.one_by_one || b.strided || b.padded) {
+      const std::int64_t columns = b.n * b.c_in * b.kh * b.kw * b.out_hw * b.item;
+      b.alloc(columns);
+      b.release(columns);
+    }
+  }
+}
+
+// oneDNN's backward data: grad_output and the weight reordered into blocks
+// of 8 (both channel counts padded, even 3 input channels), the input
+// gradient computed blocked; the reorders freed, then the dense input
+// gradient allocated and the blocked one copied into it and freed.
+bool OneDnnBackwardData(ConvolutionBackward& b, std::string* why_not) {
+  if (b.strided) {
+    // A strided backward-data primitive: plain gradient buffers and a
+    // scratchpad that grows with output channels, spatial size, kernel,
+    // stride and padding by its own blocking (not a simple rule).
+    *why_not = "a strided convolution's input gradient runs a oneDNN kernel whose scratchpad is not modelled";
+    return false;
+  }
+  if (std::max(b.kh, b.kw) > 8) {  // measured: 8 direct, 9 to 16 GEMM
+    *why_not = "a kernel larger than 8 runs oneDNN's GEMM backward-data, whose buffers are not modelled";
+    return false;
+  }
+  const std::int64_t weight_b = PadToBlock(b.c_out) * PadToBlock(b.c_in) * b.kh * b.kw * b.item;
+  const std::int64_t grad_input_b = b.n * PadToBlock(b.c_in) * b.in_hw * b.item;
+  b.alloc(b.grad_output_b);
+  b.alloc(weight_b);
+  b.alloc(grad_input_b);
+  b.release(weight_b);
+  b.release(b.grad_output_b);
+  b.alloc(b.grad_input, true);
+  b.release(grad_input_b);
+  return true;
+}
+
+// oneDNN's backward weights (and bias).
+bool OneDnnBackwardWeights(ConvolutionBackward& b, bool weight_grad, bool bias_grad, std::string* why_not) {
+  const int threads = b.c.threads;
+  if (std::max(b.kh, b.kw) > 13) {  // measured: 13 direct, 14 to 16 GEMM
+    *why_not = "a kernel larger than 13 runs oneDNN's GEMM backward-weights, whose buffers are not modelled";
+    return false;
+  }
+  // With more than one thread oneDNN splits the weight gradient between
+  // threads by a cost model; when it splits the batch, each thread
+  // accumulates into its own copy of the gradient, reduced at the end (a
+  // scratchpad of those copies and reduction state). Measured at 2, 3 and
+  // 4 threads: the 1x1 kernel always books one; the direct kernel none
+  // when there are at least two output-channel blocks of 8 a thread
+  // (fewer: sometimes, by batch, image size and input channels).
+  if (threads > 1 && b.one_by_one) {
+    *why_not =
+        "a 1x1 kernel's weight gradient on several threads books oneDNN reduction buffers that are not modelled";
+    return false;
+  }
+  if (threads > 1 && PadToBlock(b.c_out) / kChannelBlock < 2 * std::int64_t{threads}) {
+    *why_not = "with " + std::to_string(b.c_out) + " output channels on " + std::to_string(threads) +
+               " threads oneDNN may split the weight gradient by batch, whose reduction buffers are not "
+               "modelled";
+    return false;
+  }
+  // grad_output reordered, the input reordered unless it has exactly 3
+  // channels and the kernel is not 1x1 (the first-layer kernel reads NCHW;
+  // 1, 2, 4 to 7 channels are padded to 8), the weight gradient computed
+  // blocked, oneDNN's bias gradient (unpadded) beside it. Scratchpad
+  // entries (each its size plus 128, oneDNN's alignment, in one
+  // allocation): a strided 1x1 kernel's gathered input as in the forward,
+  // and a bias padded to 8 when the output channels are not a multiple of
+  // 8. The operands' reorders are freed, then the dense bias gradient and
+  // the dense weight gradient allocated, in that order, and oneDNN's freed.
+  const bool blocked_input = b.one_by_one || b.c_in != 3;
+  const std::int64_t input_b = blocked_input ? b.n * PadToBlock(b.c_in) * b.in_hw * b.item : 0;
+  const std::int64_t grad_weight_b =
+      PadToBlock(b.c_out) * (blocked_input ? PadToBlock(b.c_in) : b.c_in) * b.kh * b.kw * b.item;
+  std::int64_t scratchpad = 0;
+  if (b.one_by_one && b.strided) {
+    scratchpad += std::int64_t{threads} * PadToBlock(b.c_in) * b.out_hw * b.item + kScratchpadAlignment;
+  }
+  if (bias_grad && b.c_out % kChannelBlock != 0) scratchpad += PadToBlock(b.c_out) * b.item + kScratchpadAlignment;
+  b.alloc(b.grad_output_b);
+  if (input_b > 0) b.alloc(input_b);
+  b.alloc(grad_weight_b);
+  if (scratchpad > 0) b.alloc(scratchpad);
+  if (bias_grad) b.alloc(b.grad_bias);
+  if (scratchpad > 0) b.release(scratchpad);
+  if (input_b > 0) b.release(input_b);
+  b.release(b.grad_output_b);
+  if (bias_grad) b.alloc(b.grad_bias, true);
+  // ATen returns the weight gradient even when only the bias's was asked
+  // for: not an output then, and not freed inside the op either.
+  b.alloc(b.grad_weight, weight_grad);
+  b.release(grad_weight_b);
+  if (bias_grad) b.release(b.grad_bias);
+  return true;
+}
+
+}  // namespace
+
 std::optional<std::vector<ScratchEvent>> CpuConvolutionBackwardEvents(const ConvolutionCall& c, bool input_grad,
                                                                       bool weight_grad, bool bias_grad,
                                                                       std::string* why_not) {
@@ -183,21 +325,7 @@ std::optional<std::vector<ScratchEvent>> CpuConvolutionBackwardEvents(const Conv
     *why_not = "the backward of a dilated convolution is not modelled";
     return std::nullopt;
   }
-  const std::int64_t n = in.shape[0], c_in = in.shape[1];
-  const std::int64_t c_out = w.shape[0], kh = w.shape[2], kw = w.shape[3];
-  const std::int64_t in_hw = in.shape[2] * in.shape[3];
-  const std::int64_t out_hw = c.output_shape[2] * c.output_shape[3];
-  const std::int64_t item = in.dtype->bits / 8;
-  const bool one_by_one = kh == 1 && kw == 1;
-  const bool strided = !AllEqual(c.stride, 1);
-  const bool padded = !AllEqual(c.padding, 0);
-  const std::int64_t grad_input = n * c_in * in_hw * item;
-  const std::int64_t grad_weight = c_out * c_in * kh * kw * item;
-  const std::int64_t grad_bias = c_out * item;
-
-  std::vector<ScratchEvent> events;
-  auto alloc = [&](std::int64_t bytes, bool output = false) { events.push_back({bytes, output}); };
-  auto release = [&](std::int64_t bytes) { events.push_back({-bytes, false}); };
+  ConvolutionBackward b(c);
   const ConvolutionOperand& g = c.grad_output;
   const bool strided_grad_output = !g.strides.empty() && !IsContiguous(g.shape, g.strides);
 
@@ -208,22 +336,8 @@ std::optional<std::vector<ScratchEvent>> CpuConvolutionBackwardEvents(const Conv
       *why_not = "the native kernel's backward of a non-contiguous grad_output is not modelled";
       return std::nullopt;
     }
-    // slow_conv2d_backward: the gradients first (input, bias, weight), then
-    // for the weight gradient the input unfolded into columns, as the
-    // forward does. The input gradient's own columns are a `new[]` buffer
-    // per thread, outside PyTorch's allocator (the profiler does not see
-    // them; neither does the caching allocator's accounting).
-    if (input_grad) alloc(grad_input, true);
-    if (bias_grad) alloc(grad_bias, true);
-    if (weight_grad) {
-      alloc(grad_weight, true);
-      if (!one_by_one || strided || padded) {
-        const std::int64_t columns = n * c_in * kh * kw * out_hw * item;
-        alloc(columns);
-        release(columns);
-      }
-    }
-    return events;
+    NativeBackward(b, input_grad, weight_grad, bias_grad);
+    return std::move(b.events);
   }
 
   // oneDNN's direct kernels compute padding up to k - 1 on the fly (measured
@@ -241,93 +355,12 @@ std::optional<std::vector<ScratchEvent>> CpuConvolutionBackwardEvents(const Conv
   // operands' memory format (contiguous: channels-last operands are not
   // modelled): a non-contiguous one (a transpose's gradient, an expanded
   // scalar's) is copied first and the copy held until the op returns.
-  const std::int64_t grad_output_copy = strided_grad_output ? n * c_out * out_hw * item : 0;
-  if (grad_output_copy > 0) alloc(grad_output_copy);
-  const std::int64_t grad_output_b = n * PadToBlock(c_out) * out_hw * item;
-  if (input_grad) {
-    if (strided) {
-      // A strided backward-data primitive: plain gradient buffers and a
-      // scratchpad that grows with output channels, spatial size, kernel,
-      // stride and padding by its own blocking (not a simple rule).
-      *why_not = "a strided convolution's input gradient runs a oneDNN kernel whose scratchpad is not modelled";
-      return std::nullopt;
-    }
-    if (std::max(kh, kw) > 8) {  // measured: 8 direct, 9 to 16 GEMM
-      *why_not = "a kernel larger than 8 runs oneDNN's GEMM backward-data, whose buffers are not modelled";
-      return std::nullopt;
-    }
-    // Backward data: grad_output and the weight reordered into blocks of 8
-    // (both channel counts padded, even 3 input channels), the input
-    // gradient computed blocked; the reorders freed, then the dense input
-    // gradient allocated and the blocked one copied into it and freed.
-    const std::int64_t weight_b = PadToBlock(c_out) * PadToBlock(c_in) * kh * kw * item;
-    const std::int64_t grad_input_b = n * PadToBlock(c_in) * in_hw * item;
-    alloc(grad_output_b);
-    alloc(weight_b);
-    alloc(grad_input_b);
-    release(weight_b);
-    release(grad_output_b);
-    alloc(grad_input, true);
-    release(grad_input_b);
-  }
-  if (weight_grad || bias_grad) {
-    if (std::max(kh, kw) > 13) {  // measured: 13 direct, 14 to 16 GEMM
-      *why_not = "a kernel larger than 13 runs oneDNN's GEMM backward-weights, whose buffers are not modelled";
-      return std::nullopt;
-    }
-    // With more than one thread oneDNN splits the weight gradient between
-    // threads by a cost model; when it splits the batch, each thread
-    // accumulates into its own copy of the gradient, reduced at the end (a
-    // scratchpad of those copies and reduction state). Measured at 2, 3 and
-    // 4 threads: the 1x1 kernel always books one; the direct kernel none
-    // when there are at least two output-channel blocks of 8 a thread
-    // (fewer: sometimes, by batch, image size and input channels).
-    if (c.threads > 1 && one_by_one) {
-      *why_not =
-          "a 1x1 kernel's weight gradient on several threads books oneDNN reduction buffers that are not modelled";
-      return std::nullopt;
-    }
-    if (c.threads > 1 && PadToBlock(c_out) / kChannelBlock < 2 * std::int64_t{c.threads}) {
-      *why_not = "with " + std::to_string(c_out) + " output channels on " + std::to_string(c.threads) +
-                 " threads oneDNN may split the weight gradient by batch, whose reduction buffers are not "
-                 "modelled";
-      return std::nullopt;
-    }
-    // Backward weights: grad_output reordered, the input reordered unless it
-    // has exactly 3 channels and the kernel is not 1x1 (the first-layer
-    // kernel reads NCHW; 1, 2, 4 to 7 channels are padded to 8), the weight
-    // gradient computed blocked, oneDNN's bias gradient (unpadded) beside it.
-    // Scratchpad entries (each its size plus 128, oneDNN's alignment, in one
-    // allocation): a strided 1x1 kernel's gathered input as in the forward,
-    // and a bias padded to 8 when the output channels are not a multiple of
-    // 8. The operands' reorders are freed, then the dense bias gradient and
-    // the dense weight gradient allocated, in that order, and oneDNN's freed.
-    const bool blocked_input = one_by_one || c_in != 3;
-    const std::int64_t input_b = blocked_input ? n * PadToBlock(c_in) * in_hw * item : 0;
-    const std::int64_t grad_weight_b =
-        PadToBlock(c_out) * (blocked_input ? PadToBlock(c_in) : c_in) * kh * kw * item;
-    std::int64_t scratchpad = 0;
-    if (one_by_one && strided) {
-      scratchpad += std::int64_t{c.threads} * PadToBlock(c_in) * out_hw * item + kScratchpadAlignment;
-    }
-    if (bias_grad && c_out % kChannelBlock != 0) scratchpad += PadToBlock(c_out) * item + kScratchpadAlignment;
-    alloc(grad_output_b);
-    if (input_b > 0) alloc(input_b);
-    alloc(grad_weight_b);
-    if (scratchpad > 0) alloc(scratchpad);
-    if (bias_grad) alloc(grad_bias);
-    if (scratchpad > 0) release(scratchpad);
-    if (input_b > 0) release(input_b);
-    release(grad_output_b);
-    if (bias_grad) alloc(grad_bias, true);
-    // ATen returns the weight gradient even when only the bias's was asked
-    // for: not an output then, and not freed inside the op either.
-    alloc(grad_weight, weight_grad);
-    release(grad_weight_b);
-    if (bias_grad) release(grad_bias);
-  }
-  if (grad_output_copy > 0) release(grad_output_copy);
-  return events;
+  const std::int64_t grad_output_copy = strided_grad_output ? b.n * b.c_out * b.out_hw * b.item : 0;
+  if (grad_output_copy > 0) b.alloc(grad_output_copy);
+  if (input_grad && !OneDnnBackwardData(b, why_not)) return std::nullopt;
+  if ((weight_grad || bias_grad) && !OneDnnBackwardWeights(b, weight_grad, bias_grad, why_not)) return std::nullopt;
+  if (grad_output_copy > 0) b.release(grad_output_copy);
+  return std::move(b.events);
 }
 
 ScratchEstimate FoldScratchEvents(std::span<const ScratchEvent> events) {
