@@ -270,6 +270,8 @@ void AddModelOptions(CLI::App* command, std::string* model, std::string* convent
       ->check(CLI::Range(1, 1 << 16));
 }
 
+// Declares `analyze`'s options: one statement each, with its help text (the
+// length is the options' number, not logic).
 CLI::App* AddAnalyze(CLI::App& app, AnalyzeArgs& args) {
   std::string format_help = "Output format:";
   for (const peakmem::ReportWriter* writer : peakmem::AllWriters()) {
