@@ -53,7 +53,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Recomputation", "candidates", "recompute_transform", "rewrite", "search"]
+__all__ = ["Recomputation", "apply", "candidates", "recompute_transform", "rewrite", "search"]
 
 
 @dataclass(frozen=True)
@@ -459,6 +459,29 @@ def search(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], budget: int | 
         simulations=r["simulations"], seconds=time.perf_counter() - start,
         time_budget_reached=r["stopped"], simulation_limit_reached=r["simulation_limit_reached"])
     return result, traces[0], traces[1]
+
+
+def apply(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], names: list[str] | tuple[str, ...],
+          budget: int | None = None) -> tuple[Recomputation, Any, Any]:
+    """`names` (a search's Recomputation.names, for the same traces)
+    recomputed as they are, without searching: two simulations, the peak
+    without and with them. Returns what ``search`` returns; the FLOPs are
+    counted as the search counts them (each candidate's own), ``steps``
+    lists the names with the final peak, and ``fits`` is judged against
+    `budget` (None: not judged)."""
+    start = time.perf_counter()
+    pool = candidates(fw)
+    by_name = {c.name: c for c in pool}
+    order = {c.name: i for i, c in enumerate(pool)}
+    chosen = sorted(dict.fromkeys(names), key=lambda n: order.get(n, -1))
+    traces = rewrite(fw, bw, chosen, by_name) if chosen else (fw, bw)
+    before = simulate(fw, bw)
+    after = simulate(*traces) if chosen else before
+    return Recomputation(
+        names=tuple(chosen), added_flops=sum(by_name[n].flops for n in chosen), peak_before=before,
+        peak_after=after, budget=budget, fits=None if budget is None else after <= budget,
+        steps=tuple((n, after, by_name[n].flops) for n in chosen), simulations=2 if chosen else 1,
+        seconds=time.perf_counter() - start), traces[0], traces[1]
 
 
 def recompute_transform(names: list[str] | tuple[str, ...]) -> Any:
