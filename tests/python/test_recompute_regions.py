@@ -66,7 +66,7 @@ def _model(cls):
 
 
 # Long (scripts/test leaves it out; README, "Longer checks"): each case
-# measures three steps and runs the search once, about 5 minutes a case on
+# measures three steps and runs the search once, about 2 minutes a case on
 # 2 cores. test_cli_chooses_the_same_regions samples the regions in every run.
 @pytest.mark.long
 @pytest.mark.parametrize("plain, checkpointed, checkpointing_flops",

@@ -26,7 +26,7 @@ Two comparisons at each SAC plan:
   can differ from run to run).
 
 Long (README, "Longer checks"; scripts/test leaves it out): about 5
-minutes a model on 2 cores. Needs pulp and pwlf
+minutes for both models on 2 cores. Needs pulp and pwlf
 (bench/requirements-sac-ilp.txt)."""
 
 from __future__ import annotations
