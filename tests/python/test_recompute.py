@@ -120,6 +120,8 @@ def test_recompute_bad_options_and_plans_are_errors(thunder):
         peakmem.estimate_step(model, *inputs, plan={"recompute": True, "scratch": False}, frontend="thunder")
     with pytest.raises(Exception, match="cannot recompute t_nope"):
         thunder.jit(model, transforms=[recompute_transform(["t_nope"])])(*inputs)
+    with pytest.raises(ValueError, match="cannot recompute t_nope"):
+        peakmem.estimate_step(model, *inputs, recompute=["t_nope"], frontend="thunder")
 
 
 def test_search_frees_are_thunders_own(thunder):
