@@ -32,8 +32,21 @@
    checkpointing's peak and a few between are run by Thunder and measured
    (measured = predicted, or the run stops with an error). Printed as a
    table, and drawn to --plot (a PNG) when matplotlib is installed.
-   PyTorch's SAC ILP (torch.distributed._tools.sac_ilp) is not among them:
-   its estimator needs CUDA.
+   Beside them, PyTorch's SAC ILP (torch.distributed._tools.sac_ilp,
+   tests/python/sac_ilp_plans.py): its choices at budgets of 100, 90, ...,
+   60 % of its own estimate of the unplanned step (each distinct choice
+   once), applied with selective checkpointing and run eagerly by PyTorch
+   (Thunder ignores checkpoint's context_fn), each measured
+   (measure_step, frontend="eager") with its added FLOPs counted as
+   peakmem counts them. Substituted for the CPU: the roofline SAC's
+   estimators time operators with reads the CUDA device's FLOP/s and
+   bandwidth; here it runs with fixed CPU figures (sac_ilp_plans.CPU_FLOPS,
+   CPU_BYTES_PER_S). At each SAC plan's measured peak, peakmem's plan for
+   that budget (a prefix of the one search) is run by Thunder and
+   measured, and the two compared: "absolute", the same budget in bytes
+   (each engine's step as it runs); "from its own step", the same bytes
+   below each engine's unplanned step. Needs pulp and pwlf
+   (bench/requirements-sac-ilp.txt, installed when missing).
 """
 
 from __future__ import annotations
@@ -195,10 +208,88 @@ def _measured(peakmem, model, idx, targets, name, **kwargs):
     return r
 
 
+def _sac_ilp_ready() -> None:
+    """pulp and pwlf (SAC ILP's), installed from bench/requirements-sac-ilp.txt when missing."""
+    import importlib.util
+    import subprocess
+
+    if all(importlib.util.find_spec(m) for m in ("pulp", "pwlf")):
+        return
+    print("installing bench/requirements-sac-ilp.txt (SAC ILP's pulp and pwlf)")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
+                    str(ROOT / "bench" / "requirements-sac-ilp.txt")], check=True)
+
+
+# SAC ILP's budgets: shares of its own estimate of the unplanned step's peak.
+SAC_SHARES = (1.0, 0.9, 0.8, 0.75, 0.7, 0.65, 0.6)
+
+
+def _cheapest(frontier, budget):
+    """The frontier's point (index, peak, FLOPs) with the fewest FLOPs at or
+    under `budget`; None when none is."""
+    fits = [(f, p, i) for i, (p, f) in enumerate(frontier) if p <= budget]
+    if not fits:
+        return None
+    f, p, i = min(fits)
+    return i, p, f
+
+
+def _sac_comparison(peakmem, name, make, idx, targets, thunder_peak, frontier, names_at):
+    """SAC ILP's measured plans beside peakmem's at the same budgets (the
+    module docstring, part 5); each peakmem plan compared is measured."""
+    from sac_ilp_plans import sac_points
+
+    start = time.perf_counter()
+    model, points = sac_points(make, (idx, targets), list(SAC_SHARES))
+    seconds = time.perf_counter() - start
+    eager_peak = next(p.measured for p in points if not p.choice)
+    rows = []
+    print(f"\n| {name}: SAC ILP's plan (eager) | measured peak | added FLOPs | peakmem at that budget "
+          f"(Thunder): peak | measured | added FLOPs | no worse | from its own step: peakmem's FLOPs for as "
+          f"many bytes | no worse |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---|")
+    for p in points:
+        at = _cheapest(frontier, p.measured)
+        measured = None
+        if at:
+            r = _measured(peakmem, make(), idx, targets, f"{name} at {p.measured}", recompute=names_at(at[0]))
+            measured = r.peak_bytes
+        lowered = eager_peak - p.measured
+        rel = _cheapest(frontier, thunder_peak - lowered)
+        what = ", ".join(f"{k.partition('.')[2] or k} {v:.2f}" for k, v in p.choice.items()) or "nothing"
+        worse = at is None or at[2] > p.added_flops
+        rel_worse = rel is None or rel[2] > p.added_flops
+        rows.append({"sac_budget": p.budget, "choice": p.choice, "sac_measured": p.measured,
+                     "sac_added_flops": p.added_flops,
+                     "peakmem": None if at is None else {"peak": at[1], "measured": measured, "added_flops": at[2],
+                                                         "names": list(names_at(at[0]))},
+                     "no_worse": not worse,
+                     "from_own_step": {"bytes_lowered": lowered,
+                                       "peakmem_added_flops": None if rel is None else rel[2],
+                                       "no_worse": not rel_worse}})
+        print(f"| {what} | {p.measured:,} | {p.added_flops:,} | "
+              + (f"{at[1]:,} | {measured:,} | {at[2]:,} | " if at else "does not reach it | | | ")
+              + f"{'yes' if not worse else 'NO'} | {'-' if rel is None else f'{rel[2]:,}'} | "
+              f"{'yes' if not rel_worse else 'NO'} |")
+    print(f"(SAC ILP: {len(points)} distinct plans from budgets at {', '.join(map(str, SAC_SHARES))} of its "
+          f"estimate {model.baseline_bytes:,} of the unplanned step; eager PyTorch's step as is: {eager_peak:,}; "
+          f"{seconds:.0f} s)")
+    return {"eager_peak": eager_peak, "sac_estimate_of_unplanned": model.baseline_bytes, "points": rows,
+            "seconds": seconds, "cpu_roofline": {"flops_per_s": _sac_figures()[0], "bytes_per_s": _sac_figures()[1]}}
+
+
+def _sac_figures():
+    from sac_ilp_plans import CPU_BYTES_PER_S, CPU_FLOPS
+
+    return CPU_FLOPS, CPU_BYTES_PER_S
+
+
 def pareto(args):
     import torch
 
     import peakmem
+
+    _sac_ilp_ready()
 
     g = torch.Generator().manual_seed(0)
     idx, targets = torch.randint(0, 512, (4, 128), generator=g), torch.randint(0, 512, (4, 128), generator=g)
@@ -231,9 +322,17 @@ def pareto(args):
         print(f"| peakmem, lowest ({len(rc.names)} choices, {rc.simulations} simulations, {seconds:.0f} s) | "
               f"{rc.peak_after:,} | {rc.added_flops:,} | {measured[frontier[-1][0]]:,} |")
         print("\nfrontier (peak bytes, added FLOPs): " + ", ".join(f"({p:,}, {f:,})" for p, f in frontier))
+        chosen = [n for n, _, _ in rc.steps]
+
+        def make(plain=plain):
+            torch.manual_seed(0)
+            return plain(layers=4)
+
+        sac = _sac_comparison(peakmem, name, make, idx, targets, thunder_peak, frontier,
+                              lambda k: tuple(chosen[:k]))
         out[name] = {"thunder": thunder_peak, "checkpointing": {"peak": ckpt_peak, "flops_at_least": ckpt_flops},
                      "frontier": frontier, "at_checkpointing_peak": at_ckpt, "measured": measured,
-                     "search_seconds": seconds, "simulations": rc.simulations}
+                     "search_seconds": seconds, "simulations": rc.simulations, "sac_ilp": sac}
     if args.plot:
         _plot(out, args.plot)
     return out
@@ -255,6 +354,10 @@ def _plot(out, path):
         ax.plot([0], [r["thunder"] / 1e6], "o", label="Thunder as is")
         ax.plot([r["checkpointing"]["flops_at_least"] / 1e9], [r["checkpointing"]["peak"] / 1e6], "s",
                 label="full checkpointing (FLOPs: its matmuls)")
+        if "sac_ilp" in r:
+            pts = r["sac_ilp"]["points"]
+            ax.plot([p["sac_added_flops"] / 1e9 for p in pts], [p["sac_measured"] / 1e6 for p in pts], "^",
+                    label="SAC ILP's plans (eager PyTorch)")
         ax.set_xlabel("added GFLOPs")
         ax.set_ylabel("step peak (MB)")
         ax.set_title(f"{name}, batch 4, seq 128")

@@ -12,8 +12,9 @@ linear); never reductions, attention kernels, in-place or random ops (a
 random op recomputed would draw again), so that a recomputed value has
 the bits of the saved one.
 
-The candidates (``candidates``) come in two tiers. The cheap ones are
-saved tensors made by one view or pointwise op. The expensive ones are
+The candidates (``candidates``, listed by planning/step_recompute.h) come
+in two tiers. The cheap ones are saved tensors made by one view or
+pointwise op. The expensive ones are
 regions, named by a saved tensor with a trailing ``+``: the saved tensors
 sharing its storage dropped together (dropping one alone frees nothing),
 each made again, with every statement that makes an input they lack, back
@@ -53,7 +54,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Recomputation", "candidates", "recompute_transform", "rewrite", "search"]
+__all__ = ["Recomputation", "apply", "candidates", "recompute_transform", "rewrite", "search"]
 
 
 @dataclass(frozen=True)
@@ -122,100 +123,35 @@ class _Candidate:
     steps: tuple[_Step, ...] = ()  # in forward order
 
 
-class _Forward:
-    """The forward's bound symbols as candidates see them
-    (step_recompute.cc's ForwardStatements)."""
-
-    def __init__(self, fw: Any) -> None:
-        from thunder.core.proxies import TensorProxy
-
-        from . import _core
-
-        self.bsyms = list(fw.bound_symbols)
-        self.producer: dict[str, int] = {}
-        for i, b in enumerate(self.bsyms):
-            for p in b.flat_proxy_outs:
-                self.producer.setdefault(p.name, i)
-        self.cost: list[str] = []
-        for b in self.bsyms:
-            tensors_only = all(isinstance(p, TensorProxy) for p in b.flat_proxy_args)
-            self.cost.append(_core.op_recompute_cost(b.sym.name) if tensors_only else "")
-        self._core = _core
-
-    def step(self, i: int) -> _Step:
-        b = self.bsyms[i]
-        return _Step(i, b, tuple(p.name for p in b.flat_proxy_args), tuple(p.name for p in b.flat_proxy_outs))
-
-    def flops(self, i: int) -> int:
-        b = self.bsyms[i]
-        elements = sum(int(p.numel) for p in b.flat_proxy_outs if hasattr(p, "numel"))
-        args = list(b.flat_proxy_args)
-        shape = tuple(args[0].shape) if args and hasattr(args[0], "shape") else ()
-        return self._core.op_recompute_flops(b.sym.name, elements, int(shape[-1]) if shape else 1)
-
-    def root(self, name: str) -> str:
-        """The value whose storage `name` is: back through views and shallow_copy."""
-        while name in self.producer:
-            i = self.producer[name]
-            args = list(self.bsyms[i].flat_proxy_args)
-            if self.cost[i] not in ("view", "returns-input") or not args:
-                return name
-            name = args[0].name
-        return name
-
-    def region(self, dropped: list[str], has: set[str]) -> list[int] | None:
-        """The bound symbols that make `dropped` and, back to `has`, their
-        inputs, in forward order; None when one is not recomputable."""
-        stack, out = [self.producer[d] for d in dropped], set()
-        while stack:
-            i = stack.pop()
-            if i in out:
-                continue
-            if not self.cost[i]:
-                return None
-            out.add(i)
-            stack.extend(self.producer[p.name] for p in self.bsyms[i].flat_proxy_args
-                         if p.name in self.producer and p.name not in has)
-        return sorted(out)
-
-
 def candidates(fw: Any) -> list[_Candidate]:
-    """What the backward could make again (step_recompute.h's
-    RecomputeCandidates, the same rules in the same order): first the cheap
-    ones, each a saved tensor made by a view or pointwise op
-    (``_core.op_recompute_cost``), one tensor output, tensor inputs only
-    among its proxies, not a forward output or argument; then the expensive
+    """What the backward could make again: planning/step_recompute.h's
+    RecomputeCandidates (``_core.recompute_candidates``, the one set of
+    rules, which ``peakmem plan STEP.json --recompute`` lists too) on `fw`
+    with its saved list, outputs and flat arguments. First the cheap ones,
+    each a saved tensor made by a view or pointwise op; then the expensive
     ones, each a saved tensor's region (named by it with a trailing ``+``):
-    the saved tensors sharing its storage dropped together, made again with
-    every statement back to what the backward has (matmuls and softmax
-    included)."""
+    the saved tensors sharing its storage dropped together, made again
+    with every statement back to what the backward has (matmuls and
+    softmax included). Each step is matched to its bound symbol by the
+    first value it makes (a value has one producer in a trace)."""
+    from . import _core
+
     _, data, saved, _other = _return_parts(fw)
-    excluded = {p.name for p in _flat_proxies(data.get("output"))} | {
-        p.name for p in _flat_proxies(data.get("flat_args"))}
-    f = _Forward(fw)
-    droppable = [t.name for t in saved if t.name not in excluded and t.name in f.producer]
-    out: list[_Candidate] = []
-    for name in droppable:
-        i = f.producer[name]
-        if f.cost[i] not in ("view", "per-element") or len(f.bsyms[i].flat_proxy_outs) != 1:
-            continue
-        out.append(_Candidate(name, f.flops(i), False, (name,), (f.step(i),)))
-    listed = {(c.steps[0].index,) for c in out}
-    saved_names = [t.name for t in saved]
-    for name in droppable:
-        root = f.root(name)
-        if root in excluded or root not in f.producer:
-            continue
-        dropped = [n for n in droppable if f.root(n) == root]
-        if dropped[0] != name:
-            continue
-        has = (set(saved_names) - set(dropped)) | excluded
-        statements = f.region(dropped, has)
-        if statements is None or tuple(statements) in listed:
-            continue
-        listed.add(tuple(statements))
-        out.append(_Candidate(name + "+", sum(f.flops(i) for i in statements), True, tuple(dropped),
-                              tuple(f.step(i) for i in statements)))
+    bsyms = list(fw.bound_symbols)
+    producer: dict[str, int] = {}
+    for i, b in enumerate(bsyms):
+        for p in b.flat_proxy_outs:
+            producer.setdefault(p.name, i)
+    listed = _core.recompute_candidates(fw, [t.name for t in saved],
+                                        [p.name for p in _flat_proxies(data.get("output"))],
+                                        [p.name for p in _flat_proxies(data.get("flat_args"))])
+    out = []
+    for c in listed:
+        steps = []
+        for _statement, inputs, outputs in c["steps"]:
+            i = producer[outputs[0]]
+            steps.append(_Step(i, bsyms[i], tuple(inputs), tuple(outputs)))
+        out.append(_Candidate(c["name"], c["flops"], c["expensive"], tuple(c["dropped"]), tuple(steps)))
     return out
 
 
@@ -459,6 +395,29 @@ def search(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], budget: int | 
         simulations=r["simulations"], seconds=time.perf_counter() - start,
         time_budget_reached=r["stopped"], simulation_limit_reached=r["simulation_limit_reached"])
     return result, traces[0], traces[1]
+
+
+def apply(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], names: list[str] | tuple[str, ...],
+          budget: int | None = None) -> tuple[Recomputation, Any, Any]:
+    """`names` (a search's Recomputation.names, for the same traces)
+    recomputed as they are, without searching: two simulations, the peak
+    without and with them. Returns what ``search`` returns; the FLOPs are
+    counted as the search counts them (each candidate's own), ``steps``
+    lists the names with the final peak, and ``fits`` is judged against
+    `budget` (None: not judged)."""
+    start = time.perf_counter()
+    pool = candidates(fw)
+    by_name = {c.name: c for c in pool}
+    order = {c.name: i for i, c in enumerate(pool)}
+    chosen = sorted(dict.fromkeys(names), key=lambda n: order.get(n, -1))
+    traces = rewrite(fw, bw, chosen, by_name) if chosen else (fw, bw)
+    before = simulate(fw, bw)
+    after = simulate(*traces) if chosen else before
+    return Recomputation(
+        names=tuple(chosen), added_flops=sum(by_name[n].flops for n in chosen), peak_before=before,
+        peak_after=after, budget=budget, fits=None if budget is None else after <= budget,
+        steps=tuple((n, after, by_name[n].flops) for n in chosen), simulations=2 if chosen else 1,
+        seconds=time.perf_counter() - start), traces[0], traces[1]
 
 
 def recompute_transform(names: list[str] | tuple[str, ...]) -> Any:

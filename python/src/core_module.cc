@@ -771,8 +771,11 @@ void BindStep(nb::module_& m) {
 
 }  // namespace
 
+void BindRecompute(nb::module_& m);  // recompute_bindings.cc
+
 NB_MODULE(_core, m) {
   m.doc() = "peakmem's C++ engine";
+  BindRecompute(m);
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

@@ -23,8 +23,12 @@ def _fresh(entry: Entry):
 
 
 @pytest.mark.parametrize("name", ["gpt_lm_loss_inside", "llama_block", "mlp_adamw_3_steps"])
-def test_recomputed_step_is_measured_as_estimated(thunder, name: str):
+def test_recomputed_step_is_measured_as_estimated(thunder, monkeypatch, name: str):
+    """The search's choice, estimated, then given by its names
+    (recompute=names: no search again) to estimate_step, which simulates
+    the same step, and to measure_step, which runs it."""
     import peakmem
+    from peakmem import recompute
 
     entry = _entry(name)
     model, inputs = _fresh(entry)
@@ -36,7 +40,18 @@ def test_recomputed_step_is_measured_as_estimated(thunder, name: str):
     assert planned.peak_bytes <= plain.peak_bytes
     if name != "mlp_adamw_3_steps":  # its peak is the optimizer's: nothing to recompute there
         assert planned.peak_bytes < plain.peak_bytes and rc.names and rc.added_flops > 0
-    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, recompute=True,
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("recompute=names searched")
+
+    monkeypatch.setattr(recompute, "search", no_search)
+    given = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, recompute=list(rc.names),
+                                  **entry.setup, frontend="thunder")
+    assert (given.peak_bytes, given.final_bytes) == (planned.peak_bytes, planned.final_bytes)
+    g = given.recomputation
+    assert (g.names, g.added_flops, g.peak_before, g.peak_after) == (rc.names, rc.added_flops, rc.peak_before,
+                                                                     rc.peak_after)
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, recompute=rc.names,
                                     **entry.setup, frontend="thunder")
     assert (measured.peak_bytes, measured.final_bytes) == (planned.peak_bytes, planned.final_bytes)
 
@@ -105,6 +120,8 @@ def test_recompute_bad_options_and_plans_are_errors(thunder):
         peakmem.estimate_step(model, *inputs, plan={"recompute": True, "scratch": False}, frontend="thunder")
     with pytest.raises(Exception, match="cannot recompute t_nope"):
         thunder.jit(model, transforms=[recompute_transform(["t_nope"])])(*inputs)
+    with pytest.raises(ValueError, match="cannot recompute t_nope"):
+        peakmem.estimate_step(model, *inputs, recompute=["t_nope"], frontend="thunder")
 
 
 def test_search_frees_are_thunders_own(thunder):
@@ -203,7 +220,7 @@ def test_cli_recompute_is_the_estimates_recomputation(thunder, tmp_path, monkeyp
     assert simulated.returncode == 0, simulated.stderr
     assert json.loads(simulated.stdout)["peak_bytes"] == rc.peak_after == planned.peak_bytes
     if measure:
-        measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, recompute=True,
+        measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, recompute=rc.names,
                                         **entry.setup, frontend="thunder")
         assert measured.peak_bytes == rc.peak_after
     # With a budget between the two peaks: the same shorter choice.

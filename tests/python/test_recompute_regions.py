@@ -66,7 +66,7 @@ def _model(cls):
 
 
 # Long (scripts/test leaves it out; README, "Longer checks"): each case
-# measures three steps and runs the search twice, about 7 minutes a case on
+# measures three steps and runs the search once, about 2 minutes a case on
 # 2 cores. test_cli_chooses_the_same_regions samples the regions in every run.
 @pytest.mark.long
 @pytest.mark.parametrize("plain, checkpointed, checkpointing_flops",
@@ -89,7 +89,7 @@ def test_meets_full_checkpointing_with_fewer_flops(thunder, plain, checkpointed,
     assert rc.fits and planned.peak_bytes <= budget, (planned.peak_bytes, budget, rc)
     assert 0 < rc.added_flops < checkpointing_flops, (rc.added_flops, checkpointing_flops)
     assert any(n.endswith("+") for n in rc.names)  # pointwise values alone do not get there
-    measured = peakmem.measure_step(model, idx, targets, recompute=budget)
+    measured = peakmem.measure_step(model, idx, targets, recompute=rc.names)  # the plan as chosen, no search
     assert (measured.peak_bytes, measured.final_bytes) == (planned.peak_bytes, planned.final_bytes)
 
     def run(transforms):
@@ -118,8 +118,10 @@ def test_cli_chooses_the_same_regions(thunder, tmp_path):
     model = _model(GPT)
     step = tmp_path / "step.json"
     peakmem.export_step(model, idx, targets, path=str(step), frontend="thunder")
-    rc = peakmem.estimate_step(model, idx, targets, recompute=True).recomputation
-    budget = rc.peak_after * 9 // 10  # below what the cheap candidates reach
+    # Half the unplanned peak: below what the cheap candidates reach (the
+    # regions chosen below say so), above the lowest the regions reach
+    # (bench/results/recompute_pareto.json: 46.5 % of it).
+    budget = peakmem.estimate_step(model, idx, targets, frontend="thunder").peak_bytes // 2
     planned = peakmem.estimate_step(model, idx, targets, recompute=budget)
     short = planned.recomputation
     assert any(n.endswith("+") for n in short.names)

@@ -78,6 +78,11 @@ def test_recompute_mistakes_are_named():
     with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="recompute= given twice"):
         TrainingStep(plan={"recompute": True}, recompute="1GiB")
     assert TrainingStep(recompute=False).recompute is None and TrainingStep(recompute=True).recompute == {}
+    # A plan's names: as a list, a tuple or under "names"; a bare string is not a list of names.
+    assert TrainingStep(recompute=["t1", "t2+"]).recompute == {"names": ("t1", "t2+")}
+    assert TrainingStep(recompute={"names": ["t1"], "budget": 5}).recompute == {"names": ("t1",), "budget": 5}
+    with pytest.raises(TypeError, match="names must be a list of names"):
+        TrainingStep(recompute={"names": "t1"})
     model, x = _five_layers()
     with pytest.raises(ValueError, match="recompute need Thunder"):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, recompute=True, frontend="eager")

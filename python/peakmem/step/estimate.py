@@ -134,7 +134,9 @@ def estimate_step(
     search bounded by wall time can differ between machines).
     peakmem.recompute's search, judged by this step's simulation; the
     report's ``recomputation`` says what was chosen and the FLOPs it adds.
-    Not with `plan`. Its old spellings, ``plan={"recompute": True}`` and
+    ``recompute=report.recomputation.names`` (a list or tuple, or the
+    dict's ``"names"``) recomputes those as they are, without searching
+    again: how ``measure_step`` runs a plan already chosen. Not with `plan`. Its old spellings, ``plan={"recompute": True}`` and
     ``plan={"budget": ...}``, still work and warn (DeprecationWarning).
 
     `allocator` (default ``"requested"``): ``"cuda-caching"`` also runs

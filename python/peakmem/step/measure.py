@@ -49,10 +49,13 @@ def _warmed_up(thunder: Any, model: Any, given: tuple, step: TrainingStep, maker
     """The jitted step module, what holds its parameters, and a fresh
     optimizer over them, after one unmeasured step (Thunder compiles there)
     whose gradients are dropped. With a recomputation asked for, the
-    estimate's choice is what Thunder runs."""
+    estimate's choice is what Thunder runs: the names given
+    (``recompute=[...]``) as they are, else the search's, run again."""
     names: tuple[str, ...] = ()
     if step.recompute is not None:
-        names = _traced_program(model, given, step)[0].spec["recomputation"].names
+        names = step.recompute.get("names")
+        if names is None:
+            names = _traced_program(model, given, step)[0].spec["recomputation"].names
     module = _step_module(model, step.loss_fn)
     jm, holder = _jit(thunder, module, step.transform, step.plan, names)
     kwargs = dict(step.optimizer_kwargs or {})

@@ -248,8 +248,9 @@ def _trace_names(fw: Any, bw: Any) -> dict[str, list[str]]:
 
 def _recomputed(program: _StepProgram, options: dict) -> _StepProgram:
     """`program` with saved tensors recomputed in the backward
-    (peakmem.recompute.search, judged by the step's peak); the choice is
-    kept in the spec under "recomputation"."""
+    (peakmem.recompute.search, judged by the step's peak, or the names
+    given: peakmem.recompute.apply); the choice is kept in the spec under
+    "recomputation"."""
     from .. import _core, recompute
 
     lean = {k: v for k, v in program.spec.items() if k not in ("value_modules", "optimizer_modules", "held")}
@@ -259,7 +260,10 @@ def _recomputed(program: _StepProgram, options: dict) -> _StepProgram:
         return _core.simulate_step(fw, bw, program.optimizer_first, program.optimizer_later, spec)["peak_bytes"]
 
     budget = _budget(options.get("budget"))
-    bounds = {k: options[k] for k in ("time_budget", "max_simulations") if k in options}
-    choice, fw, bw = recompute.search(program.forward, program.backward, peak, budget, **bounds)
+    if "names" in options:
+        choice, fw, bw = recompute.apply(program.forward, program.backward, peak, options["names"], budget)
+    else:
+        bounds = {k: options[k] for k in ("time_budget", "max_simulations") if k in options}
+        choice, fw, bw = recompute.search(program.forward, program.backward, peak, budget, **bounds)
     spec = {**program.spec, **_trace_names(fw, bw), "recomputation": choice}
     return replace(program, forward=fw, backward=bw, spec=spec)

@@ -24,10 +24,13 @@ Gradient = Literal["ones"]
 _GRADIENTS = (None, "ones")
 
 # What recompute= takes: True (as low as the step goes), a budget (bytes or
-# a size such as "24GiB": until the step fits it), or a dict of
-# peakmem.recompute.search's options (RECOMPUTE_OPTIONS).
-Recompute = Union[bool, int, str, Mapping[str, Any]]
-RECOMPUTE_OPTIONS = ("budget", "time_budget", "max_simulations")
+# a size such as "24GiB": until the step fits it), a list or tuple of
+# names (a plan's Recomputation.names: recomputed as they are, no search),
+# or a dict of peakmem.recompute.search's options (RECOMPUTE_OPTIONS; its
+# "names" is the list's spelling, and a "budget" beside it is what the
+# report's ``fits`` is judged against).
+Recompute = Union[bool, int, str, list, tuple, Mapping[str, Any]]
+RECOMPUTE_OPTIONS = ("budget", "time_budget", "max_simulations", "names")
 
 
 def _recompute_options(recompute: Recompute | None) -> dict | None:
@@ -38,13 +41,20 @@ def _recompute_options(recompute: Recompute | None) -> dict | None:
         return {}
     if isinstance(recompute, (int, str)):
         return {"budget": recompute}
+    if isinstance(recompute, (list, tuple)):
+        return {"names": tuple(recompute)}
     if isinstance(recompute, Mapping):
         unknown = sorted(set(recompute) - set(RECOMPUTE_OPTIONS))
         if unknown:
             raise ValueError(f"recompute: unknown option {', '.join(map(repr, unknown))} "
                              f"(its options: {', '.join(RECOMPUTE_OPTIONS)})")
-        return dict(recompute)
-    raise TypeError(f"recompute must be True, a budget (bytes or a size such as '24GiB') or a dict of "
+        out = dict(recompute)
+        if "names" in out:
+            if isinstance(out["names"], str) or not all(isinstance(n, str) for n in out["names"]):
+                raise TypeError(f"recompute: names must be a list of names, got {out['names']!r}")
+            out["names"] = tuple(out["names"])
+        return out
+    raise TypeError(f"recompute must be True, a budget (bytes or a size such as '24GiB'), a list of names or a dict of "
                     f"{', '.join(RECOMPUTE_OPTIONS)}, got {recompute!r}")
 
 
@@ -86,8 +96,9 @@ class TrainingStep:
         plan: True, or ``peakmem.plan``'s options: Thunder runs each trace planned.
         recompute: None, or peakmem.recompute.search's options (``budget``,
             ``time_budget``, ``max_simulations``; ``{}``: as low as the step
-            goes): saved tensors recomputed in the backward. Given as
-            ``recompute=`` (``Recompute``: True, a budget or the dict), or
+            goes; ``names``: those recomputed, no search): saved tensors
+            recomputed in the backward. Given as ``recompute=``
+            (``Recompute``: True, a budget, a list of names or the dict), or
             in its old spelling inside ``plan=``, which warns.
         frontend: ``"thunder"`` or ``"eager"``; None until ``resolved``.
 
