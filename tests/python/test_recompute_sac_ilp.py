@@ -16,8 +16,10 @@ Two comparisons at each SAC plan:
   least the bytes SAC's plan lowers eager PyTorch's, peakmem adds no more
   FLOPs than SAC's plan;
 - at the same budget in bytes: peakmem's plan fits SAC's measured peak
-  with no more FLOPs. Not met where it fails (the test then reports it as
-  an expected failure, naming the budgets): Thunder 0.2.6's CPU step
+  with no more FLOPs. Not asserted, because it does not hold everywhere
+  (bench_recompute.py's pareto part prints it; the README states where it
+  fails); where peakmem's plan reaches the budget its prediction is
+  asserted equal to its measurement. Thunder 0.2.6's CPU step
   before planning is far above eager PyTorch's (GPT × 4: 86,287,872 bytes
   against 51,645,448), so where eager PyTorch fits a budget with nothing
   recomputed, Thunder's step needs recomputation to, and Thunder's GPT
@@ -95,8 +97,10 @@ class _Compared:
 @pytest.mark.long
 @pytest.mark.parametrize("cls", [GPT, LlamaLM], ids=["gpt", "llama"])
 def test_against_sac_ilp(thunder, cls):
-    pytest.importorskip("pulp", reason="pip install -r bench/requirements-sac-ilp.txt")
-    pytest.importorskip("pwlf", reason="pip install -r bench/requirements-sac-ilp.txt")
+    import importlib.util
+
+    missing = [m for m in ("pulp", "pwlf") if importlib.util.find_spec(m) is None]
+    assert not missing, f"{missing} missing: pip install -r bench/requirements-sac-ilp.txt"
     c = _Compared(cls)
     assert c.eager_peak < c.thunder_peak
     assert len(c.sac) >= 3 and any(p.added_flops > 0 for p in c.sac)  # SAC ILP chose recomputation
@@ -107,15 +111,9 @@ def test_against_sac_ilp(thunder, cls):
         k, peak, flops = at
         assert flops <= p.added_flops, (p, at)
         assert c.measured(k) == peak
-    # At the same budget in bytes (the module docstring: not met).
-    worse = []
+    # At the same budget in bytes (the module docstring: not asserted):
+    # where peakmem's plan reaches it, its prediction is its measurement.
     for p in c.sac:
         at = c.cheapest(p.measured)
-        if at is None or at[2] > p.added_flops:
-            worse.append(f"{p.measured} bytes: SAC ILP {p.added_flops} FLOPs, peakmem "
-                         + ("does not reach it" if at is None else f"{at[2]}"))
-        else:
+        if at is not None:
             assert c.measured(at[0]) == at[1]
-    if worse:
-        pytest.xfail("at the same budget in bytes peakmem (Thunder's step) adds more than SAC ILP (eager "
-                     "PyTorch's) at " + "; ".join(worse))
