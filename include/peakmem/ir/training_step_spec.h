@@ -53,11 +53,14 @@ struct TrainingStepSpec {
     std::string module;
     std::int64_t bytes = 0;
     bool trainable = false;
+    bool operator==(const HeldTensor&) const = default;
   };
   std::vector<HeldTensor> held;
   // The caller's input tensors' storages, each its bytes (empty: one storage
   // of input_bytes). They are allocated before the step, after `held`.
   std::vector<std::int64_t> input_storages;
+
+  bool operator==(const TrainingStepSpec&) const = default;
 };
 
 }  // namespace peakmem
