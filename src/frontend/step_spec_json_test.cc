@@ -49,15 +49,6 @@ std::string ErrorOf(const nlohmann::ordered_json& json) {
   return "(no error)";
 }
 
-std::string StepFileErrorOf(const nlohmann::json& file) {
-  try {
-    ParseStepFile("step.json", file.dump());
-  } catch (const StepFileError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(StepSpecJson, WhatIsWrittenReadsBackAsTheSameSpec) {
   const RankedStepSpec spec = EveryField();
   const nlohmann::ordered_json json = nlohmann::ordered_json::parse(StepSpecToJson(spec).dump());
@@ -134,10 +125,10 @@ TEST(StepSpecJson, AnUnknownKeyIsNamedWithWhereItIs) {
 TEST(StepSpecJson, TheStepFileNamesAnUnknownKey) {
   nlohmann::json f = testing_util::StepFileJson();
   f["torch_thread"] = 1;
-  EXPECT_EQ(StepFileErrorOf(f), "step.json: unknown key 'torch_thread'");
+  EXPECT_EQ(testing_util::StepFileErrorOf(f), "step.json: unknown key 'torch_thread'");
   f = testing_util::StepFileJson();
   f["backward"]["grad"] = nlohmann::json::array();
-  EXPECT_EQ(StepFileErrorOf(f), "step.json: unknown key 'backward.grad'");
+  EXPECT_EQ(testing_util::StepFileErrorOf(f), "step.json: unknown key 'backward.grad'");
 }
 
 TEST(StepSpecJson, FieldsAcrossKeysAreChecked) {
