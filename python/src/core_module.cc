@@ -29,6 +29,8 @@ void RaiseTraceError(const peakmem::TraceError& e) {
 
 }  // namespace
 
+// The module: each layer's bindings, then the module-level functions, one
+// m.def each (as long as their list).
 NB_MODULE(_core, m) {
   m.doc() = "peakmem's C++ engine";
 

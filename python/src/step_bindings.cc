@@ -23,7 +23,6 @@
 namespace peakmem_python {
 namespace {
 
-// A trace given as printed text or as a live TraceCtx.
 // A live TraceCtx or printed text, read for `rank` of `world_size` (0: as
 // the trace says): the DTensor shards that rank holds.
 peakmem::ParsedTrace AnyTrace(nb::handle trace, const std::string& name, int rank = 0, int world_size = 0) {
@@ -179,9 +178,8 @@ peakmem::AtenArgument AtenArgumentOf(const nb::tuple& item, const std::string& o
   return a;
 }
 
-}  // namespace
-
-void BindStep(nb::module_& m) {
+// The eager front end's recorded step: simulated, and as its file.
+void BindRecordedStep(nb::module_& m) {
   m.def(
       "simulate_recorded_step",
       [](const RecordedStorages& storages, const std::vector<std::int64_t>& held,
@@ -215,6 +213,12 @@ void BindStep(nb::module_& m) {
       nb::arg("optimizer") = "",
       "The recorded step file (docs/step-file.md, \"Recorded steps\") of simulate_recorded_step's lists and "
       "the optimizer's description ('' without one), as a dict (frontend/recorded_step_file.h).");
+}
+
+}  // namespace
+
+void BindStep(nb::module_& m) {
+  BindRecordedStep(m);
 
   m.def(
       "aten_scratch",
