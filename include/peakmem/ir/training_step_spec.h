@@ -1,6 +1,7 @@
 // What joins a training step's traces (models/training_step.h simulates
-// the step): plain data, in ir/ so that the step file's reader
-// (frontend/step_file.h) and the Python binding fill it without the models.
+// the step): plain data, in ir/ so that its one JSON schema
+// (frontend/step_spec_json.h), which the step file and the Python binding
+// both read, fills it without the models.
 #pragma once
 
 #include <cstdint>
