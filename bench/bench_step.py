@@ -96,13 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     share = r.seconds["peakmem"] / wall
     out = {
         "model": args.model, "parameters": parameters, "steps": args.steps,
-        "forward_bsyms": len(r.forward.steps), "backward_bsyms": len(r.backward.steps),
+        "forward_bsyms": len(r.forward.statements), "backward_bsyms": len(r.backward.statements),
         "peak_bytes": r.peak_bytes, "final_bytes": r.final_bytes,
         "phase_at_peak": r.phase_at_peak, "step_at_peak": r.step_at_peak,
         "by_category": r.by_category, "budget": r.budget, "fits": r.fits,
         "wall_s": wall, "thunder_s": r.seconds["thunder"], "peakmem_s": r.seconds["peakmem"],
         "peakmem_share": share, "simulate_s": r.seconds["simulate"],
-        "simulated_statements_per_s": (len(r.forward.steps) + len(r.backward.steps)) / r.seconds["simulate"],
+        "simulated_statements_per_s": (len(r.forward.statements) + len(r.backward.statements)) / r.seconds["simulate"],
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
     gib = 1 << 30

@@ -4,7 +4,8 @@ Public API:
     analyze(trace, *, model="runtime", convention="auto", scratch=True, events=True) -> Report
         `trace` is a Thunder TraceCtx, printed trace text, or a path to a
         trace file (text or peakmem's JSON export).
-    Report, Step                the result types (from the C++ engine); a Report
+    Report, Statement           the result types (from the C++ engine; Statement is one
+                                row of Report.statements); a Report
                                 writes every CLI format (write("html"), ...),
                                 shows as HTML in Jupyter and plots (plot(), matplotlib)
     TraceError                  bad trace input; carries file, line, column
@@ -41,7 +42,7 @@ from . import _thunder_compat
 # methods); neither torch nor thunder is imported here.
 _thunder_compat.install()
 
-from ._core import LiveTensor, Report, Step, available_models  # noqa: E402
+from ._core import LiveTensor, Report, Statement, available_models  # noqa: E402
 from ._errors import TraceError  # noqa: E402
 from . import thunder  # noqa: E402
 from .api import analyze, to_json_export  # noqa: E402
@@ -65,8 +66,8 @@ __all__ = [
     "PeakFormula",
     "Plan",
     "Report",
+    "Statement",
     "StepReport",
-    "Step",
     "TraceError",
     "analyze",
     "estimate_step",
@@ -83,3 +84,12 @@ __all__ = [
     "to_json_export",
 ]
 
+
+def __getattr__(name: str):
+    """Old spellings of the package's names, for one release."""
+    if name == "Step":
+        from ._deprecation import deprecated
+
+        deprecated("peakmem.Step", "peakmem.Statement")
+        return Statement
+    raise AttributeError(f"module 'peakmem' has no attribute {name!r}")

@@ -13,7 +13,7 @@ allocated. A dict is the model's keyword inputs (the eager front end's:
 The front end is ``estimate_step``'s (peakmem.step.frontend): by default a
 ``thunder.jit`` module's step (or one given ``transform``, ``plan``,
 ``recompute`` or ``strategy``) is Thunder's, any other module's the eager one. On the eager
-front end (peakmem.eager_step) every size is recorded anew, as
+front end (peakmem.step.eager) every size is recorded anew, as
 ``method="search"`` does; no Thunder trace is made, and `method` and
 `sizes` do not apply. The formula and the Thunder search below are the
 Thunder front end's.

@@ -179,19 +179,19 @@ def audit_trace(trace: Any, *, seed: int = 0) -> TraceAudit:
             gc.enable()
 
     audit = TraceAudit()
-    steps = list(report.steps)
+    statements = list(report.statements)
     i = 0
     for path, sizes in calls:
         # The statement this call ran: the next one whose op the callee names.
-        while i < len(steps) and _last(steps[i].op) != _last(path):
-            s = steps[i]
+        while i < len(statements) and _last(statements[i].op) != _last(path):
+            s = statements[i]
             predicted = (s.delta_bytes, s.peak_bytes - (s.live_bytes - s.delta_bytes))
             if predicted[1] > 0:
                 audit.unattributed.append(CallAudit(s.op, s.line, s.source, (0, 0), predicted))
             i += 1
-        if i == len(steps):
+        if i == len(statements):
             raise RuntimeError(f"the trace ran {path}, which no statement of the report names")
-        s = steps[i]
+        s = statements[i]
         predicted = (s.delta_bytes, s.peak_bytes - (s.live_bytes - s.delta_bytes))
         audit.calls.append(CallAudit(s.op, s.line, s.source, _net_and_rise(sizes), predicted))
         i += 1

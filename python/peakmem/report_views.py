@@ -73,16 +73,16 @@ def plot(report: _core.Report, ax: Any = None) -> Any:
     points = range(len(next(iter(live.values()))))
     held = {k: v for k, v in live.items() if any(v)}
     ax.stackplot(points, *held.values(), labels=list(held), colors=[CATEGORY_COLOURS[k] for k in held], step="post")
-    steps = report.steps
-    if steps:
-        in_step = [steps[0].live_bytes - steps[0].delta_bytes] + [s.peak_bytes for s in steps]
+    statements = report.statements
+    if statements:
+        in_step = [statements[0].live_bytes - statements[0].delta_bytes] + [s.peak_bytes for s in statements]
         ax.step(points, in_step, where="post", color="#555555", linestyle="--", linewidth=0.8,
                 label="most live inside a statement")
     # Point p is drawn from p to p + 1; the peak's point is the centre of its span.
-    peak_point = report.peak_step + 1.5
+    peak_point = report.peak_statement + 1.5
     ax.axvline(peak_point, color=PEAK_COLOUR, linewidth=1.5)
     ax.plot([peak_point], [report.peak_bytes], "o", color=PEAK_COLOUR,
-            label=f"peak {report.peak_bytes} bytes at step {report.peak_step}")
+            label=f"peak {report.peak_bytes} bytes at statement {report.peak_statement}")
     ax.set_xlabel("statement (0: the arguments, i + 1: after statement i)")
     ax.set_ylabel("live bytes")
     ax.set_title(f"peakmem ({report.model}): {report.trace_name}")

@@ -62,8 +62,8 @@ class StepTimeline:
         it starts, point i + 1 is after its statement i."""
         out = cls()
         out.series = {c: list(v) for c, v in report.live_by_category().items()}
-        steps = report.steps
-        out.statement_peak = [sum(v[0] for v in out.series.values())] + [s.peak_bytes for s in steps]
+        out.statement_peak = ([sum(v[0] for v in out.series.values())]
+                              + [s.peak_bytes for s in report.statements])
         for i, p in enumerate(report.phases):
             out.phases.append(Phase(p.name, p.iteration, 0 if i == 0 else p.first + 1, p.end + 1))
         return out

@@ -1,19 +1,27 @@
 // peakmem._core's recomputation bindings: the candidates
-// planning/step_recompute.h lists, for python/peakmem/recompute.py, which
-// rewrites Thunder's live traces with them (one set of rules, in C++).
+// planning/step_recompute.h lists and recompute_search.h's greedy rounds,
+// for python/peakmem/recompute.py, which rewrites Thunder's live traces with
+// them (one set of rules, in C++).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bindings.h"
 #include "live_reader.h"
 #include "peakmem/frontend/frontend.h"
 #include "peakmem/frontend/step_file.h"
+#include "peakmem/planning/recompute_search.h"
 #include "peakmem/planning/step_recompute.h"
 
-namespace nb = nanobind;
+namespace peakmem_python {
 
 void BindRecompute(nb::module_& m) {
   m.def(
@@ -49,4 +57,39 @@ void BindRecompute(nb::module_& m) {
       "RecomputeCandidates: the cheap ones, then the regions named with a trailing '+'), each a dict: "
       "name, flops, expensive, dropped (the saved tensors it drops) and steps, the forward statements "
       "it runs again in forward order, each (statement index, input names, output names).");
+
+  m.def(
+      "recompute_search",
+      [](const std::vector<std::int64_t>& flops,
+         const std::function<std::int64_t(const std::vector<std::size_t>&)>& simulate,
+         std::optional<std::int64_t> budget, std::size_t max_simulations,
+         std::optional<std::function<bool()>> should_stop, const std::vector<int>& expensive) {
+        peakmem::RecomputeSearchOptions options;
+        options.budget = budget;
+        options.max_simulations = max_simulations;
+        const peakmem::RecomputeSearchResult r =
+            peakmem::SearchRecomputation(flops, simulate, options, should_stop.value_or(std::function<bool()>()),
+                                      std::vector<bool>(expensive.begin(), expensive.end()));
+        nb::dict d;
+        d["chosen"] = r.chosen;
+        d["peaks"] = r.peaks;
+        d["peak_before"] = r.peak_before;
+        d["peak_after"] = r.peak_after;
+        d["added_flops"] = r.added_flops;
+        d["simulations"] = r.simulations;
+        d["simulation_limit_reached"] = r.simulation_limit_reached;
+        d["stopped"] = r.stopped;
+        d["expensive_tier"] = r.expensive_tier;
+        return d;
+      },
+      nb::arg("flops"), nb::arg("simulate"), nb::arg("budget").none(), nb::arg("max_simulations"),
+      nb::arg("should_stop").none(), nb::arg("expensive") = std::vector<int>(),
+      "The greedy recomputation search (planning/recompute_search.h): `flops` per candidate, "
+      "`simulate(chosen)` the step's peak with those candidate indices recomputed (first with none), "
+      "`should_stop()` (or None) asked before each later simulation, `expensive` which candidates are of "
+      "the expensive tier. Returns a dict: chosen (in the "
+      "order chosen), peaks (after each), peak_before, peak_after, added_flops, simulations, "
+      "simulation_limit_reached, stopped, expensive_tier.");
 }
+
+}  // namespace peakmem_python

@@ -1,6 +1,8 @@
 #include "peakmem/frontend/recorded_step_file.h"
 
+#include <algorithm>
 #include <limits>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "peakmem/frontend/step_file.h"
@@ -19,6 +21,13 @@ class RecordedReader {
     const Json& version = Get(root_, "peakmem_recorded_step", "");
     if (!version.is_number_integer() || version.get<std::int64_t>() != kRecordedStepFileVersion) {
       Fail("peakmem_recorded_step", "must be " + std::to_string(kRecordedStepFileVersion));
+    }
+    constexpr std::string_view kKeys[] = {"peakmem_recorded_step", "optimizer", "storages", "held",
+                                           "statements",            "phases",    "diagnostics"};
+    for (const auto& [key, value] : root_.items()) {
+      if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+        throw StepFileError(file_ + ": unknown key '" + key + "'");
+      }
     }
     RecordedStep step;
     if (root_.contains("optimizer") && !root_["optimizer"].is_null()) step.optimizer = String(root_["optimizer"], "optimizer");
@@ -91,6 +100,23 @@ class RecordedReader {
 };
 
 }  // namespace
+
+nlohmann::ordered_json RecordedStepToJson(const RecordedStep& step) {
+  nlohmann::ordered_json out = {{"peakmem_recorded_step", kRecordedStepFileVersion}};
+  out["optimizer"] = nullptr;
+  if (!step.optimizer.empty()) out["optimizer"] = step.optimizer;
+  nlohmann::ordered_json& storages = out["storages"] = nlohmann::ordered_json::array();
+  for (const RecordedStorage& s : step.storages) {
+    storages.push_back({s.bytes, s.name, s.category, s.module, s.device, s.scratch});
+  }
+  out["held"] = step.held;
+  nlohmann::ordered_json& statements = out["statements"] = nlohmann::ordered_json::array();
+  for (const RecordedStatement& s : step.statements) statements.push_back({s.op, s.source, s.events});
+  nlohmann::ordered_json& phases = out["phases"] = nlohmann::ordered_json::array();
+  for (const RecordedPhase& p : step.phases) phases.push_back({p.name, p.iteration, p.first, p.end});
+  out["diagnostics"] = step.diagnostics;
+  return out;
+}
 
 std::optional<RecordedStep> ParseRecordedStepFile(const std::string& name, const std::string& text) {
   Json root;

@@ -14,14 +14,7 @@ namespace {
 
 using testing_util::StepFileJson;
 
-std::string ErrorOf(const nlohmann::json& file) {
-  try {
-    ParseStepFile("step.json", file.dump());
-  } catch (const StepFileError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+std::string ErrorOf(const nlohmann::json& file) { return testing_util::StepFileErrorOf(file); }
 
 TEST(StepFile, ReadsWhatExportStepWrites) {
   const StepFile f = ParseStepFile("step.json", StepFileJson().dump());

@@ -29,8 +29,6 @@ namespace fs = std::filesystem;
 const std::map<std::pair<std::string, std::string>, std::string> kAllowed = {
     {{"src/report/allocator_summary.cc", "all"},
      "the allocator's device \"all\" (memory_stats' all-devices figures), not torch.all"},
-    {{"python/peakmem/recompute.py", "view"},
-     "the registry's own answer: _core.op_recompute_cost returns 'view' (RecomputeCost::kView)"},
 };
 
 std::set<std::string, std::less<>> OpNames() {

@@ -1,12 +1,13 @@
 // A training step small enough to follow by hand, for the tests of the
 // step's join (src/models/training_step_test.cc), the step file
-// (src/frontend/step_file_test.cc) and `peakmem step` (tools/): f32[4, 8] is
-// 128 bytes, f32[] 4.
+// (src/frontend/step_file_test.cc, step_spec_json_test.cc) and `peakmem
+// step` (tools/): f32[4, 8] is 128 bytes, f32[] 4.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "peakmem/frontend/step_file.h"
 #include "peakmem/models/training_step.h"
 
 namespace peakmem::testing_util {
@@ -83,6 +84,17 @@ inline nlohmann::json StepFileJson() {
        {{"values", {{"t_lin_weight", "lin"}, {"t0", "lin"}, {"t4", "lin"}, {"t5", "lin"}, {"t6", "lin"}}},
         {"held", {{{"module", "lin"}, {"bytes", 128}, {"trainable", true}}}}}},
   };
+}
+
+// The StepFileError ParseStepFile throws for `file` (named "step.json"),
+// or "(no error)".
+inline std::string StepFileErrorOf(const nlohmann::json& file) {
+  try {
+    ParseStepFile("step.json", file.dump());
+  } catch (const StepFileError& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 }  // namespace peakmem::testing_util

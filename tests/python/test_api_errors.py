@@ -153,3 +153,12 @@ def test_a_step_spec_with_an_unknown_key_is_refused():
 
     with pytest.raises(ValueError, match="unknown key 'cpu_threads'"):
         _core.simulate_step("", "", spec={"cpu_threads": 1})
+
+
+def test_a_nested_unknown_step_spec_key_is_named_with_its_path():
+    # The spec is the step file's schema without the traces (docs/step-file.md);
+    # a misspelt key inside an object is named with where it is.
+    from peakmem import _core
+
+    with pytest.raises(ValueError, match=r"the step spec: unknown key 'forward\.savd'"):
+        _core.simulate_step("", "", spec={"forward": {"savd": []}})

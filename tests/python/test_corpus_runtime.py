@@ -48,7 +48,7 @@ def test_stored_trace_matches_measurement(program, kind, form):
         assert got == want, f"{program} {kind}.{form}: predicted {got}, measured {want}"
     # The report is internally consistent: the peak is the highest step peak
     # (or the inputs alone), and no step ends above its own peak.
-    assert all(s.live_bytes <= s.peak_bytes <= report.peak_bytes for s in report.steps)
+    assert all(s.live_bytes <= s.peak_bytes <= report.peak_bytes for s in report.statements)
     assert report.tensor_peak_bytes <= report.peak_bytes
 
 

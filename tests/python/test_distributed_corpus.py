@@ -96,8 +96,8 @@ def test_what_collectives_allocated_is_its_own_category():
     # norm parameter gathered is freed after its own layer, the weights are
     # saved for the backward: outputs), and none is alive after the del.
     report = peakmem.analyze(DISTRIBUTED / "fsdp-zero2-ws2-rank0" / "fw.trace")
-    (linear,) = [s.index for s in report.steps if s.source.startswith("t580 = torch.nn.functional.linear")]
-    assert report.steps[linear + 1].source == "del t501"
+    (linear,) = [s.index for s in report.statements if s.source.startswith("t580 = torch.nn.functional.linear")]
+    assert report.statements[linear + 1].source == "del t501"
 
     def collective(step):
         at = checked_json(report.write("json", at=str(step)))["attribution"]

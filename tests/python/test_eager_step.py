@@ -1,4 +1,4 @@
-"""The eager front end (peakmem.eager_step): a step recorded as eager PyTorch
+"""The eager front end (peakmem.step.eager): a step recorded as eager PyTorch
 runs it equals the step measured on the CPU to the byte, and the same
 estimate comes from ``meta`` models.
 

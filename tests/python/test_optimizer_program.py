@@ -69,7 +69,7 @@ def _simulated(cls, kwargs, dtype):
     for first in (True, False):
         r = _core.analyze_text(optimizer_program(spec, infos, first).text, "<opt>", "runtime", "plain")
         assert r.diagnostics == []
-        args = r.steps[0].live_bytes - r.steps[0].delta_bytes
+        args = r.statements[0].live_bytes - r.statements[0].delta_bytes
         out.append((r.peak_bytes - args, r.final_bytes - args))
     return out
 

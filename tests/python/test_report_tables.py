@@ -1,4 +1,4 @@
-"""Report.steps, .breakdown and .live_at_peak: their values, and their cost per read.
+"""Report.statements, .breakdown and .live_at_peak: their values, and their cost per read.
 
 The trace is a chain of `neg`s on a 16-byte tensor (f32[4]), each
 intermediate deleted once the next is made; the caller holds the argument
@@ -8,7 +8,7 @@ after each `del`; 32 at the return (x and the returned tensor). A step's peak
 is the higher of the live bytes before and after it (the `del`'s tensor is
 alive until the `del`).
 
-A table is made into Python objects once per report: reading `steps[i]` in a
+A table is made into Python objects once per report: reading `statements[i]` in a
 loop must cost next to nothing once the table was read, not a conversion of
 every row per read (which made 100 reads on a 10^5-statement trace take
 seconds). The test compares, in one run, 1,000 indexed reads against one full
@@ -71,9 +71,9 @@ def test_tables_hold_the_hand_derived_values():
     report = peakmem.analyze(chain_trace(n))
     assert (report.peak_bytes, report.final_bytes) == (3 * TENSOR, 2 * TENSOR)
     want = expected_steps(n)
-    assert [row(s) for s in report.steps] == want
+    assert [row(s) for s in report.statements] == want
     # Read again, by index, and after the other tables: the same values.
-    assert [row(report.steps[i]) for i in range(len(want))] == want
+    assert [row(report.statements[i]) for i in range(len(want))] == want
     assert list(report.breakdown.items()) == expected_breakdown(n)
     assert list(report.breakdown.items()) == expected_breakdown(n)
     # At the peak (the first `neg` after t0): x, t0 and t1.
@@ -81,7 +81,7 @@ def test_tables_hold_the_hand_derived_values():
     assert sorted(live) == [("t0", TENSOR, "intermediate"), ("t1", TENSOR, "intermediate"),
                             ("x", TENSOR, "argument")]
     # The tables outlive the report they came from.
-    steps, breakdown = report.steps, report.breakdown
+    steps, breakdown = report.statements, report.breakdown
     del report
     assert [row(s) for s in steps] == want
     assert list(breakdown.items()) == expected_breakdown(n)
@@ -95,12 +95,12 @@ def test_indexed_reads_do_not_convert_the_whole_table():
 
     report = peakmem.analyze(text)
     start = time.perf_counter()
-    steps = report.steps  # one full conversion
+    steps = report.statements  # one full conversion
     convert = time.perf_counter() - start
     assert len(steps) == len(want)
 
     start = time.perf_counter()
-    got = [report.steps[i] for i in indices]
+    got = [report.statements[i] for i in indices]
     reads = time.perf_counter() - start
     assert [row(s) for s in got] == [want[i] for i in indices]
     # Converting per read would make this ~1000 (one conversion per read).
@@ -118,3 +118,19 @@ def test_indexed_reads_do_not_convert_the_whole_table():
     reads = time.perf_counter() - start
     assert values == [items[i % len(items)][1] for i in indices]
     assert reads < convert, f"1000 reads {reads:.4f} s, one conversion {convert:.4f} s"
+
+
+def test_the_old_spellings_warn_and_give_the_same_values():
+    # Report.steps and .peak_step are spelled .statements and .peak_statement
+    # (a "step" is a training iteration); the old names work for one release.
+    import pytest
+
+    report = peakmem.analyze(chain_trace(3))
+    with pytest.warns(DeprecationWarning, match="Report.steps is deprecated .*: Report.statements") as caught:
+        old = report.steps
+    assert caught[0].filename == __file__  # at the user's line
+    assert old is report.statements
+    with pytest.warns(DeprecationWarning, match="Report.peak_step is deprecated .*: Report.peak_statement"):
+        assert report.peak_step == report.peak_statement == 1  # the second `neg`, by hand
+    with pytest.warns(DeprecationWarning, match="peakmem.Step is deprecated .*: peakmem.Statement"):
+        assert peakmem.Step is peakmem.Statement

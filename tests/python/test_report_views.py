@@ -25,7 +25,7 @@ def test_live_by_category_adds_up_to_the_live_bytes(trace):
     live = report.live_by_category()
     assert list(live) == ["argument", "cotangent", "saved", "output", "intermediate", "collective", "scratch"]
     totals = [sum(point) for point in zip(*live.values())]
-    steps = report.steps
+    steps = report.statements
     assert totals == [steps[0].live_bytes - steps[0].delta_bytes] + [s.live_bytes for s in steps]
     assert not any(live["scratch"]), "scratch is freed inside its statement"
     if report.convention == "backward":
@@ -60,8 +60,8 @@ def test_plot_draws_the_categories_and_marks_the_peak():
     ax = report.plot()
     labels = ax.get_legend_handles_labels()[1]
     assert labels[:4] == ["cotangent", "saved", "output", "intermediate"]
-    assert f"peak {report.peak_bytes} bytes at step {report.peak_step}" in labels
-    peak_lines = [l for l in ax.get_lines() if list(l.get_xdata()) == [report.peak_step + 1.5] * 2]
+    assert f"peak {report.peak_bytes} bytes at statement {report.peak_statement}" in labels
+    peak_lines = [l for l in ax.get_lines() if list(l.get_xdata()) == [report.peak_statement + 1.5] * 2]
     assert peak_lines, "no vertical line at the peak"
     ax.figure.savefig(__import__("io").BytesIO(), format="png")
 

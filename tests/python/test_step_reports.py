@@ -109,13 +109,13 @@ def test_the_step_html_is_drawn_with_its_phases_and_categories(step, tmp_path):
                 seen[pixels[x, y]] += 1
     for category, colour in STEP_COLOURS.items():
         assert seen[colour] > 50, f"{category} is not drawn"
-    dom = browser("--dump-dom", f"{page.as_uri()}#step={priced.report.peak_step}")
+    dom = browser("--dump-dom", f"{page.as_uri()}#step={priced.report.peak_statement}")
     assert dom.returncode == 0, dom.stderr
     for name in ("forward", "backward", "optimizer"):
         assert f'data-phase="{name}" data-iteration="1"' in dom.stdout
     start = dom.stdout.index('id="tooltip"')
     tooltip = dom.stdout[start:dom.stdout.index("</div>", start)]
-    op = priced.report.steps[priced.report.peak_step].op
+    op = priced.report.statements[priced.report.peak_statement].op
     assert f"op <code>{op}</code>" in tooltip
 
 

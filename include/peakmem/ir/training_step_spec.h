@@ -1,6 +1,7 @@
 // What joins a training step's traces (models/training_step.h simulates
-// the step): plain data, in ir/ so that the step file's reader
-// (frontend/step_file.h) and the Python binding fill it without the models.
+// the step): plain data, in ir/ so that its one JSON schema
+// (frontend/step_spec_json.h), which the step file and the Python binding
+// both read, fills it without the models.
 #pragma once
 
 #include <cstdint>
@@ -53,11 +54,14 @@ struct TrainingStepSpec {
     std::string module;
     std::int64_t bytes = 0;
     bool trainable = false;
+    bool operator==(const HeldTensor&) const = default;
   };
   std::vector<HeldTensor> held;
   // The caller's input tensors' storages, each its bytes (empty: one storage
   // of input_bytes). They are allocated before the step, after `held`.
   std::vector<std::int64_t> input_storages;
+
+  bool operator==(const TrainingStepSpec&) const = default;
 };
 
 }  // namespace peakmem

@@ -17,7 +17,7 @@ inputs included.
 
 Which front end makes the step: by default the one the user runs
 (peakmem.step.frontend): a ``thunder.jit`` module's under Thunder, as
-below, any other module's as eager PyTorch runs it (peakmem.eager_step);
+below, any other module's as eager PyTorch runs it (peakmem.step.eager);
 ``frontend=`` says it outright.
 
 How Thunder's estimate is made (on ``meta`` inputs nothing is allocated): the

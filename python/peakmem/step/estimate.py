@@ -33,15 +33,15 @@ def _simulate(program: _StepProgram, pricing: dict | None = None) -> tuple[StepR
         peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
         step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
         forward=r["forward"], backward=r["backward"], optimizer=r["optimizer_first"],
-        timeline=StepTimeline.from_report(whole), recomputation=program.spec.get("recomputation"),
+        timeline=StepTimeline.from_report(whole), recomputation=program.recomputation,
         allocator=whole.allocator, report=whole, frontend="thunder")
     return report, simulating
 
 
 def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, limit: int | None, pricing: dict,
                     start: float) -> StepReport:
-    """The eager front end's estimate (peakmem.eager_step): the step recorded and simulated."""
-    from ..eager_step import estimate_eager_step
+    """The eager front end's estimate (peakmem.step.eager): the step recorded and simulated."""
+    from .eager import estimate_eager_step
 
     r, recording = estimate_eager_step(model, tuple(inputs), step, pricing)
     whole = r["step"]
@@ -158,7 +158,7 @@ def estimate_step(
     peakmem.step.frontend): ``"thunder"`` traces the step with Thunder (a
     ``thunder.jit`` module stands for the module it wraps), ``"eager"``
     records the step as eager PyTorch runs it
-    (peakmem.eager_step): any model PyTorch runs (``transformers`` models
+    (peakmem.step.eager): any model PyTorch runs (``transformers`` models
     included), any ``torch.optim`` optimizer class (or a callable taking
     the parameters), keyword inputs in `kwargs` (``model(*inputs,
     **kwargs)``), and a model output with a ``.loss`` (a ``transformers``

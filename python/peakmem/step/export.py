@@ -15,34 +15,16 @@ __all__ = ["export_step"]
 
 
 def _traced_step_file(model: Any, inputs: tuple, step: TrainingStep) -> dict:
-    """Thunder's step as a step file's JSON object (docs/step-file.md, version 1)."""
+    """Thunder's step as a step file's JSON object (docs/step-file.md),
+    written by C++ from the step's spec (frontend/step_file.h)."""
+    from .. import _core
+
     _torch, thunder = _import_torch_and_thunder()
     opt_spec = step.optimizer_spec()
     module = _checked_step_module(model, inputs, step.loss_fn, step.transform)
     program, _ = _step_program(thunder, module, inputs, step, opt_spec, False, later_program=True)
-    s = program.spec
-    out: dict[str, Any] = {
-        "peakmem_step": 1,
-        "steps": s["steps"], "zero_grad": s["zero_grad"], "torch_threads": s["torch_threads"],
-        "rank": s["rank"], "world_size": s["world_size"],
-        "parameter_bytes": s["parameter_bytes"], "input_bytes": s["input_bytes"],
-        "input_storages": s["input_storages"],
-        "cotangent_bytes": s["cotangent_bytes"],
-        "forward": {"trace": str(program.forward), "saved": s["saved"], "outputs": s["outputs"],
-                    "flat_args": s["flat_args"]},
-        "backward": {"trace": str(program.backward), "cotangents": s["cotangents"],
-                     "grads": [g or None for g in s["grads"]]},
-        "optimizer": None,
-        "modules": {"values": s["value_modules"],
-                    "held": [{"module": m, "bytes": b, "trainable": t} for m, b, t in s["held"]]},
-    }
-    if program.optimizer_first is not None:
-        out["optimizer"] = {
-            "name": s["optimizer_name"], "description": program.optimizer,
-            "trainable_bytes": s["trainable_bytes"], "state": s["optimizer_state"],
-            "first_step": program.optimizer_first, "later_step": program.optimizer_later,
-            "modules": s["optimizer_modules"]}
-    return out
+    return _core.step_file_json(str(program.forward), str(program.backward), program.spec,
+                                program.optimizer_first, program.optimizer_later, program.optimizer)
 
 
 @with_strategy
@@ -71,12 +53,12 @@ def export_step(
     Python, with the same numbers as ``estimate_step``. With
     the eager front end (``frontend``, as ``estimate_step`` resolves it:
     a plain module's default) the file is the recorded step
-    (docs/step-file.md, "Recorded steps"; peakmem.eager_step)."""
+    (docs/step-file.md, "Recorded steps"; peakmem.step.eager)."""
     step, model = TrainingStep(
         loss_fn=loss_fn, gradient=gradient, optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
         zero_grad=zero_grad, kwargs=kwargs, transform=transform, frontend=frontend).resolved(model)
     if step.frontend == "eager":
-        from ..eager_step import recorded_step_file
+        from .eager import recorded_step_file
 
         out, indent = recorded_step_file(model, tuple(inputs), step), None
     else:

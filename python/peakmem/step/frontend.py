@@ -10,7 +10,7 @@ runs it:
   ``strategy=``, ``recompute=``: each rewrites or distributes Thunder's
   traces) is Thunder's: ``"thunder"``;
 * any other module is one its user runs eagerly: ``"eager"``
-  (peakmem.eager_step).
+  (peakmem.step.eager).
 
 ``frontend="thunder"`` or ``"eager"`` says it outright. Either way a
 ``ThunderModule`` stands for the module it wraps: the Thunder path jits that

@@ -29,11 +29,11 @@ def _step_device(torch: Any, tensors: list) -> Any:
 
 
 def _measure_eager(model: Any, inputs: tuple, step: TrainingStep) -> StepReport:
-    """The eager front end's step run for real (peakmem.eager_step.measure_eager_step)."""
+    """The eager front end's step run for real (peakmem.step.eager.measure_eager_step)."""
     import torch
     from torch.utils._pytree import tree_leaves
 
-    from ..eager_step import measure_eager_step
+    from .eager import measure_eager_step
 
     given = [x for x in tree_leaves((tuple(inputs), dict(step.kwargs or {}))) if isinstance(x, torch.Tensor)]
     device = _step_device(torch, given + _held_by_module(model))
@@ -55,7 +55,7 @@ def _warmed_up(thunder: Any, model: Any, given: tuple, step: TrainingStep, maker
     if step.recompute is not None:
         names = step.recompute.get("names")
         if names is None:
-            names = _traced_program(model, given, step)[0].spec["recomputation"].names
+            names = _traced_program(model, given, step)[0].recomputation.names
     module = _step_module(model, step.loss_fn)
     jm, holder = _jit(thunder, module, step.transform, step.plan, names)
     kwargs = dict(step.optimizer_kwargs or {})

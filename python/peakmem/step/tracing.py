@@ -162,8 +162,11 @@ def _traced_program(model: Any, inputs: tuple, step: TrainingStep) -> tuple[_Ste
 @dataclass(frozen=True)
 class _StepProgram:
     """A step ready to simulate: the forward and backward (live TraceCtx),
-    the optimizer's step() programs (text; None without one) and the dict
-    of TrainingStepSpec's fields that joins them (ir/training_step_spec.h)."""
+    the optimizer's step() programs (text; None without one) and the spec
+    that joins them, a dict in the step file's schema without the traces
+    (docs/step-file.md; C++ reads and checks it, frontend/step_spec_json.h).
+    ``recomputation``: the saved tensors recomputed in the backward, when
+    asked (peakmem.recompute.search's choice)."""
 
     forward: Any
     backward: Any
@@ -171,6 +174,7 @@ class _StepProgram:
     optimizer_later: str | None
     optimizer: str  # the optimizer's description ("" without one)
     spec: dict
+    recomputation: Any = None
 
 
 def _step_program(thunder: Any, module: Any, inputs: tuple, step: TrainingStep, opt_spec: Any,
@@ -195,65 +199,79 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, step: TrainingStep, 
     tracing = time.perf_counter() - start
     names = _trace_names(fw, bw)
     arguments = module_paths.argument_modules(holder)
-    gradient_modules = {g: arguments[a] for a, g in zip(names["flat_args"], names["grads"])
+    gradient_modules = {g: arguments[a] for a, g in zip(names["forward"]["flat_args"], names["backward"]["grads"])
                         if g and a in arguments}
+    held = module_paths.held_tensors(holder, _storage_key, _storage_nbytes)
     spec: dict[str, Any] = {
-        **names, "cotangent_bytes": cotangent_bytes,
+        "steps": step.steps, "zero_grad": step.zero_grad,
+        "torch_threads": torch.get_num_threads(),  # the kernels' per-thread scratch
+        **_rank_and_world_size(),
         "parameter_bytes": _storage_bytes(_held_by_module(holder)),
         "input_bytes": _storage_bytes(_input_tensors(inputs)),
         "input_storages": _distinct_storages(_input_tensors(inputs)),
-        "steps": step.steps, "zero_grad": step.zero_grad,
-        **_rank_and_world_size(),
-        "torch_threads": torch.get_num_threads(),  # the kernels' per-thread scratch
-        "value_modules": module_paths.value_modules([fw, bw], arguments, gradient_modules),
-        "held": module_paths.held_tensors(holder, _storage_key, _storage_nbytes),
-        "optimizer_modules": {},
+        "cotangent_bytes": cotangent_bytes,
+        **names,
+        "optimizer": None,
+        "modules": {"values": module_paths.value_modules([fw, bw], arguments, gradient_modules),
+                    "held": [{"module": m, "bytes": b, "trainable": t} for m, b, t in held]},
     }
     first = later = None
     description = ""
     if opt_spec is not None:
-        from ..optimizer_program import ParamInfo, optimizer_program
-
-        trainable = [(path, p) for path, p in holder.named_parameters() if p.requires_grad]
-        infos = [ParamInfo(tuple(int(d) for d in local_shard(p).shape), p.dtype, _printed_device(local_shard(p)))
-                 for _, p in trainable]
-        programs = [optimizer_program(opt_spec, infos, True)]
-        if step.steps > 1 or later_program:
-            programs.append(optimizer_program(opt_spec, infos, False))
-        first = programs[0].text
-        later = programs[1].text if len(programs) > 1 else None
-        owners = {n: i for p in programs for n, i in p.owner.items()}
-        param_modules = [module_paths.module_of_path(path) for path, _ in trainable]
-        spec.update({
-            # What their gradients hold (a DTensor's: its local shard,
-            # dense even where distribute_tensor's padded storage is larger).
-            "trainable_bytes": sum(local_shard(p).numel() * p.element_size() for _, p in trainable),
-            "optimizer_state": sorted(programs[0].state_names),
-            "optimizer_name": opt_spec.name,
-            "optimizer_modules": {n: param_modules[i] for n, i in owners.items() if i >= 0},
-        })
-        group = ", ".join(f"{k}={v!r}" for k, v in opt_spec.group.items())
-        description = f"torch.optim.{opt_spec.name}({group})"
+        spec["optimizer"], first, later, description = _optimizer_part(opt_spec, holder,
+                                                                       step.steps > 1 or later_program)
     return _StepProgram(fw, bw, first, later, description, spec), tracing
 
 
-def _trace_names(fw: Any, bw: Any) -> dict[str, list[str]]:
-    """What the spec takes from the two traces: the names that cross between them."""
+def _optimizer_part(opt_spec: Any, holder: Any, later: bool) -> tuple[dict, str, str | None, str]:
+    """The optimizer's part of the spec, its first step() program and (with
+    `later`) a later one, and its description."""
+    from .. import module_paths
+    from ..optimizer_program import ParamInfo, optimizer_program
+
+    trainable = [(path, p) for path, p in holder.named_parameters() if p.requires_grad]
+    infos = [ParamInfo(tuple(int(d) for d in local_shard(p).shape), p.dtype, _printed_device(local_shard(p)))
+             for _, p in trainable]
+    programs = [optimizer_program(opt_spec, infos, True)]
+    if later:
+        programs.append(optimizer_program(opt_spec, infos, False))
+    owners = {n: i for p in programs for n, i in p.owner.items()}
+    param_modules = [module_paths.module_of_path(path) for path, _ in trainable]
+    part = {
+        "name": opt_spec.name,
+        # What their gradients hold (a DTensor's: its local shard, dense
+        # even where distribute_tensor's padded storage is larger).
+        "trainable_bytes": sum(local_shard(p).numel() * p.element_size() for _, p in trainable),
+        "state": sorted(programs[0].state_names),
+        "modules": {n: param_modules[i] for n, i in owners.items() if i >= 0},
+    }
+    group = ", ".join(f"{k}={v!r}" for k, v in opt_spec.group.items())
+    return (part, programs[0].text, programs[1].text if len(programs) > 1 else None,
+            f"torch.optim.{opt_spec.name}({group})")
+
+
+def _trace_names(fw: Any, bw: Any) -> dict[str, dict[str, list[str]]]:
+    """What the spec takes from the two traces, its "forward" and
+    "backward" objects: the names that cross between them."""
     data, (saved, _saved_other) = _return_args(fw)
     (grads,) = _return_args(bw)[:1]
-    return {"saved": _names(saved), "outputs": _names(data["output"]), "flat_args": _names(data["flat_args"]),
-            "grads": [g.name if g is not None and hasattr(g, "shape") else "" for g in grads],
-            "cotangents": _names(bw.args[1])}
+    return {"forward": {"saved": _names(saved), "outputs": _names(data["output"]),
+                        "flat_args": _names(data["flat_args"])},
+            "backward": {"cotangents": _names(bw.args[1]),
+                         "grads": [g.name if g is not None and hasattr(g, "shape") else None for g in grads]}}
 
 
 def _recomputed(program: _StepProgram, options: dict) -> _StepProgram:
     """`program` with saved tensors recomputed in the backward
     (peakmem.recompute.search, judged by the step's peak, or the names
-    given: peakmem.recompute.apply); the choice is kept in the spec under
-    "recomputation"."""
+    given: peakmem.recompute.apply); the choice is kept as its
+    ``recomputation``."""
     from .. import _core, recompute
 
-    lean = {k: v for k, v in program.spec.items() if k not in ("value_modules", "optimizer_modules", "held")}
+    # The search simulates without the module breakdown: the peak is the same.
+    lean = {k: v for k, v in program.spec.items() if k != "modules"}
+    if lean["optimizer"] is not None:
+        lean["optimizer"] = {k: v for k, v in lean["optimizer"].items() if k != "modules"}
 
     def peak(fw: Any, bw: Any) -> int:
         spec = {**lean, **_trace_names(fw, bw)}
@@ -265,5 +283,5 @@ def _recomputed(program: _StepProgram, options: dict) -> _StepProgram:
     else:
         bounds = {k: options[k] for k in ("time_budget", "max_simulations") if k in options}
         choice, fw, bw = recompute.search(program.forward, program.backward, peak, budget, **bounds)
-    spec = {**program.spec, **_trace_names(fw, bw), "recomputation": choice}
-    return replace(program, forward=fw, backward=bw, spec=spec)
+    return replace(program, forward=fw, backward=bw, spec={**program.spec, **_trace_names(fw, bw)},
+                   recomputation=choice)

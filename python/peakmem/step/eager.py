@@ -1,0 +1,596 @@
+"""The eager front end: a training step recorded as PyTorch runs it, without Thunder.
+
+``estimate_step(..., frontend="eager")`` runs the user's step, as eager
+PyTorch runs it, on ``meta`` stand-ins of the model's parameters, buffers and
+inputs (nothing is allocated and nothing is computed, so a model of any size
+is estimated on a laptop; the user's own model is not touched), under a
+``TorchDispatchMode`` that writes down every ATen call in order:
+
+* what the call made: each output storage not seen before, with its bytes;
+* the scratch the call allocates and frees before it returns, by the
+  registry's rule for the op (``_core.aten_scratch``,
+  peakmem/semantics/aten_ops.h): Python numbers ATen wraps into 0-d
+  tensors and the dtype casts TensorIterator makes;
+* what was freed, and when: each storage carries a weak reference whose
+  callback fires when PyTorch drops its last reference (a Python variable,
+  autograd's saved tensor once its node has run, ``zero_grad``), so the
+  lifetimes are PyTorch's own, not inferred.
+
+The step is the one ``measure_step(..., frontend="eager")`` runs and
+``peakmem.step``'s docstring states (forward and loss, ``loss.backward()``,
+``optimizer.step()``, ``zero_grad(set_to_none=True)``, the loss released),
+``steps`` times. The record becomes the step's event stream in C++
+(peakmem/models/recorded_step.h), so the report, its formats and the
+caching-allocator pricing are those of a traced step. Categories are read
+off the objects once each phase ends: a storage that is a parameter's
+``.grad`` is a gradient, one in the optimizer's ``state`` optimizer state,
+one the forward made that outlives it (autograd saved it) an activation;
+the rest are temporaries.
+
+What the recording cannot see: memory a kernel allocates inside itself
+beyond the registry's rules (a CPU convolution's oneDNN buffers, BLAS
+operand copies of strided matmuls): see docs/eager-front-end.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
+
+CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries")
+_PARAMETERS, _INPUTS, _GRADIENTS, _STATE, _ACTIVATIONS, _TEMPORARIES = range(6)
+
+# torch dtypes by the registry's short names (peakmem/ir/value_type.h).
+_DTYPE_NAMES = {
+    "bool": "b8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "ui8",
+    "uint64": "ui64", "bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64",
+    "complex32": "c32", "complex64": "c64", "complex128": "c128", "float8_e5m2": "f8_e5m2",
+    "float8_e4m3fn": "f8_e4m3fn", "float8_e5m2fnuz": "f8_e5m2fnuz", "float8_e4m3fnuz": "f8_e4m3fnuz",
+}
+# The arguments ATen wraps a Python number in (aten_ops.h).
+_WRAPPED_ARGUMENTS = ("self", "other")
+
+
+def _dtype_name(dtype: Any, op: str) -> str:
+    name = str(dtype).removeprefix("torch.")
+    try:
+        return _DTYPE_NAMES[name]
+    except KeyError:
+        raise ValueError(f"{op}: the dtype {dtype} has no size rule in peakmem's registry") from None
+
+
+def _number_kind(x: Any) -> str | None:
+    if isinstance(x, bool):
+        return "bool"
+    if isinstance(x, int):
+        return "int"
+    if isinstance(x, float):
+        return "float"
+    if isinstance(x, complex):
+        return "complex"
+    return None
+
+
+@dataclass
+class RecordedStep:
+    """The lists ``_core.simulate_recorded_step`` takes (recorded_step.h)."""
+
+    storages: list[list] = field(default_factory=list)  # [bytes, name, category, module, device, scratch]
+    held: list[int] = field(default_factory=list)
+    statements: list[tuple[str, str, list[int]]] = field(default_factory=list)
+    phases: list[tuple[str, int, int, int]] = field(default_factory=list)
+    diagnostics: list[str] = field(default_factory=list)
+
+
+class _Recorder:
+    """Storages and statements as the step runs (the dispatch mode's state)."""
+
+    def __init__(self) -> None:
+        self.record = RecordedStep()
+        self.live: dict[int, int] = {}  # id(untyped storage) -> storage index
+        self._refs: dict[int, Any] = {}
+        self.pending: list[int] = []  # frees since the last statement
+        self.module = ""  # the nn.Module path running now
+        # Outputs of calls that wrapped a number, whose autograd node may
+        # have saved it (checked once the node exists: see saved_numbers).
+        self.unchecked: list[Any] = []
+        self.unknown_ops: set[str] = set()  # ATen ops the registry has no entry for
+
+    def storage(self, t: Any, name: str, category: int, device: str | None = None) -> int | None:
+        """Registers `t`'s storage if new (its index), else None."""
+        st = t.untyped_storage()
+        key = id(st)
+        if key in self.live:
+            return None
+        index = len(self.record.storages)
+        self.record.storages.append([st.nbytes(), name, category, self.module, device or str(t.device), False])
+        self.live[key] = index
+        self._refs[key] = weakref.ref(st, lambda _r, key=key: self._freed(key))
+        return index
+
+    def index_of(self, t: Any) -> int | None:
+        return self.live.get(id(t.untyped_storage()))
+
+    def _freed(self, key: int) -> None:
+        index = self.live.pop(key, None)
+        self._refs.pop(key, None)
+        if index is not None:
+            self.pending.append(-1 - index)
+
+    def scratch(self, bytes_: int, op: str, device: str) -> int:
+        index = len(self.record.storages)
+        self.record.storages.append([bytes_, f"scratch of {op}", _TEMPORARIES, self.module, device, True])
+        return index
+
+    def statement(self, op: str, source: str, events: list[int] | None = None, moment: bool = True) -> None:
+        """A statement: the frees since the last one, then `events`. A
+        `moment` of the step (not an ATen call) first takes in the numbers
+        saved by the calls before it."""
+        if moment:
+            self.saved_numbers()
+        self.record.statements.append((op, source, self.pending + (events or [])))
+        self.pending = []
+
+    def saved_numbers(self) -> None:
+        """The wrapped numbers autograd saved for the backward. A number a
+        call wraps (``x * 0.5``) is a 0-d CPU tensor the dispatch mode never
+        sees (it is handed the number); MulBackward0 and DivBackward0 save
+        it, so it lives until their node runs, not just through the call.
+        The node is attached to the output after the call returns, so the
+        outputs of such calls are looked at here, before the next statement."""
+        import torch
+
+        for ref in self.unchecked:
+            out = ref()
+            node = getattr(out, "grad_fn", None)
+            if node is None:
+                continue
+            for attribute in dir(node):
+                if not attribute.startswith("_saved_"):
+                    continue
+                saved = getattr(node, attribute)
+                if isinstance(saved, torch.Tensor) and saved.dim() == 0 and saved.device.type == "cpu":
+                    index = self.storage(saved, f"a number {node.name()} saved", _ACTIVATIONS)
+                    if index is not None:
+                        self.pending.append(index)
+        self.unchecked = []
+
+
+def _arguments(func: Any, args: tuple, kwargs: dict, op: str, known: Callable[[Any], bool]) -> tuple[list, bool]:
+    """The call's arguments as ``_core.aten_scratch`` takes them (name,
+    value) in schema order, and whether it wraps a number: a Python number
+    in its self/other arguments, or a 0-d CPU tensor the recording never saw
+    made (``known``), which ATen's C++ made with wrapped_scalar_tensor
+    before calling (a backward formula's ``grad * 2``), whatever the other
+    operands' device."""
+    import torch
+
+    out, wraps = [], False
+    for i, argument in enumerate(func._schema.arguments):
+        if i < len(args):
+            value = args[i]
+        elif argument.name in kwargs:
+            value = kwargs[argument.name]
+        else:
+            continue
+        if isinstance(value, torch.Tensor):
+            wrapped = value.dim() == 0 and value.device.type == "cpu" and not known(value)
+            wraps = wraps or wrapped
+            value = ("tensor", _dtype_name(value.dtype, op), list(value.shape), list(value.stride()), wrapped)
+        elif _number_kind(value) is not None:
+            wraps = wraps or argument.name in _WRAPPED_ARGUMENTS
+        elif isinstance(value, (list, tuple)) and all(type(v) in (int, bool) for v in value):
+            value = [int(v) for v in value]  # sizes, strides, an output_mask
+        elif isinstance(value, torch.dtype):
+            value = _DTYPE_NAMES.get(str(value).removeprefix("torch."))
+        else:
+            value = None
+        out.append((argument.name, value))
+    return out, wraps
+
+
+def _describe(x: Any) -> str:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}"
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(_describe(v) for v in x) + "]"
+    return repr(x)
+
+
+def _dispatch_mode(recorder: _Recorder):
+    """The TorchDispatchMode that records each ATen call into `recorder`."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    from .. import _core
+
+    import torch
+
+    threads = torch.get_num_threads()
+
+    class RecordingMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            op = str(func)
+            recorder.saved_numbers()
+            out = func(*args, **kwargs)
+            events: list[int] = []
+            device = "cpu"
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    device = str(t.device)
+                    index = recorder.storage(t, f"{recorder.module + ': ' if recorder.module else ''}{op}",
+                                             _TEMPORARIES)
+                    if index is not None:
+                        events.append(index)
+            arguments, wraps = _arguments(func, args, kwargs, op, lambda t: recorder.index_of(t) is not None)
+            before, with_outputs, why_not, known = _core.aten_scratch(op, arguments, threads)
+            if not known and func.namespace == "aten":
+                recorder.unknown_ops.add(op)
+            if why_not:
+                recorder.record.diagnostics.append(
+                    f"statement {len(recorder.record.statements)} ({op}): what it allocates inside the op "
+                    f"is not counted: {why_not}")
+            if before:
+                s = recorder.scratch(before, op, device)
+                events[:0] = [s, -1 - s]
+            if with_outputs:
+                s = recorder.scratch(with_outputs, op, device)
+                events += [s, -1 - s]
+            source = f"{op}({', '.join(_describe(a) for a in args)}) -> {_describe(out)}"
+            if recorder.module:
+                source += f"  # {recorder.module}"
+            if wraps:
+                recorder.unchecked += [weakref.ref(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+            recorder.statement(op, source, events, moment=False)
+            return out
+
+    return RecordingMode()
+
+
+def _cpu_attention():
+    """A TorchFunctionMode under which scaled_dot_product_attention on meta
+    tensors runs the kernel the CPU would. On meta, ATen's composite always
+    picks the math kernel (_fused_sdp_choice_meta), which saves the
+    attention matrix for the backward; the CPU picks its flash kernel when
+    the shapes allow (select_sdp_backend_cpp), which saves only its output
+    and log-sum-exp. The CPU's choice reads shapes, dtypes and the last
+    dimension's stride, so it is asked on CPU stand-ins of one row each,
+    expanded to the shapes (nothing of the tensors' size is allocated), and
+    the flash kernel, whose meta function takes grouped-query shapes as the
+    CPU kernel does, is called directly."""
+    import torch
+    from torch.nn.attention import SDPBackend
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import _disable_current_modes
+    from torch.utils._pytree import tree_map
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+
+    def on_cpu(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor):
+            return x
+        row = torch.zeros(x.shape[-1] if x.dim() else (), dtype=x.dtype)
+        return row.expand(x.shape) if x.dim() == 0 or x.stride(-1) == 1 else row[:1].expand(x.shape)
+
+    def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                  enable_gqa=False):
+        with _disable_current_modes():  # the stand-ins are not the step's
+            choice = torch._fused_sdp_choice(*tree_map(on_cpu, (query, key, value, attn_mask)), dropout_p,
+                                             is_causal, scale=scale, enable_gqa=enable_gqa)
+        if choice != int(SDPBackend.FLASH_ATTENTION):
+            return sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+        return flash(query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
+
+    class CpuAttention(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is sdpa and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+                with torch._C.DisableTorchFunction():
+                    return attention(*args, **kwargs)
+            return func(*args, **kwargs)
+
+    return CpuAttention()
+
+
+def _module_tracking(model: Any, recorder: _Recorder):
+    """Forward hooks that keep recorder.module the running submodule's path."""
+    import torch
+
+    paths = {id(m): name for name, m in model.named_modules()}
+    stack: list[str] = []
+
+    def pre(module, _args):
+        stack.append(recorder.module)
+        recorder.module = paths.get(id(module), recorder.module)
+
+    def post(module, _args, _out):
+        recorder.module = stack.pop() if stack else ""
+
+    return (torch.nn.modules.module.register_module_forward_pre_hook(pre),
+            torch.nn.modules.module.register_module_forward_hook(post))
+
+
+def _meta_stand_ins(tensors: list, made: dict) -> None:
+    """A meta tensor for each of `tensors` (by id into `made`), views of one
+    storage where the originals share one, of the originals' storage bytes."""
+    import torch
+
+    storages: dict[Any, Any] = {}
+    for t in tensors:
+        if id(t) in made or t.device.type == "meta":
+            continue
+        st = t.untyped_storage()
+        key = (st.data_ptr(), st.nbytes()) if st.data_ptr() else id(st)
+        meta = storages.setdefault(key, torch.UntypedStorage(st.nbytes(), device="meta"))
+        m = torch.empty(0, dtype=t.dtype, device="meta").set_(meta, t.storage_offset(), t.size(), t.stride())
+        if isinstance(t, torch.nn.Parameter):
+            m = torch.nn.Parameter(m, requires_grad=t.requires_grad)
+        elif t.requires_grad:
+            m.requires_grad_(True)
+        made[id(t)] = m
+
+
+def meta_replica(model: Any, inputs: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:
+    """The model, inputs and keyword inputs with every tensor a meta stand-in
+    (deep copies of the containers, the tensors' data not copied); those
+    already on meta are used as they are."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    given = [*model.parameters(), *model.buffers(),
+             *(x for x in tree_leaves((inputs, kwargs)) if isinstance(x, torch.Tensor))]
+    if all(t.device.type == "meta" for t in given):
+        return model, inputs, kwargs
+    made: dict[int, Any] = {}
+    _meta_stand_ins(given, made)
+    memo = {k: v for k, v in made.items()}
+    return copy.deepcopy((model, inputs, kwargs), memo)
+
+
+def _loss(out: Any, loss_fn: Callable | None, inputs: tuple, kwargs: dict) -> Any:
+    """The step's loss: loss_fn(output, *inputs, **kwargs), else the output's
+    ``.loss`` (a transformers ModelOutput's, given labels), else the output."""
+    if loss_fn is not None:
+        return loss_fn(out, *inputs, **kwargs)
+    loss = getattr(out, "loss", None)
+    return out if loss is None else loss
+
+
+def _make_optimizer(optimizer: Any, optimizer_kwargs: dict | None, parameters: list) -> Any:
+    import torch
+
+    if optimizer is None:
+        if optimizer_kwargs:
+            raise ValueError("optimizer_kwargs given without an optimizer")
+        return None
+    if isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            f"optimizer is a {type(optimizer).__name__} instance; pass its class "
+            f"(optimizer=torch.optim.{type(optimizer).__name__}, optimizer_kwargs={{...}}): the step makes "
+            "its own, over the stand-ins of the model's parameters")
+    if not callable(optimizer):
+        raise ValueError(f"optimizer must be an optimizer class or a callable taking the parameters, "
+                         f"got {optimizer!r}")
+    return optimizer(parameters, **dict(optimizer_kwargs or {}))
+
+
+def _phase(recorder: _Recorder, name: str, iteration: int, first: int) -> None:
+    recorder.record.phases.append((name, iteration, first, len(recorder.record.statements)))
+
+
+def _categorize(recorder: _Recorder, tensors: list, category: int, names: list[str]) -> None:
+    for t, name in zip(tensors, names):
+        index = recorder.index_of(t)
+        if index is not None:
+            entry = recorder.record.storages[index]
+            entry[2] = category
+            entry[1] = name
+            entry[3] = name.rsplit(" ", 1)[-1].rpartition(".")[0]
+
+
+def _forward(recorder: _Recorder, k: int, step: dict) -> Any:
+    """The forward and loss, recorded; returns the loss."""
+    model, inputs, kwargs = step["model"], step["inputs"], step["kwargs"]
+    first = len(recorder.record.statements)
+    made_before = len(recorder.record.storages)
+    out = model(*inputs, **kwargs)
+    loss = _loss(out, step["loss_fn"], inputs, kwargs)
+    del out
+    recorder.statement("forward returns", "the model's output other than the loss released")
+    loss_index = recorder.index_of(loss) if hasattr(loss, "untyped_storage") else None
+    for index in recorder.live.values():  # what the forward made and autograd keeps
+        entry = recorder.record.storages[index]
+        if index >= made_before and index != loss_index and entry[2] == _TEMPORARIES and not entry[5]:
+            entry[2] = _ACTIVATIONS
+    _phase(recorder, "forward", k, first)
+    return loss
+
+
+def _run_iteration(recorder: _Recorder, k: int, step: dict) -> None:
+    """One training iteration, recorded: forward (and loss), backward,
+    optimizer, zero_grad, the loss released (`box` holds it, so that
+    releasing it is one clear())."""
+    from .running import _backward
+
+    box = [_forward(recorder, k, step)]
+    first = len(recorder.record.statements)
+    _backward(box[0], step["gradient"])
+    recorder.statement("loss.backward() returns", "AccumulateGrad done; autograd's graph released")
+    params, names = step["parameters"], step["parameter_names"]
+    with_grad = [(p.grad, n) for p, n in zip(params, names) if p.grad is not None]
+    _categorize(recorder, [g for g, _ in with_grad], _GRADIENTS, [f"grad of {n}" for _, n in with_grad])
+    del with_grad
+    opt = step["optimizer"]
+    if opt is None:
+        _release(recorder, step, box)
+        _phase(recorder, "backward", k, first)
+        return
+    _phase(recorder, "backward", k, first)
+    first = len(recorder.record.statements)
+    opt.step()
+    recorder.statement("optimizer.step() returns", "the optimizer's temporaries released")
+    by_param = {id(p): n for p, n in zip(params, names)}
+    for p, state in opt.state.items():
+        kept = [(key, v) for key, v in state.items() if hasattr(v, "untyped_storage")]
+        _categorize(recorder, [v for _, v in kept], _STATE,
+                    [f"{key} of {by_param.get(id(p), '?')}" for key, _ in kept])
+    _release(recorder, step, box)
+    _phase(recorder, "optimizer", k, first)
+
+
+def _release(recorder: _Recorder, step: dict, box: list) -> None:
+    """zero_grad (when asked), then the loss released."""
+    target = step["optimizer"] if step["optimizer"] is not None else step["model"]
+    if step["zero_grad"]:
+        target.zero_grad(set_to_none=True)
+        recorder.statement("zero_grad", "zero_grad(set_to_none=True): .grad released")
+    box.clear()
+    recorder.statement("step() returns", "the loss released")
+
+
+def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: Callable | None = None,
+                gradient: str | None = None, optimizer: Any = None, optimizer_kwargs: dict | None = None,
+                steps: int = 1, zero_grad: bool = True) -> RecordedStep:
+    """Runs ``steps`` iterations of the step on meta stand-ins under the
+    recording dispatch mode (see the module docstring) and returns the record."""
+    kwargs = dict(kwargs or {})
+    model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs)
+    recorder = _Recorder()
+    named = list(model.named_parameters())
+    for name, p in named:
+        recorder.storage(p, f"parameter {name}", _PARAMETERS)
+    for name, b in model.named_buffers():
+        recorder.storage(b, f"buffer {name}", _PARAMETERS)
+    from torch.utils._pytree import tree_leaves
+
+    import torch
+
+    for i, x in enumerate(tree_leaves((inputs, kwargs))):
+        if isinstance(x, torch.Tensor):
+            recorder.storage(x, f"input {i}", _INPUTS)
+    for entry in recorder.record.storages:
+        entry[3] = entry[1].split(" ", 1)[1].rpartition(".")[0] if entry[2] == _PARAMETERS else ""
+    recorder.record.held = list(range(len(recorder.record.storages)))
+    parameters = [p for _, p in named]
+    step = {"model": model, "inputs": inputs, "kwargs": kwargs, "loss_fn": loss_fn, "gradient": gradient,
+            "optimizer": _make_optimizer(optimizer, optimizer_kwargs, parameters), "zero_grad": zero_grad,
+            "parameters": parameters, "parameter_names": [n for n, _ in named]}
+    hooks = _module_tracking(model, recorder)
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        with _cpu_attention(), _dispatch_mode(recorder):
+            for k in range(1, steps + 1):
+                _run_iteration(recorder, k, step)
+    finally:
+        for h in hooks:
+            h.remove()
+        if was_enabled:
+            gc.enable()
+    if recorder.unknown_ops:
+        recorder.record.diagnostics.append(
+            f"{len(recorder.unknown_ops)} ATen ops are not in peakmem's registry; what their CPU kernels "
+            f"allocate inside themselves, if anything, is not counted: {', '.join(sorted(recorder.unknown_ops))}")
+    return recorder.record
+
+
+def _record(model: Any, inputs: tuple, step: Any) -> RecordedStep:
+    """record_step on a peakmem.step.TrainingStep."""
+    return record_step(model, *inputs, kwargs=dict(step.kwargs or {}), loss_fn=step.loss_fn, gradient=step.gradient,
+                       optimizer=step.optimizer, optimizer_kwargs=step.optimizer_kwargs, steps=step.steps,
+                       zero_grad=step.zero_grad)
+
+
+def estimate_eager_step(model: Any, inputs: tuple, step: Any, pricing: dict) -> tuple[dict, float]:
+    """`step` (a peakmem.step.TrainingStep) recorded and simulated
+    (``_core.simulate_recorded_step``'s dict), and the seconds the recording
+    took."""
+    from .. import _core
+
+    start = time.perf_counter()
+    record = _record(model, inputs, step)
+    recording = time.perf_counter() - start
+    result = _core.simulate_recorded_step(record.storages, record.held, record.statements, record.phases,
+                                          record.diagnostics, events=True, **pricing)
+    return result, recording
+
+
+def recorded_step_file(model: Any, inputs: tuple, step: Any) -> dict:
+    """`step` (a peakmem.step.TrainingStep) recorded, as a recorded step
+    file's JSON object (docs/step-file.md, "Recorded steps"): what
+    ``peakmem step`` reads, written by C++ (frontend/recorded_step_file.h)."""
+    from .. import _core
+
+    record = _record(model, inputs, step)
+    description = None
+    if step.optimizer is not None:
+        name = getattr(step.optimizer, "__name__", type(step.optimizer).__name__)
+        description = f"{name}({', '.join(f'{k}={v!r}' for k, v in (step.optimizer_kwargs or {}).items())})"
+    return _core.recorded_step_file_json(record.storages, record.held, record.statements, record.phases,
+                                         record.diagnostics, description or "")
+
+
+def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tuple[int, int, int, Any]:
+    """Runs `step` (a peakmem.step.TrainingStep) eagerly for real (one
+    unmeasured warm-up step first, its gradients dropped and the optimizer
+    made afresh) and measures it as measure_step does: (peak, final, input
+    bytes, allocator stats)."""
+    from ..measure import _InputMaker, measure_region_cpu, measure_region_cuda
+    from .holdings import _input_tensors
+    from .running import _backward
+
+    kwargs, loss_fn, gradient, zero_grad = dict(step.kwargs or {}), step.loss_fn, step.gradient, step.zero_grad
+    optimizer, optimizer_kwargs, steps = step.optimizer, step.optimizer_kwargs, step.steps
+    maker = _InputMaker(device, 0)
+    parameters = list(model.parameters())
+
+    def run_once(copies: tuple, kw: dict, opt: Any) -> None:
+        out = model(*copies, **kw)
+        loss = _loss(out, loss_fn, copies, kw)
+        del out
+        _backward(loss, gradient)
+        if opt is not None:
+            opt.step()
+        if zero_grad:
+            (opt if opt is not None else model).zero_grad(set_to_none=True)
+        del loss
+
+    run_once(*maker.copy_given((inputs, kwargs), whole_storages=True),
+             _make_optimizer(optimizer, optimizer_kwargs, parameters))
+    for p in parameters:
+        p.grad = None
+    opt = _make_optimizer(optimizer, optimizer_kwargs, parameters)
+
+    def run(copies):
+        for _ in range(steps):
+            run_once(*copies, opt)
+
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        measured = measure_region_cuda if device.type == "cuda" else measure_region_cpu
+        peak, final, copies, allocator = measured(
+            device, lambda: maker.copy_given((inputs, kwargs), whole_storages=True), run)
+        from torch.utils._pytree import tree_leaves
+
+        input_bytes = sum({id(t.untyped_storage()): t.untyped_storage().nbytes()
+                           for t in _input_tensors(tuple(tree_leaves(copies)))}.values())
+        del copies, opt
+    finally:
+        if was_enabled:
+            gc.enable()
+    for p in parameters:
+        p.grad = None
+    return peak, final, input_bytes, allocator

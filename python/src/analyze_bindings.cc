@@ -1,0 +1,141 @@
+// peakmem._core's analyses of one trace (peakmem/analyze.h), and the
+// options every binding reads.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "live_reader.h"
+#include "peakmem/analyze.h"
+
+namespace peakmem_python {
+
+peakmem::RuntimeOptions Options(const std::string& convention, bool scratch, int torch_threads) {
+  peakmem::RuntimeOptions options;
+  if (!peakmem::ParseCallingConvention(convention, &options.convention)) {
+    throw std::invalid_argument("unknown calling convention '" + convention +
+                                "'; expected auto, forward, backward or plain");
+  }
+  options.model_scratch = scratch;
+  if (torch_threads < 0) {
+    throw std::invalid_argument("torch_threads must be >= 0, got " + std::to_string(torch_threads));
+  }
+  options.cpu_threads = torch_threads;
+  return options;
+}
+
+peakmem::AllocatorOptions Allocator(const std::string& allocator,
+                                    const std::optional<std::string>& alloc_conf,
+                                    const std::optional<std::string>& device_memory) {
+  std::optional<std::string_view> conf;
+  if (alloc_conf) conf = *alloc_conf;
+  return peakmem::MakeAllocatorOptions(allocator, conf, device_memory.value_or(""), "alloc_conf",
+                                       "device_memory");
+}
+
+// RuntimeOptions::argument_tensors from Python: (name, external,
+// storage_group, storage_bytes, strides).
+using ArgumentSpec = std::tuple<std::string, bool, int, std::int64_t, std::vector<std::int64_t>>;
+
+peakmem::ReportOptions WithEvents(bool events) {
+  peakmem::ReportOptions options;
+  options.alloc_log = events;
+  options.returned_tensors = events;
+  return options;
+}
+
+peakmem::TextReadOptions RankRead(int rank, int world_size, const std::string& dtensor_layout) {
+  if (rank < 0) throw std::invalid_argument("rank must be >= 0, got " + std::to_string(rank));
+  if (world_size < 0)
+    throw std::invalid_argument("world_size must be >= 0, got " + std::to_string(world_size));
+  peakmem::TextReadOptions options;
+  options.rank = rank;
+  options.world_size = world_size;
+  options.dtensor_layout = dtensor_layout;
+  return options;
+}
+
+// The analyze_* functions peakmem.analyze calls (python/peakmem/api.py).
+void BindAnalyze(nb::module_& m) {
+  m.def(
+      "analyze_text",
+      [](const std::string& text, const std::string& name, const std::string& model,
+         const std::string& convention, bool scratch, const std::string& allocator,
+         const std::optional<std::string>& alloc_conf,
+         const std::optional<std::string>& device_memory, bool events, int rank, int world_size, int torch_threads,
+         const std::string& dtensor_layout) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
+        const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
+        nb::gil_scoped_release release;
+        return PyReport(
+            peakmem::Analyze(peakmem::ParseTrace(name, text, RankRead(rank, world_size, dtensor_layout)), model,
+                             options, WithEvents(events), priced));
+      },
+      nb::arg("text"), nb::arg("name") = "<string>", nb::arg("model") = "runtime",
+      nb::arg("convention") = "auto", nb::arg("scratch") = true, nb::arg("allocator") = "requested",
+      nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
+      nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
+      nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "",
+      "Analyse printed trace text (or peakmem's JSON export).");
+
+  m.def(
+      "analyze_live",
+      [](nb::handle trace, const std::string& model, const std::string& convention, bool scratch,
+         const std::string& allocator, const std::optional<std::string>& alloc_conf,
+         const std::optional<std::string>& device_memory, bool steps,
+         const std::vector<ArgumentSpec>& argument_tensors, bool returned_tensors, bool events,
+         int rank, int world_size, int torch_threads, const std::string& dtensor_layout) {
+        peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
+        for (const ArgumentSpec& a : argument_tensors) {
+          options.argument_tensors.push_back({std::get<0>(a), std::get<1>(a), std::get<2>(a),
+                                              std::get<3>(a), std::get<4>(a)});
+        }
+        const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
+        peakmem::ReportOptions report_options = WithEvents(events);
+        report_options.steps = steps;
+        report_options.returned_tensors = returned_tensors || events;
+        // The thunder model without steps needs only the lean form.
+        peakmem_python::LiveReadOptions read_options;
+        read_options.lean = model == "thunder" && !steps;
+        read_options.rank = RankRead(rank, world_size).rank;  // checks both
+        read_options.dtensor_layout = dtensor_layout;
+        peakmem::ParsedTrace parsed = peakmem_python::ReadLiveTrace(trace, read_options);
+        parsed.rank = rank;
+        parsed.world_size = world_size;
+        nb::gil_scoped_release release;
+        return PyReport(peakmem::Analyze(parsed, model, options, report_options, priced));
+      },
+      nb::arg("trace"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
+      nb::arg("scratch") = true, nb::arg("allocator") = "requested",
+      nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
+      nb::arg("steps") = true, nb::arg("argument_tensors") = std::vector<ArgumentSpec>{},
+      nb::arg("returned_tensors") = false, nb::arg("events") = false, nb::arg("rank") = 0,
+      nb::arg("world_size") = 0, nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "",
+      "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table; "
+      "argument_tensors: (name, external, storage_group, storage_bytes, strides) per argument "
+      "tensor whose identity the caller knows (peakmem.step); returned_tensors: fill "
+      "Report.returned_tensors; events: keep the allocation event stream (WithEvents).");
+
+  m.def(
+      "analyze_file",
+      [](const std::string& path, const std::string& model, const std::string& convention,
+         bool scratch, const std::string& allocator, const std::optional<std::string>& alloc_conf,
+         const std::optional<std::string>& device_memory, bool events, int rank, int world_size, int torch_threads,
+         const std::string& dtensor_layout) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
+        const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
+        nb::gil_scoped_release release;
+        return PyReport(peakmem::Analyze(peakmem::LoadTrace(path, RankRead(rank, world_size, dtensor_layout)),
+                                         model, options, WithEvents(events), priced));
+      },
+      nb::arg("path"), nb::arg("model") = "runtime", nb::arg("convention") = "auto",
+      nb::arg("scratch") = true, nb::arg("allocator") = "requested",
+      nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
+      nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
+      nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "",
+      "Analyse a trace file (text or JSON). rank: the rank DTensor types are read for; dtensor_layout: "
+      "the layout of those that print none.");
+}
+
+}  // namespace peakmem_python
