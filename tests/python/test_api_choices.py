@@ -6,7 +6,7 @@ reads the option accepts: the engine's own lists where it has one."""
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional, get_args, get_type_hints
+from typing import Literal, Optional, Unpack, get_args, get_type_hints
 
 import pytest
 import torch
@@ -16,6 +16,7 @@ from peakmem.api import Allocator, Convention, Model
 from peakmem.distribution import STRATEGIES, Strategy
 from peakmem.step import Frontend, Gradient
 from peakmem.step.estimate import estimate_step
+from peakmem.step.options import EstimateOptions
 
 
 def test_the_literals_are_what_the_engine_accepts():
@@ -29,7 +30,8 @@ def test_the_literals_are_what_the_engine_accepts():
 
 
 def test_estimate_steps_options_are_typed_by_them():
-    hints = get_type_hints(estimate_step)
+    assert get_type_hints(estimate_step)["options"] == Unpack[EstimateOptions]
+    hints = get_type_hints(EstimateOptions)
     assert hints["allocator"] == Allocator
     assert hints["strategy"] == Optional[Strategy]
     assert hints["frontend"] == Optional[Frontend] and get_args(Frontend) == ("thunder", "eager")

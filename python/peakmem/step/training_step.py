@@ -121,6 +121,16 @@ class TrainingStep:
         object.__setattr__(self, "plan", plan)  # frozen: normalised once, here
         object.__setattr__(self, "recompute", recompute)
 
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> "TrainingStep":
+        """The step `options` describe (peakmem.step.options' keys, checked
+        by ``takes`` and with `strategy` made a `transform` by
+        distribution.with_strategy): its ``kwinputs`` are ``kwargs`` here,
+        and the keys that are not the step's (the estimate's pricing) are
+        left out."""
+        given = {("kwargs" if k == "kwinputs" else k): v for k, v in options.items()}
+        return cls(**{k: v for k, v in given.items() if k in cls.__dataclass_fields__})
+
     def resolved(self, model: Any) -> tuple["TrainingStep", Any]:
         """This step with its front end decided (peakmem.step.frontend), and
         the module that front end runs (a ``thunder.jit`` module's own)."""
