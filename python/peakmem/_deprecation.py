@@ -11,8 +11,9 @@ __all__ = ["deprecated", "renamed"]
 
 
 def _caller_outside_peakmem() -> int:
-    """The stacklevel of the first frame whose code is not peakmem's (the
-    user's call), counted from deprecated()'s caller. A frame is told by its
+    """The stacklevel, for a ``warnings.warn`` in the function that calls
+    this (deprecated(), or another warning of peakmem's), of the first frame
+    whose code is not peakmem's: the user's call. A frame is told by its
     module's name, not its file: code a dataclass generates (``__init__``)
     runs in its class's module but has no file."""
     frame, level = sys._getframe(2), 2

@@ -42,6 +42,7 @@ def to_json_export(trace: Any) -> str:
     return _core.trace_to_json(trace)
 
 
+# Long: its docstring documents every option where help() shows it; the body is twenty lines.
 def analyze(
     trace: Any,
     *,

@@ -46,6 +46,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Unpack
 
+from ._deprecation import _caller_outside_peakmem
 from .batch_formula import DEFAULT_SIZES
 from .step.frontend import resolve_frontend
 from .step.options import EstimateOptions, takes
@@ -132,10 +133,7 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     writes a line to stderr for each size traced and judged, a callable
     receives each line instead, False is silent. Raises ValueError when not
     even `low` fits."""
-    from .batch_formula import StructureChanges, _build, _check_sizes, _FirstDoesNotFit, _Traced
-    from .step.budget import _budget, _pricing
-    from .step.estimate import _simulate
-    from .step.report import _with_budget
+    from .step.budget import _budget
 
     limit = _budget(budget)
     if limit is None:
@@ -156,6 +154,20 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
         return shown.done(_search(model, make_inputs, limit, low, high, step_options, reason=reason, shown=shown))
     if method == "search":
         return shown.done(_search(model, make_inputs, limit, low, high, step_options, shown=shown))
+    return shown.done(_by_formula(model, make_inputs, limit, low, high, sizes, verify, step_options, shown))
+
+
+def _by_formula(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: int, high: int | None,
+                sizes: tuple[int, ...], verify: bool, step_options: dict, shown: _Progress) -> BatchSearch:
+    """max_batch_size's method="formula" on Thunder's front end: the
+    formula's answer, or where it cannot answer (the step's structure
+    changes with n, or the answer is below the sizes it is traced at) a
+    warning and the search, reusing the traces made."""
+    from .batch_formula import StructureChanges, _build, _check_sizes, _FirstDoesNotFit, _Traced
+    from .step.budget import _pricing
+    from .step.estimate import _simulate
+    from .step.report import _with_budget
+
     sizes = _check_sizes(sizes, verify)
     traced = _Traced()
     smallest = min(sizes)
@@ -183,12 +195,13 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
         else:
             found = _solve(formula, limit, low, high, shown)
             if found is not None:
-                return shown.done(found)
+                return found
             reason = below
             high = smallest - 1
     if high is None or high >= low:  # (else `low` did not fit: _search raises)
-        warnings.warn(f"max_batch_size: {reason}; searching with a Thunder trace per size", stacklevel=2)
-    return shown.done(_search(model, make_inputs, limit, low, high, step_options, traced, reason, shown))
+        warnings.warn(f"max_batch_size: {reason}; searching with a Thunder trace per size",
+                      stacklevel=_caller_outside_peakmem())
+    return _search(model, make_inputs, limit, low, high, step_options, traced, reason, shown)
 
 
 def _solve(formula: Any, limit: int, low: int, high: int | None, shown: _Progress) -> BatchSearch | None:
