@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-from typing import Any, Callable, Mapping, TypedDict
+from typing import Any, Callable, Mapping, TypedDict, TypeVar, cast
 
 from .._deprecation import deprecated
 from ..api import Allocator
@@ -137,6 +137,10 @@ class EstimateOptions(RunOptions, total=False):
     device_memory: int | str | None
 
 
+# A decorated function keeps its own type, so that an editor shows its
+# signature and completes its **options' keys.
+F = TypeVar("F", bound=Callable[..., Any])
+
 # Old spellings of the keys: each warns and means the new one.
 _RENAMED = {"kwargs": "kwinputs"}
 
@@ -147,7 +151,8 @@ def _keys(options: type) -> frozenset[str]:
 
 def _check(name: str, allowed: frozenset[str], given: dict[str, Any]) -> dict[str, Any]:
     """`given` with the old spellings renamed (each warns); TypeError for a
-    keyword `name` does not take, or a key given in both spellings."""
+    keyword outside `allowed` (function `name`'s), or one given in both
+    spellings."""
     for old, new in _RENAMED.items():
         if old in given and new in allowed:
             if new in given:
@@ -163,14 +168,14 @@ def _check(name: str, allowed: frozenset[str], given: dict[str, Any]) -> dict[st
     return given
 
 
-def takes(options: type) -> Callable[[Callable], Callable]:
-    """A decorator for ``fn(..., **options: Unpack[options])``: the keywords
-    outside `options` and `fn`'s own named parameters are a TypeError naming the keyword before `fn` runs, and `fn`'s
-    docstring gets `options`'s keys' documentation (each class's on the way
-    down from StepOptions)."""
+def takes(options: type) -> Callable[[F], F]:
+    """A decorator for ``fn(..., **options: Unpack[options])``: a keyword
+    that is neither a key of `options` nor a parameter of `fn`'s own is a
+    TypeError naming it, before `fn` runs, and `fn`'s docstring gets the
+    keys' documentation (each class's on the way down from StepOptions)."""
     import inspect
 
-    def decorate(fn: Callable) -> Callable:
+    def decorate(fn: F) -> F:
         own = [p.name for p in inspect.signature(fn).parameters.values()
                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
         allowed = _keys(options) | set(own)
@@ -181,8 +186,8 @@ def takes(options: type) -> Callable[[Callable], Callable]:
             return fn(*args, **_check(name, allowed, given))
 
         run.__doc__ = "\n\n".join([inspect.cleandoc(fn.__doc__ or ""), "Keyword arguments:",
-                                   *(inspect.cleandoc(c.__doc__) for c in _lineage(options))])
-        return run
+                                   *(inspect.cleandoc(c.__doc__ or "") for c in _lineage(options))])
+        return cast(F, run)
 
     return decorate
 
@@ -190,7 +195,6 @@ def takes(options: type) -> Callable[[Callable], Callable]:
 def _lineage(options: type) -> list[type]:
     """`options` and the TypedDicts above it here, StepOptions first."""
     chain = [StepOptions, RunOptions, EstimateOptions]
-    for i, c in enumerate(chain):
-        if _keys(c) == _keys(options):
-            return chain[:i + 1]
-    raise ValueError(f"{options.__name__} is not one of {', '.join(c.__name__ for c in chain)}")
+    if options not in chain:
+        raise ValueError(f"{options.__name__} is not one of {', '.join(c.__name__ for c in chain)}")
+    return chain[:chain.index(options) + 1]
