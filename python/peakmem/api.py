@@ -11,7 +11,7 @@ from ._deprecation import renamed
 
 # The values analyze's (and plan's, estimate_step's) string options take.
 MemoryModel = Literal["runtime", "thunder"]
-Model = MemoryModel  # the name analyze's memory_model= had as model=
+Model = MemoryModel  # its name for the deprecated model= of analyze; goes with it
 Convention = Literal["auto", "forward", "backward", "plain"]
 Allocator = Literal["requested", "cuda-caching"]
 
