@@ -69,9 +69,9 @@ def main() -> int:
     for family in sorted(FAMILIES):
         for optimizer in (torch.optim.AdamW, torch.optim.SGD):
             model, kwargs = FAMILIES[family]("cpu")
-            truth = peakmem.measure_step(model, kwargs=kwargs, optimizer=optimizer, frontend="eager").peak_bytes
+            truth = peakmem.measure_step(model, kwinputs=kwargs, optimizer=optimizer, frontend="eager").peak_bytes
             start = time.perf_counter()
-            estimate = peakmem.estimate_step(model, kwargs=kwargs, optimizer=optimizer, frontend="eager")
+            estimate = peakmem.estimate_step(model, kwinputs=kwargs, optimizer=optimizer, frontend="eager")
             ours = time.perf_counter() - start
             theirs, their_s = memtracker_peak(model, kwargs, optimizer)
             name = f"{family} {optimizer.__name__}"

@@ -15,7 +15,7 @@ training forward and the backward (`thunder.last_traces`,
   peakmem_gam    peakmem.thunder.get_alloc_memory(trc)   (the drop-in: the live
                  reader's lean form and the thunder model, peak and breakdown only)
   analyze_rt     peakmem.analyze(trc)                    (runtime model)
-  analyze_th     peakmem.analyze(trc, model="thunder")
+  analyze_th     peakmem.analyze(trc, memory_model="thunder")
   export         peakmem.to_json_export(trc)             (live reader, exact form, + JSON writer)
   core           peakmem._core.analyze_text(json, ...)   (JSON reader + thunder model)
   breakdown      report.breakdown                        (C++ -> Python dict)
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:  # the benchmark's steps in orde
         th_w, th_c, th_res = best_of(lambda: thunder_gam(trc), args.repeat)
         pm_w, pm_c, pm_res = best_of(lambda: peakmem.thunder.get_alloc_memory(trc), args.repeat)
         rt_w, rt_c, _ = best_of(lambda: peakmem.analyze(trc), args.repeat)
-        at_w, at_c, _ = best_of(lambda: peakmem.analyze(trc, model="thunder"), args.repeat)
+        at_w, at_c, _ = best_of(lambda: peakmem.analyze(trc, memory_model="thunder"), args.repeat)
         ex_w, ex_c, exported = best_of(lambda: peakmem.to_json_export(trc), args.repeat)
         co_w, co_c, report = best_of(
             lambda: _core.analyze_text(exported, "<TraceCtx>", "thunder", "auto", True), args.repeat)

@@ -34,8 +34,8 @@ def rows(root: Path):
                 continue
             m = measured[kind]
             # for the threads the measurement ran on (some kernels' scratch is per thread)
-            r = peakmem.analyze(path, model="runtime", torch_threads=measured["num_threads"])
-            t = peakmem.analyze(path, model="thunder")
+            r = peakmem.analyze(path, memory_model="runtime", torch_threads=measured["num_threads"])
+            t = peakmem.analyze(path, memory_model="thunder")
             yield program, kind, m, r, t
 
 

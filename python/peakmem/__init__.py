@@ -1,7 +1,7 @@
 """peakmem: predicts the memory a tensor program will use, to the byte.
 
 Public API:
-    analyze(trace, *, model="runtime", convention="auto", scratch=True, events=True) -> Report
+    analyze(trace, *, memory_model="runtime", convention="auto", scratch=True, events=True) -> Report
         `trace` is a Thunder TraceCtx, printed trace text, or a path to a
         trace file (text or peakmem's JSON export).
     Report, Statement           the result types (from the C++ engine; Statement is one

@@ -7,9 +7,11 @@ import sys
 from typing import Any, Literal
 
 from . import _core
+from ._deprecation import renamed
 
 # The values analyze's (and plan's, estimate_step's) string options take.
-Model = Literal["runtime", "thunder"]
+MemoryModel = Literal["runtime", "thunder"]
+Model = MemoryModel  # its name for the deprecated model= of analyze; goes with it
 Convention = Literal["auto", "forward", "backward", "plain"]
 Allocator = Literal["requested", "cuda-caching"]
 
@@ -40,10 +42,11 @@ def to_json_export(trace: Any) -> str:
     return _core.trace_to_json(trace)
 
 
+# Long: its docstring documents every option where help() shows it; the body is twenty lines.
 def analyze(
     trace: Any,
     *,
-    model: Model = "runtime",
+    memory_model: MemoryModel | None = None,
     convention: Convention = "auto",
     scratch: bool = True,
     allocator: Allocator = "requested",
@@ -54,11 +57,14 @@ def analyze(
     world_size: int = 0,
     torch_threads: int | None = None,
     dtensor_layout: str = "",
+    model: MemoryModel | None = None,
 ) -> _core.Report:
-    """Analyses a trace with one model and returns a Report.
+    """Analyses a trace with one memory model and returns a Report.
 
-    `model` is ``"runtime"`` (what PyTorch really allocates) or ``"thunder"``
-    (Thunder's own ``get_alloc_memory``, reproduced exactly). For the runtime
+    `memory_model` is ``"runtime"`` (None, the default: what PyTorch really
+    allocates) or ``"thunder"`` (Thunder's own ``get_alloc_memory``,
+    reproduced exactly); ``model=`` is its old spelling, which warns
+    (``model`` is the ``nn.Module`` in the step's functions). For the runtime
     model, `convention` says how the caller passes the arguments (``"auto"``
     infers it: a Thunder ``backward_fn(saved_for_backward, cotangents)`` is
     called with lists, anything else is a forward whose caller holds every
@@ -107,10 +113,12 @@ def analyze(
       - a path (``str`` or ``os.PathLike``) to a file holding either.
 
     Raises ``peakmem.TraceError`` (a ``ValueError``) for malformed input,
-    ``ValueError`` for an unknown model, ``FileNotFoundError`` for a missing
-    file and ``TypeError`` for an object that is none of the above.
+    ``ValueError`` for an unknown memory model, ``FileNotFoundError`` for a
+    missing file and ``TypeError`` for an object that is none of the above,
+    or for both `memory_model` and `model`.
     """
-    options = (model, convention, scratch, allocator, alloc_conf, device_memory)
+    memory_model = renamed("analyze", "model", model, "memory_model", memory_model) or "runtime"
+    options = (memory_model, convention, scratch, allocator, alloc_conf, device_memory)
     rank_and_threads = {"rank": rank, "world_size": world_size, "torch_threads": _torch_threads(torch_threads),
                         "dtensor_layout": dtensor_layout}
     if _is_trace_ctx(trace):

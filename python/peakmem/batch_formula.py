@@ -42,7 +42,9 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Unpack
+
+from .step.options import EstimateOptions, takes
 
 __all__ = ["PeakFormula", "StructureChanges", "peak_formula"]
 
@@ -285,27 +287,23 @@ class PeakFormula:
             "simulate": simulating})
 
 
-_TRACE_ARGS = ("loss_fn", "gradient", "optimizer", "optimizer_kwargs", "steps", "zero_grad", "transform",
-               "plan", "recompute", "strategy", "world_size", "rank")
-_PRICING_ARGS = ("allocator", "alloc_conf", "device_memory")
-
-
-def _split_kwargs(step_kwargs: dict) -> tuple[dict, dict]:
-    """estimate_step's keyword arguments split into the tracing's and the pricing's."""
-    unknown = set(step_kwargs) - set(_TRACE_ARGS) - set(_PRICING_ARGS) - {"frontend"}
-    if unknown:
-        raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
-    if step_kwargs.get("frontend") not in (None, "thunder"):
+def _split_options(step_options: dict) -> tuple[dict, dict]:
+    """estimate_step's keyword arguments (peakmem.step.options, checked
+    already) split into the tracing's and the pricing's."""
+    if step_options.get("frontend") not in (None, "thunder"):
         raise ValueError(f"the formula is derived from Thunder's traces: frontend must be 'thunder' (or None), "
-                         f"got {step_kwargs['frontend']!r}")
-    plan = step_kwargs.get("plan")
-    if step_kwargs.get("recompute") not in (None, False) or (
+                         f"got {step_options['frontend']!r}")
+    if step_options.get("kwinputs"):
+        raise ValueError("kwinputs= (keyword inputs to the model) needs frontend='eager'; the formula is "
+                         "derived from Thunder's traces, whose step calls model(*inputs)")
+    plan = step_options.get("plan")
+    if step_options.get("recompute") not in (None, False) or (
             isinstance(plan, dict) and (plan.get("recompute") or plan.get("budget") is not None)):
         raise StructureChanges("recompute= chooses what to recompute at each size (and budget) "
                                "anew: no one program for every size")
-    pricing = {"allocator": step_kwargs.get("allocator", "requested"),
-               "alloc_conf": step_kwargs.get("alloc_conf"), "device_memory": step_kwargs.get("device_memory")}
-    return {k: v for k, v in step_kwargs.items() if k in _TRACE_ARGS}, pricing
+    pricing = {"allocator": step_options.get("allocator", "requested"),
+               "alloc_conf": step_options.get("alloc_conf"), "device_memory": step_options.get("device_memory")}
+    return {k: v for k, v in step_options.items() if k not in pricing and k != "frontend"}, pricing
 
 
 def _check_sizes(sizes: Any, verify: bool) -> tuple[int, ...]:
@@ -333,7 +331,7 @@ class _FirstDoesNotFit(Exception):
 
 
 def _build(model: Any, make_inputs: Callable[[int], tuple], sizes: tuple[int, ...], verify: bool,
-           step_kwargs: dict, traced: _Traced, first_fits: Callable[[Any], bool] | None = None,
+           step_options: dict, traced: _Traced, first_fits: Callable[[Any], bool] | None = None,
            on_trace: Callable[[int, float | None], None] | None = None) -> PeakFormula:
     """The formula from Thunder's traces at `sizes` (each kept in `traced`,
     so that a caller falling back to the search reuses them);
@@ -350,13 +348,13 @@ def _build(model: Any, make_inputs: Callable[[int], tuple], sizes: tuple[int, ..
     from .step.frontend import unwrap_thunder_module
 
     model = unwrap_thunder_module(model)
-    trace_kwargs, pricing = _split_kwargs(step_kwargs)
-    trace = with_strategy(lambda model, *inputs, **kw: _traced_program(model, inputs, TrainingStep(**kw)))
+    trace_options, pricing = _split_options(step_options)
+    trace = with_strategy(lambda model, *inputs, **kw: _traced_program(model, inputs, TrainingStep.of(kw)))
 
     def program_at(n: int) -> Any:
         if on_trace is not None:
             on_trace(n, None)
-        program, seconds = trace(model, *make_inputs(n), **trace_kwargs)
+        program, seconds = trace(model, *make_inputs(n), **trace_options)
         traced.programs[n] = program
         traced.thunder_s += seconds
         if on_trace is not None:
@@ -413,17 +411,18 @@ def _verify(formula: PeakFormula, program: Any, n: int) -> None:
                                f"Thunder's trace to {want[0]} and {want[1]}")
 
 
+@takes(EstimateOptions)
 def peak_formula(model: Any, make_inputs: Callable[[int], tuple], *, sizes: tuple[int, ...] = DEFAULT_SIZES,
-                 verify: bool = True, **step_kwargs: Any) -> PeakFormula:
-    """The step ``estimate_step(model, *make_inputs(n), **step_kwargs)`` as
+                 verify: bool = True, **step_options: Unpack[EstimateOptions]) -> PeakFormula:
+    """The step ``estimate_step(model, *make_inputs(n), **step_options)`` as
     a function of n, from Thunder's traces at `sizes` (three: two derive,
     the third verifies; ``verify=False``: the first two only, a trace less,
-    the affine form then assumed rather than checked). `step_kwargs` are
-    estimate_step's but ``budget`` (give it to ``fits``/``estimate``) and a
-    ``recompute``; the step is Thunder's whatever the model (a
-    ``thunder.jit`` module stands for the module it wraps; ``frontend``, if
-    given, must be ``"thunder"``). Raises StructureChanges (a ValueError, with
-    ``reason``) when the step is not one program whose integers are affine
-    in n; see the module docstring."""
+    the affine form then assumed rather than checked). `step_options` are
+    estimate_step's keyword arguments (below) but ``recompute`` and
+    ``kwinputs``; its ``budget`` goes to ``fits``/``estimate``. The step is
+    Thunder's whatever the model (a ``thunder.jit`` module stands for the
+    module it wraps; ``frontend``, if given, must be ``"thunder"``). Raises
+    StructureChanges (a ValueError, with ``reason``) when the step is not
+    one program whose integers are affine in n; see the module docstring."""
     traced = _Traced()
-    return _build(model, make_inputs, _check_sizes(sizes, verify), verify, step_kwargs, traced)
+    return _build(model, make_inputs, _check_sizes(sizes, verify), verify, step_options, traced)

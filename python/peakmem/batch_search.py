@@ -44,10 +44,12 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Unpack
 
+from ._deprecation import _caller_outside_peakmem
 from .batch_formula import DEFAULT_SIZES
 from .step.frontend import resolve_frontend
+from .step.options import EstimateOptions, takes
 from .step.training_step import _plan_and_recompute
 
 __all__ = ["BatchSearch", "max_batch_size"]
@@ -108,18 +110,16 @@ class BatchSearch:
     reason: str | None = None
 
 
+@takes(EstimateOptions)
 def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int | str, *,
                    low: int = 1, high: int | None = None, method: Literal["formula", "search"] = "formula",
                    sizes: tuple[int, ...] = DEFAULT_SIZES, verify: bool = True,
-                   progress: bool | Callable[[str], Any] = True, **step_kwargs: Any) -> BatchSearch:
+                   progress: bool | Callable[[str], Any] = True,
+                   **step_options: Unpack[EstimateOptions]) -> BatchSearch:
     """The largest `n` in [`low`, `high`] whose step, ``estimate_step(model,
-    *make_inputs(n), **step_kwargs)``, fits in `budget` bytes (or a size such
-    as ``"80GiB"``). `step_kwargs` are estimate_step's (loss_fn, optimizer,
-    optimizer_kwargs, steps, zero_grad, transform, plan, recompute,
-    allocator, alloc_conf, device_memory, strategy, world_size, rank,
-    frontend, and the eager front end's kwargs), `frontend` resolved as
-    estimate_step resolves it (default None: a ``thunder.jit`` module's
-    step under Thunder, any other module's eagerly); with
+    *make_inputs(n), **step_options)``, fits in `budget` bytes (or a size
+    such as ``"80GiB"``). `step_options` are estimate_step's keyword
+    arguments (below), `frontend` resolved as estimate_step resolves it; with
     ``recompute=True`` each size recomputes saved tensors until it fits
     `budget` (the report's ``recomputation`` says what and the FLOPs),
     which only the search does. With ``allocator="cuda-caching"`` a size
@@ -133,10 +133,7 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     writes a line to stderr for each size traced and judged, a callable
     receives each line instead, False is silent. Raises ValueError when not
     even `low` fits."""
-    from .batch_formula import StructureChanges, _build, _check_sizes, _FirstDoesNotFit, _Traced
-    from .step.budget import _budget, _pricing
-    from .step.estimate import _simulate
-    from .step.report import _with_budget
+    from .step.budget import _budget
 
     limit = _budget(budget)
     if limit is None:
@@ -146,24 +143,38 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     if method not in ("formula", "search"):
         raise ValueError(f"method must be 'formula' or 'search', got {method!r}")
     shown = _Progress(progress, limit)
-    plan, recompute = _plan_and_recompute(step_kwargs.get("plan", False), step_kwargs.get("recompute"))
-    frontend, model = resolve_frontend(model, step_kwargs.get("frontend"), None, recompute=recompute is not None,
-                                       **{k: step_kwargs.get(k) for k in ("transform", "plan", "strategy")})
-    step_kwargs = {**step_kwargs, "frontend": frontend, "plan": plan, "recompute": recompute}
+    plan, recompute = _plan_and_recompute(step_options.get("plan", False), step_options.get("recompute"))
+    frontend, model = resolve_frontend(model, step_options.get("frontend"), None, recompute=recompute is not None,
+                                       **{k: step_options.get(k) for k in ("transform", "plan", "strategy")})
+    step_options = {**step_options, "frontend": frontend, "plan": plan, "recompute": recompute}
     if frontend == "eager":
         # The formula is derived from Thunder's traces; an eager step is
         # recorded anew at each size (in about a second for a 7B model).
         reason = None if method == "search" else "the eager front end estimates each size (no Thunder trace)"
-        return shown.done(_search(model, make_inputs, limit, low, high, step_kwargs, reason=reason, shown=shown))
+        return shown.done(_search(model, make_inputs, limit, low, high, step_options, reason=reason, shown=shown))
     if method == "search":
-        return shown.done(_search(model, make_inputs, limit, low, high, step_kwargs, shown=shown))
+        return shown.done(_search(model, make_inputs, limit, low, high, step_options, shown=shown))
+    return shown.done(_by_formula(model, make_inputs, limit, low, high, sizes, verify, step_options, shown))
+
+
+def _by_formula(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: int, high: int | None,
+                sizes: tuple[int, ...], verify: bool, step_options: dict, shown: _Progress) -> BatchSearch:
+    """max_batch_size's method="formula" on Thunder's front end: the
+    formula's answer, or where it cannot answer (the step's structure
+    changes with n, or the answer is below the sizes it is traced at) a
+    warning and the search, reusing the traces made."""
+    from .batch_formula import StructureChanges, _build, _check_sizes, _FirstDoesNotFit, _Traced
+    from .step.budget import _pricing
+    from .step.estimate import _simulate
+    from .step.report import _with_budget
+
     sizes = _check_sizes(sizes, verify)
     traced = _Traced()
     smallest = min(sizes)
     below = (f"n={smallest}, the smallest size the formula is traced at, does not fit; the sizes below "
              "it are estimated one by one (a dimension of 1 can change the program)")
-    pricing = _pricing(step_kwargs.get("allocator", "requested"), step_kwargs.get("alloc_conf"),
-                       step_kwargs.get("device_memory"), limit)
+    pricing = _pricing(step_options.get("allocator", "requested"), step_options.get("alloc_conf"),
+                       step_options.get("device_memory"), limit)
 
     def first_fits(program: Any) -> bool:
         return bool(_with_budget(_simulate(program, pricing)[0], limit).fits)
@@ -175,7 +186,7 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
             # Asked only when the first size traced is the smallest and no
             # larger than `low`: then its not fitting settles the matter.
             check = first_fits if sizes[0] == smallest and low <= smallest else None
-            formula = _build(model, make_inputs, sizes, verify, step_kwargs, traced, check, shown.tracing)
+            formula = _build(model, make_inputs, sizes, verify, step_options, traced, check, shown.tracing)
         except StructureChanges as e:
             reason = e.reason
         except _FirstDoesNotFit:
@@ -184,12 +195,13 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
         else:
             found = _solve(formula, limit, low, high, shown)
             if found is not None:
-                return shown.done(found)
+                return found
             reason = below
             high = smallest - 1
     if high is None or high >= low:  # (else `low` did not fit: _search raises)
-        warnings.warn(f"max_batch_size: {reason}; searching with a Thunder trace per size", stacklevel=2)
-    return shown.done(_search(model, make_inputs, limit, low, high, step_kwargs, traced, reason, shown))
+        warnings.warn(f"max_batch_size: {reason}; searching with a Thunder trace per size",
+                      stacklevel=_caller_outside_peakmem())
+    return _search(model, make_inputs, limit, low, high, step_options, traced, reason, shown)
 
 
 def _solve(formula: Any, limit: int, low: int, high: int | None, shown: _Progress) -> BatchSearch | None:
@@ -225,7 +237,7 @@ def _solve(formula: Any, limit: int, low: int, high: int | None, shown: _Progres
 
 
 def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: int, high: int | None,
-            step_kwargs: dict, traced: Any = None, reason: str | None = None,
+            step_options: dict, traced: Any = None, reason: str | None = None,
             shown: _Progress | None = None) -> BatchSearch:
     """Doubling and bisection with estimate_step at each size; the steps in
     `traced` (a batch_formula._Traced) are reused, not traced again."""
@@ -233,15 +245,15 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
     from .step.estimate import _simulate, estimate_step
     from .step.report import _with_budget
 
-    recompute = step_kwargs.get("recompute")
+    recompute = step_options.get("recompute")
     if recompute is not None and recompute.get("budget") is None:
         # Recompute only until the step fits this budget: the fewest added FLOPs.
-        step_kwargs = {**step_kwargs, "recompute": {**recompute, "budget": limit}}
+        step_options = {**step_options, "recompute": {**recompute, "budget": limit}}
     reports: dict[int, Any] = {}
     traces = 0
     if traced is not None:
-        pricing = _pricing(step_kwargs.get("allocator", "requested"), step_kwargs.get("alloc_conf"),
-                           step_kwargs.get("device_memory"), limit)
+        pricing = _pricing(step_options.get("allocator", "requested"), step_options.get("alloc_conf"),
+                           step_options.get("device_memory"), limit)
         for n, program in traced.programs.items():
             reports[n] = _with_budget(_simulate(program, pricing)[0], limit)
             if shown is not None:
@@ -251,15 +263,15 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
     def fits(n: int) -> bool:
         nonlocal traces
         if n not in reports:
-            if shown is not None and step_kwargs.get("frontend") == "eager":
+            if shown is not None and step_options.get("frontend") == "eager":
                 shown.say(f"n={n}: recording the step eagerly ...")
             elif shown is not None:
                 shown.tracing(n, None)
             inputs = make_inputs(n)
             if isinstance(inputs, dict):  # keyword inputs (frontend="eager")
-                reports[n] = estimate_step(model, kwargs=inputs, budget=limit, **step_kwargs)
+                reports[n] = estimate_step(model, kwinputs=inputs, budget=limit, **step_options)
             else:
-                reports[n] = estimate_step(model, *inputs, budget=limit, **step_kwargs)
+                reports[n] = estimate_step(model, *inputs, budget=limit, **step_options)
             seconds = reports[n].seconds
             if "thunder" in seconds:
                 traces += 1

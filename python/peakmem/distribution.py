@@ -20,7 +20,7 @@ Tensor parallelism names the layers it shards, so it stays a ``transform=``
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator, Literal, get_args
+from typing import Any, Callable, Iterator, Literal, TypeVar, cast, get_args
 
 __all__ = ["STRATEGIES", "Strategy", "fake_process_group", "nccl_estimate", "strategy_transform", "traces_collectives",
            "with_strategy"]
@@ -47,7 +47,10 @@ def strategy_transform(strategy: Strategy, device: Any) -> Callable[[Any], Any]:
     return apply
 
 
-def with_strategy(fn: Callable) -> Callable:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def with_strategy(fn: F) -> F:
     """`fn(model, *inputs, ...)` (estimate_step, measure_step, export_step)
     taking `strategy`, `world_size` and `rank`: it runs as that rank of a
     fake process group made for the call, with the strategy's transform on
@@ -74,7 +77,7 @@ def with_strategy(fn: Callable) -> Callable:
         with fake_process_group(world_size, rank):
             return fn(model, *inputs, transform=transform, **kwargs)
 
-    return run
+    return cast(F, run)  # its type is fn's, so that an editor shows fn's signature
 
 
 @contextlib.contextmanager

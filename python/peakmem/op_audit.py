@@ -160,7 +160,7 @@ def audit_trace(trace: Any, *, seed: int = 0) -> TraceAudit:
     from .measure import _InputMaker, _make_call_args, detect_convention
 
     rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-    report = peakmem.analyze(trace, model="runtime", rank=rank)
+    report = peakmem.analyze(trace, memory_model="runtime", rank=rank)
     fn = _instrumented(trace)
     maker = _InputMaker(torch.device("cpu"), seed, trace)
     convention = detect_convention(trace)

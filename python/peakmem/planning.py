@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _core
-from .api import _is_trace_ctx, _torch_threads
+from .api import Allocator, Convention, _is_trace_ctx, _torch_threads
 
 __all__ = ["Plan", "plan", "plan_transform"]
 
@@ -130,12 +130,12 @@ def _rebuild_trace_ctx(trace: Any, result: dict) -> Any:
 def plan(
     trace: Any,
     *,
-    convention: str = "auto",
+    convention: Convention = "auto",
     scratch: bool = True,
     torch_threads: int | None = None,
     time_budget: float = 1.0,
     max_simulations: int = 20000,
-    allocator: str = "requested",
+    allocator: Allocator = "requested",
     alloc_conf: str | None = None,
 ) -> Plan:
     """Plans `trace` (a Thunder ``TraceCtx``, printed trace text, or a path to

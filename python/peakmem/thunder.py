@@ -25,7 +25,7 @@ def get_alloc_memory(trace: Any) -> tuple[int, dict[str, int]]:
     if _is_trace_ctx(trace):
         # The live reader (in C++) and the thunder model, peak and breakdown only.
         return _core.thunder_alloc_memory(trace)
-    report = analyze(trace, model="thunder")
+    report = analyze(trace, memory_model="thunder")
     return report.peak_bytes, report.breakdown
 
 

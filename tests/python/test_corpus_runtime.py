@@ -38,7 +38,7 @@ def measured(program: str, key: str) -> tuple[int, int]:
 def test_stored_trace_matches_measurement(program, kind, form):
     # Predicted for the threads the measurement ran on (a kernel's scratch can be per thread).
     threads = json.loads((program_dir(program) / "measured.json").read_text())["num_threads"]
-    report = peakmem.analyze(program_dir(program) / f"{kind}.{form}", model="runtime", torch_threads=threads)
+    report = peakmem.analyze(program_dir(program) / f"{kind}.{form}", memory_model="runtime", torch_threads=threads)
     want = measured(program, kind)
     got = (report.peak_bytes, report.final_bytes)
     exception = EXCEPTIONS.get((program, kind, form))
@@ -59,7 +59,7 @@ def test_live_trace_matches_fresh_measurement(program, live_corpus):
         if trace is None:
             continue
         m = peakmem.measure(trace)
-        report = peakmem.analyze(trace, model="runtime")
+        report = peakmem.analyze(trace, memory_model="runtime")
         exception = EXCEPTIONS.get((program, kind, "trace"))
         if exception is not None:
             got = (m.peak_bytes - report.peak_bytes, m.final_bytes - report.final_bytes)

@@ -44,7 +44,7 @@ def test_the_corpus_covers_the_strategies_world_sizes_and_ranks():
 @pytest.mark.parametrize("form", ["trace", "json"])
 @pytest.mark.parametrize("entry,kind", TRACES, ids=[f"{e}-{k}" for e, k in TRACES])
 def test_each_rank_is_predicted_to_the_byte(entry, kind, form):
-    report = peakmem.analyze(DISTRIBUTED / entry / f"{kind}.{form}", model="runtime")
+    report = peakmem.analyze(DISTRIBUTED / entry / f"{kind}.{form}", memory_model="runtime")
     want = measured(entry)[kind]
     assert (report.peak_bytes, report.final_bytes) == (want["peak_bytes"], want["final_bytes"])
     unknown = [str(d) for d in report.diagnostics if "not in peakmem's op registry" in str(d)]
@@ -52,7 +52,7 @@ def test_each_rank_is_predicted_to_the_byte(entry, kind, form):
 
 
 def argument_bytes(entry: str, kind: str) -> int:
-    report = peakmem.analyze(DISTRIBUTED / entry / f"{kind}.trace", model="thunder")
+    report = peakmem.analyze(DISTRIBUTED / entry / f"{kind}.trace", memory_model="thunder")
     return sum(v for k, v in report.breakdown.items() if k.startswith("argument "))
 
 

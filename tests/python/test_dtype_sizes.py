@@ -49,11 +49,11 @@ def test_argument_bytes_match_pytorch_and_thunder(short, pair, n):
     text = f'def computation(x):\n  # x: "cpu {short}[{n}]"\n  return x\n'
     # The runtime model: the argument is held to the end (final bytes).
     measured = torch.empty(n, dtype=torch_dtype).untyped_storage().nbytes()
-    assert peakmem.analyze(text, model="runtime").final_bytes == measured
+    assert peakmem.analyze(text, memory_model="runtime").final_bytes == measured
     # The thunder model: numel * dtype.bytes, when that is a whole number.
     thunder_count = n * thunder_dtype.bytes
     if thunder_count == int(thunder_count):
-        assert peakmem.analyze(text, model="thunder").final_bytes == int(thunder_count)
+        assert peakmem.analyze(text, memory_model="thunder").final_bytes == int(thunder_count)
     else:
         with pytest.raises(peakmem.TraceError, match=r"as \d+\.5 bytes"):
-            peakmem.analyze(text, model="thunder")
+            peakmem.analyze(text, memory_model="thunder")

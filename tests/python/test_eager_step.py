@@ -17,7 +17,7 @@ from eager_models import FAMILIES
 
 
 def _estimate(model, kwargs, **options):
-    return peakmem.estimate_step(model, kwargs=kwargs, frontend="eager", **options)
+    return peakmem.estimate_step(model, kwinputs=kwargs, frontend="eager", **options)
 
 
 # Every family with both optimizers: ViT's SGD step peaks inside the
@@ -37,7 +37,7 @@ def test_a_transformers_step_is_exact_on_cpu_and_meta(family, name):
     estimate = _estimate(model, kwargs, optimizer=optimizer)
     # The estimate ran on meta stand-ins: the user's model is neither run nor changed.
     assert all(torch.equal(p, before[n]) and p.grad is None for n, p in model.named_parameters())
-    measured = peakmem.measure_step(model, kwargs=kwargs, optimizer=optimizer, frontend="eager")
+    measured = peakmem.measure_step(model, kwinputs=kwargs, optimizer=optimizer, frontend="eager")
     assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
     meta_model, meta_kwargs = FAMILIES[family]("meta")
     on_meta = _estimate(meta_model, meta_kwargs, optimizer=optimizer)
@@ -57,7 +57,7 @@ def test_accumulated_steps_and_any_torch_optimizer_are_exact():
     model, kwargs = FAMILIES["llama"]("cpu")
     options = dict(optimizer=torch.optim.RMSprop, optimizer_kwargs={"momentum": 0.9}, steps=2, zero_grad=False)
     estimate = _estimate(model, kwargs, **options)
-    measured = peakmem.measure_step(model, kwargs=kwargs, frontend="eager", **options)
+    measured = peakmem.measure_step(model, kwinputs=kwargs, frontend="eager", **options)
     assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
     # Left at the end: the parameters, their .grad and RMSprop's square_avg,
     # momentum_buffer and step for each, and the inputs.
@@ -85,9 +85,9 @@ def test_mistakes_are_named():
     with pytest.raises(ValueError, match="need Thunder"):
         _estimate(model, kwargs, transform=lambda jm: jm)
     with pytest.raises(ValueError, match="needs frontend='eager'"):
-        peakmem.estimate_step(model, kwargs=kwargs, frontend="thunder")
+        peakmem.estimate_step(model, kwinputs=kwargs, frontend="thunder")
     with pytest.raises(ValueError, match="frontend must be"):
-        peakmem.estimate_step(model, kwargs=kwargs, frontend="jax")
+        peakmem.estimate_step(model, kwinputs=kwargs, frontend="jax")
 
 
 def test_a_7b_llama_from_transformers_on_meta():
@@ -144,7 +144,7 @@ def test_the_largest_batch_of_an_eager_step():
     # the activations and the logits do), and a budget a byte smaller is 2.
     cpu_model, _ = FAMILIES["gpt2"]("cpu")
     ids = torch.zeros(3, 16, dtype=torch.int64)
-    measured = peakmem.measure_step(cpu_model, kwargs={"input_ids": ids, "labels": ids},
+    measured = peakmem.measure_step(cpu_model, kwinputs={"input_ids": ids, "labels": ids},
                                     optimizer=torch.optim.AdamW, frontend="eager").peak_bytes
     model, _ = FAMILIES["gpt2"]("meta")
 
@@ -171,8 +171,8 @@ def test_a_recorded_step_file_runs_in_the_cli(tmp_path):
 
     model, kwargs = FAMILIES["llama"]("cpu")
     path = tmp_path / "llama.json"
-    peakmem.export_step(model, kwargs=kwargs, optimizer=torch.optim.SGD, frontend="eager", path=str(path))
-    measured = peakmem.measure_step(model, kwargs=kwargs, optimizer=torch.optim.SGD, frontend="eager")
+    peakmem.export_step(model, kwinputs=kwargs, optimizer=torch.optim.SGD, frontend="eager", path=str(path))
+    measured = peakmem.measure_step(model, kwinputs=kwargs, optimizer=torch.optim.SGD, frontend="eager")
     out = subprocess.run([cli(), "step", str(path), "--format", "json"], capture_output=True, text=True,
                          check=True).stdout
     report = json.loads(out)

@@ -20,7 +20,7 @@ def measured(program: str, key: str) -> tuple[int, int]:
 
 
 def predict(program: str, kind: str, model: str, **options) -> tuple[int, int]:
-    r = peakmem.analyze(CORPUS / program / f"{kind}.json", model=model, **options)
+    r = peakmem.analyze(CORPUS / program / f"{kind}.json", memory_model=model, **options)
     return r.peak_bytes, r.final_bytes
 
 

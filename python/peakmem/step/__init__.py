@@ -64,8 +64,9 @@ from .estimate import estimate_step
 from .export import export_step
 from .measure import measure_step
 from .frontend import Frontend
+from .options import EstimateOptions, RunOptions, StepOptions
 from .report import CATEGORIES, StepReport
 from .training_step import Gradient, Recompute, TrainingStep
 
-__all__ = ["CATEGORIES", "Frontend", "Gradient", "Recompute", "StepReport", "TrainingStep", "estimate_step",
-           "export_step", "measure_step"]
+__all__ = ["CATEGORIES", "EstimateOptions", "Frontend", "Gradient", "Recompute", "RunOptions", "StepOptions",
+           "StepReport", "TrainingStep", "estimate_step", "export_step", "measure_step"]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any, Unpack
 
-from ..distribution import Strategy, with_strategy
-from .frontend import Frontend
+from ..distribution import with_strategy
+from .options import StepOptions, takes
 from .running import _import_torch_and_thunder
 from .tracing import _checked_step_module, _step_program
-from .training_step import Gradient, TrainingStep
+from .training_step import TrainingStep
 
 __all__ = ["export_step"]
 
@@ -27,24 +27,9 @@ def _traced_step_file(model: Any, inputs: tuple, step: TrainingStep) -> dict:
                                 program.optimizer_first, program.optimizer_later, program.optimizer)
 
 
+@takes(StepOptions)
 @with_strategy
-def export_step(
-    model: Any,
-    *inputs: Any,
-    path: str | None = None,
-    loss_fn: Callable | None = None,
-    gradient: Gradient | None = None,
-    optimizer: Any = None,
-    optimizer_kwargs: dict | None = None,
-    steps: int = 1,
-    zero_grad: bool = True,
-    transform: Callable | None = None,
-    strategy: Strategy | None = None,  # these three: distribution.with_strategy's
-    world_size: int | None = None,
-    rank: int = 0,
-    kwargs: dict | None = None,
-    frontend: Frontend | None = None,
-) -> dict:
+def export_step(model: Any, *inputs: Any, path: str | None = None, **options: Unpack[StepOptions]) -> dict:
     """The step ``estimate_step`` would simulate, as a portable step file
     (docs/step-file.md): both traces as printed text, the names that join
     them, what the step holds, each value's module, and the optimizer's
@@ -54,9 +39,7 @@ def export_step(
     the eager front end (``frontend``, as ``estimate_step`` resolves it:
     a plain module's default) the file is the recorded step
     (docs/step-file.md, "Recorded steps"; peakmem.step.eager)."""
-    step, model = TrainingStep(
-        loss_fn=loss_fn, gradient=gradient, optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
-        zero_grad=zero_grad, kwargs=kwargs, transform=transform, frontend=frontend).resolved(model)
+    step, model = TrainingStep.of(options).resolved(model)
     if step.frontend == "eager":
         from .eager import recorded_step_file
 

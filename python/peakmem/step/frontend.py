@@ -81,7 +81,7 @@ def resolve_frontend(model: Any, frontend: Frontend | None, kwargs: dict | None 
         frontend = "thunder" if _is_thunder_module(model) or given else "eager"
     if frontend == "thunder":
         if kwargs:
-            raise ValueError("kwargs= (keyword inputs to the model) needs frontend='eager'; Thunder's step "
+            raise ValueError("kwinputs= (keyword inputs to the model) needs frontend='eager'; Thunder's step "
                              "calls model(*inputs)")
     elif given:
         raise ValueError(f"{', '.join(given)} need Thunder: pass frontend='thunder' (they rewrite Thunder's traces)")

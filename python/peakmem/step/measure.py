@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import gc
-from typing import Any, Callable
+from typing import Any, Unpack
 
-from ..distribution import Strategy, with_strategy
+from ..distribution import with_strategy
 from .budget import _budget
-from .frontend import Frontend
+from .options import RunOptions, takes
 from .holdings import _held_by_module, _input_tensors, _storage_bytes
 from .report import StepReport, _with_budget
 from .running import _import_torch_and_thunder, _run_step, _step_failure
 from .tracing import _jit, _step_module, _traced_program
-from .training_step import Gradient, Recompute, TrainingStep
+from .training_step import TrainingStep
 
 __all__ = ["measure_step"]
 
@@ -112,34 +112,19 @@ def _measure_traced(model: Any, inputs: tuple, step: TrainingStep) -> StepReport
         measured=True, allocator=allocator, frontend="thunder")
 
 
+@takes(RunOptions)
 @with_strategy
-def measure_step(
-    model: Any,
-    *inputs: Any,
-    loss_fn: Callable | None = None,
-    gradient: Gradient | None = None,
-    optimizer: Any = None,
-    optimizer_kwargs: dict | None = None,
-    steps: int = 1,
-    zero_grad: bool = True,
-    budget: int | str | None = None,
-    transform: Callable | None = None,
-    plan: bool | dict = False,
-    recompute: Recompute | None = None,
-    strategy: Strategy | None = None,  # these three: distribution.with_strategy's
-    world_size: int | None = None,
-    rank: int = 0,
-    kwargs: dict | None = None,
-    frontend: Frontend | None = None,
-) -> StepReport:
+def measure_step(model: Any, *inputs: Any, budget: int | str | None = None,
+                 **options: Unpack[RunOptions]) -> StepReport:
     """Runs ``steps`` training steps of `model` for real and measures them:
     the truth ``estimate_step`` is checked against.
 
-    Same arguments and step as ``estimate_step``, with real tensors, all on
-    the CPU or all on one CUDA device. One warm-up step runs first,
-    unmeasured (Thunder compiles on the first call; on CUDA, cuBLAS makes
-    its workspace); its gradients are dropped and the optimizer is made
-    afresh, so the measured steps start as the estimate's do: no ``.grad``,
+    The step of ``estimate_step``, with its keyword arguments but the
+    pricing (a measurement has no use for it), on real tensors, all on the
+    CPU or all on one CUDA device; `budget` as estimate_step's. One warm-up
+    step runs first, unmeasured (Thunder compiles on the first call; on
+    CUDA, cuBLAS makes its workspace); its gradients are dropped and the
+    optimizer is made afresh, so the measured steps start as the estimate's do: no ``.grad``,
     no optimizer state. The inputs are copied inside the measured region;
     the parameters and buffers, made before it, are added to every figure.
     On the CPU the profiler's events are walked (peakmem.measure's walk,
@@ -147,14 +132,9 @@ def measure_step(
     ``requested_bytes`` give the figures, and ``allocator`` the allocated and
     reserved bytes. ``phase_at_peak`` is ``"measured"`` and ``by_category``
     holds the parameters and inputs only (neither source says what a block
-    is). `frontend` is ``estimate_step``'s (default None: a ``thunder.jit``
-    module's step under Thunder, any other module's eagerly, without
-    Thunder), and so is `kwargs`.
+    is).
     """
-    step, model = TrainingStep(
-        loss_fn=loss_fn, gradient=gradient, optimizer=optimizer, optimizer_kwargs=optimizer_kwargs, steps=steps,
-        zero_grad=zero_grad, kwargs=kwargs, transform=transform, plan=plan, recompute=recompute,
-        frontend=frontend).resolved(model)
+    step, model = TrainingStep.of(options).resolved(model)
     limit = _budget(budget)
     run = _measure_eager if step.frontend == "eager" else _measure_traced
     return _with_budget(run(model, inputs, step), limit)

@@ -1,9 +1,9 @@
 """TrainingStep: the step ``estimate_step``, ``measure_step``, ``export_step``
 and ``max_batch_size`` share, as one value.
 
-Each public function takes the step's parts as keyword arguments, so that a
-call reads as the step it describes, and builds one ``TrainingStep`` from
-them: checked once, its front end decided once (peakmem.step.frontend), and
+Each public function takes the step's parts as keyword arguments
+(peakmem.step.options), so that a call reads as the step it describes, and
+builds one ``TrainingStep`` from them (``TrainingStep.of``): checked once, its front end decided once (peakmem.step.frontend), and
 handed whole to either front end. What the step is, is the package's
 docstring (peakmem.step).
 """
@@ -82,8 +82,8 @@ def _plan_and_recompute(plan: Any, recompute: Any) -> tuple[Any, dict | None]:
 
 @dataclass(frozen=True)
 class TrainingStep:
-    """One training step as the caller describes it (``estimate_step``'s
-    arguments of the same names say what each means).
+    """One training step as the caller describes it (peakmem.step.options'
+    keys of the same names say what each means).
 
     Attributes:
         loss_fn: ``loss_fn(output, *inputs)`` is the loss (None: the model's output is).
@@ -91,7 +91,8 @@ class TrainingStep:
         optimizer, optimizer_kwargs: the optimizer's class and its settings (None: no optimizer).
         steps: how many steps run in a row (a positive integer).
         zero_grad: ``zero_grad(set_to_none=True)`` after each step.
-        kwargs: the model's keyword inputs (the eager front end's).
+        kwargs: the model's keyword inputs (the eager front end's; the
+            functions' ``kwinputs=``).
         transform: applied to the ``thunder.jit`` module (Thunder's).
         plan: True, or ``peakmem.plan``'s options: Thunder runs each trace planned.
         recompute: None, or peakmem.recompute.search's options (``budget``,
@@ -131,6 +132,16 @@ class TrainingStep:
         plan, recompute = _plan_and_recompute(self.plan, self.recompute)
         object.__setattr__(self, "plan", plan)  # frozen: normalised once, here
         object.__setattr__(self, "recompute", recompute)
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> "TrainingStep":
+        """The step `options` describe (peakmem.step.options' keys, checked
+        by ``takes`` and with `strategy` made a `transform` by
+        distribution.with_strategy): its ``kwinputs`` are ``kwargs`` here,
+        and the keys that are not the step's (the estimate's pricing) are
+        left out."""
+        given = {("kwargs" if k == "kwinputs" else k): v for k, v in options.items()}
+        return cls(**{k: v for k, v in given.items() if k in cls.__dataclass_fields__})
 
     def resolved(self, model: Any) -> tuple["TrainingStep", Any]:
         """This step with its front end decided (peakmem.step.frontend), and

@@ -89,8 +89,8 @@ def run_source(source: str, input_shapes: list[list[int]], seed: int = 0) -> lis
     outcomes = []
     for kind, trc in traces:
         m = peakmem.measure(trc)
-        live = peakmem.analyze(trc, model="runtime")
-        text = peakmem.analyze(str(trc) + "\n", model="runtime")
+        live = peakmem.analyze(trc, memory_model="runtime")
+        text = peakmem.analyze(str(trc) + "\n", memory_model="runtime")
         outcomes.append(Outcome(kind, (m.peak_bytes, m.final_bytes), (live.peak_bytes, live.final_bytes),
                                 (text.peak_bytes, text.final_bytes)))
     return outcomes

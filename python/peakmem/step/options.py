@@ -1,0 +1,203 @@
+"""The step's keyword arguments, written once.
+
+``estimate_step``, ``measure_step``, ``export_step``, ``max_batch_size`` and
+``peak_formula`` take the step's parts as keywords typed with PEP 692's
+``**options: Unpack[...]``: an editor completes them and a type checker
+checks them from the TypedDicts below, each key documented once, in the
+class that adds it. ``takes(Options)`` makes a function check its keywords
+(an unknown one is a TypeError naming it, as Python's own is) and appends
+the keys' documentation to its docstring, so ``help()`` lists every one.
+
+    StepOptions                 the step: every function's
+    RunOptions(StepOptions)     + plan, recompute: the step Thunder runs (estimate, measure)
+    EstimateOptions(RunOptions) + allocator, alloc_conf, device_memory: how the estimate is priced
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from typing import Any, Callable, Mapping, TypedDict, TypeVar, cast
+
+from .._deprecation import deprecated
+from ..api import Allocator
+from ..distribution import Strategy
+from .frontend import Frontend
+from .training_step import Gradient, Recompute
+
+__all__ = ["EstimateOptions", "RunOptions", "StepOptions", "takes"]
+
+
+class StepOptions(TypedDict, total=False):
+    """The step (peakmem.step's docstring says what it runs):
+
+    loss_fn: ``loss_fn(output, *inputs)`` returns the scalar loss (None,
+        the default: the model returns it). It may read the inputs, not a
+        tensor of its own (targets in a closure are a ValueError).
+    gradient: None (the default: a scalar loss) or ``"ones"``:
+        ``loss.backward(torch.ones_like(loss))`` on a loss of any shape (a
+        DTensor program's output, say: Thunder 0.2.6 has no DTensor
+        reduction to make a scalar with).
+    optimizer: the optimizer's class (``torch.optim.SGD``, ``Adam`` or
+        ``AdamW`` under Thunder, with their own defaults; any
+        ``torch.optim`` class, or a callable taking the parameters,
+        eagerly); None (the default): no optimizer. An instance is a
+        TypeError: pass its class and `optimizer_kwargs`.
+    optimizer_kwargs: the optimizer's settings (``{"lr": 1e-3}``).
+    steps: how many steps run in a row (default 1).
+    zero_grad: ``zero_grad(set_to_none=True)`` after each step (default True).
+    transform: applied to the ``thunder.jit`` module before it runs: a
+        distributed transform such as ``lambda jm:
+        thunder.distributed.fsdp(jm, device=...)`` or
+        ``thunder.distributed.ddp``, which makes the step one rank's (its
+        shards of parameters, gradients and optimizer state). The caller
+        initialises the process group; torch's fake process group
+        (``torch.testing._internal.distributed.fake_pg``) is rank r of any
+        world size in one process, so a cluster's rank is estimated on a
+        laptop.
+    strategy: ``"fsdp"`` (``"fsdp-zero2"``), ``"fsdp-zero3"`` or ``"ddp"``,
+        with `world_size` and `rank`: Thunder's transform for the strategy,
+        run as that rank of a fake process group made for the call
+        (peakmem.distribution). Not with `transform`.
+    world_size: the number of ranks of `strategy`'s process group.
+    rank: which of them the step is (default 0).
+    kwinputs: the model's keyword inputs, ``model(*inputs, **kwinputs)``
+        (the eager front end's; ``kwargs=`` is its old spelling).
+    frontend: None (the default: the step as the model runs, a
+        ``thunder.jit`` module's under Thunder and any other eagerly; a
+        Thunder-only option, `transform`, `plan`, `recompute` or
+        `strategy`, makes it Thunder's; peakmem.step.frontend),
+        ``"thunder"`` (a ``thunder.jit`` module stands for the module it
+        wraps) or ``"eager"``: the step as eager PyTorch runs it
+        (peakmem.eager_step), any model PyTorch runs (``transformers``
+        models included) and a model output with a ``.loss`` (a
+        ``transformers`` ModelOutput given ``labels``) taken as the loss.
+        Real tensors are replaced by ``meta`` stand-ins for the recording,
+        so the user's model is not run or changed.
+    """
+
+    loss_fn: Callable | None
+    gradient: Gradient | None
+    optimizer: Any
+    optimizer_kwargs: Mapping[str, Any] | None
+    steps: int
+    zero_grad: bool
+    transform: Callable | None
+    strategy: Strategy | None
+    world_size: int | None
+    rank: int
+    kwinputs: Mapping[str, Any] | None
+    frontend: Frontend | None
+
+
+class RunOptions(StepOptions, total=False):
+    """The step Thunder runs (Thunder's front end only):
+
+    plan: True (or a dict of ``peakmem.plan``'s options): Thunder runs
+        peakmem's planned forward and backward (``peakmem.plan_transform``),
+        each trace planned on its own under its usual calling convention.
+        Default False.
+    recompute: recompute saved tensors in the backward instead of keeping
+        them, where that lowers the step's peak: True as low as it goes,
+        a budget (``"24GiB"`` or bytes) until the step fits it, or a dict
+        of ``"budget"``, ``"max_simulations"`` (5000 by default) and
+        ``"time_budget"`` (seconds, none by default: a search bounded by
+        wall time can differ between machines). peakmem.recompute's
+        search, judged by the step's simulation; the report's
+        ``recomputation`` says what was chosen and the FLOPs it adds.
+        ``recompute=report.recomputation.names`` (a list or tuple, or the
+        dict's ``"names"``) recomputes those as they are, without
+        searching again: how ``measure_step`` runs a plan already chosen.
+        Not with `plan`. Its old spellings, ``plan={"recompute": True}`` and
+        ``plan={"budget": ...}``, still work and warn.
+    """
+
+    plan: bool | Mapping[str, Any]
+    recompute: Recompute | None
+
+
+class EstimateOptions(RunOptions, total=False):
+    """How the estimate is priced (peakmem.step.budget):
+
+    allocator: ``"requested"`` (the default: the storages' own bytes) or
+        ``"cuda-caching"``, which also runs PyTorch's CUDA caching allocator
+        over the whole step's allocation stream (the parameters and inputs
+        allocated first, then every phase's storages in the order the step
+        makes and frees them) and fills ``report.allocator``: allocated and
+        reserved bytes. Then ``fits`` says whether the step runs without
+        the allocator running out of memory (what a GPU user runs out of is
+        reserved bytes, not requested ones), and ``headroom_bytes`` is the
+        capacity less the reserved peak.
+    alloc_conf: ``PYTORCH_CUDA_ALLOC_CONF``'s syntax (None: that
+        environment variable's value).
+    device_memory: the device's capacity the allocator model runs with
+        (``"80GiB"`` or bytes); with a `budget` and no `device_memory`, the
+        budget is the capacity.
+    """
+
+    allocator: Allocator
+    alloc_conf: str | None
+    device_memory: int | str | None
+
+
+# A decorated function keeps its own type, so that an editor shows its
+# signature and completes its **options' keys.
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Old spellings of the keys: each warns and means the new one.
+_RENAMED = {"kwargs": "kwinputs"}
+
+
+def _keys(options: type) -> frozenset[str]:
+    return frozenset(options.__required_keys__ | options.__optional_keys__)
+
+
+def _check(name: str, allowed: frozenset[str], given: dict[str, Any]) -> dict[str, Any]:
+    """`given` with the old spellings renamed (each warns); TypeError for a
+    keyword outside `allowed` (function `name`'s), or one given in both
+    spellings."""
+    for old, new in _RENAMED.items():
+        if old in given and new in allowed:
+            if new in given:
+                raise TypeError(f"{name}() got {new}= and {old}=, its old spelling: pass {new}= only")
+            deprecated(f"{name}({old}=...)", f"pass {new}=")
+            given = {(new if k == old else k): v for k, v in given.items()}
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(allowed), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise TypeError(f"{name}() got an unexpected keyword argument {unknown[0]!r}{hint}; "
+                        f"its keywords: {', '.join(sorted(allowed))}")
+    return given
+
+
+def takes(options: type) -> Callable[[F], F]:
+    """A decorator for ``fn(..., **options: Unpack[options])``: a keyword
+    that is neither a key of `options` nor a parameter of `fn`'s own is a
+    TypeError naming it, before `fn` runs, and `fn`'s docstring gets the
+    keys' documentation (each class's on the way down from StepOptions)."""
+    import inspect
+
+    def decorate(fn: F) -> F:
+        own = [p.name for p in inspect.signature(fn).parameters.values()
+               if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        allowed = _keys(options) | set(own)
+        name = fn.__name__
+
+        @functools.wraps(fn)
+        def run(*args: Any, **given: Any) -> Any:
+            return fn(*args, **_check(name, allowed, given))
+
+        run.__doc__ = "\n\n".join([inspect.cleandoc(fn.__doc__ or ""), "Keyword arguments:",
+                                   *(inspect.cleandoc(c.__doc__ or "") for c in _lineage(options))])
+        return cast(F, run)
+
+    return decorate
+
+
+def _lineage(options: type) -> list[type]:
+    """`options` and the TypedDicts above it here, StepOptions first."""
+    chain = [StepOptions, RunOptions, EstimateOptions]
+    if options not in chain:
+        raise ValueError(f"{options.__name__} is not one of {', '.join(c.__name__ for c in chain)}")
+    return chain[:chain.index(options) + 1]
