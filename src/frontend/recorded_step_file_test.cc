@@ -7,6 +7,7 @@
 #include <string>
 
 #include "peakmem/frontend/step_spec_json.h"
+#include "training_step_test_util.h"
 
 namespace peakmem {
 namespace {
@@ -48,12 +49,8 @@ TEST(RecordedStepFile, WhatIsWrittenReadsBackAsTheSameStep) {
 TEST(RecordedStepFile, AnUnknownKeyIsNamed) {
   nlohmann::ordered_json json = RecordedStepToJson(TwoStorages());
   json["statement"] = nlohmann::ordered_json::array();
-  try {
-    ParseRecordedStepFile("r.json", json.dump());
-    FAIL() << "no error";
-  } catch (const StepFileError& e) {
-    EXPECT_STREQ(e.what(), "r.json: unknown key 'statement'");
-  }
+  EXPECT_EQ(testing_util::StepFileErrorOf(json, [](const std::string& text) { ParseRecordedStepFile("r.json", text); }),
+            "r.json: unknown key 'statement'");
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 #include "peakmem/frontend/step_spec_json.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "json_fields.h"
 
@@ -62,67 +65,62 @@ Json HeldJson(const std::vector<TrainingStepSpec::HeldTensor>& held) {
   return out;
 }
 
+// Readers of one key's value, for Member below.
+std::int64_t ReadBytes(const Fields& f, const std::string& k) { return f.Bytes(k); }
+bool ReadBool(const Fields& f, const std::string& k) { return f.Bool(k); }
+std::string ReadString(const Fields& f, const std::string& k) { return f.String(k); }
+std::vector<std::string> ReadNames(const Fields& f, const std::string& k) { return f.Names(k); }
+std::map<std::string, std::string, std::less<>> ReadNameMap(const Fields& f, const std::string& k) {
+  return f.NameMap(k);
+}
+template <int kLow>
+int ReadInt(const Fields& f, const std::string& k) {
+  return f.Int(k, kLow);
+}
+
+// A key that is one member of TrainingStepSpec, read by `read` and written
+// as it is.
+template <auto kMember, auto kRead>
+constexpr Key Member(std::string_view object, std::string_view key, bool optional = false) {
+  return {object, key, optional,
+          [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.*kMember = kRead(f, k); },
+          [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.*kMember; }};
+}
+
+using S = TrainingStepSpec;
+
 // The schema, in the order the step file lists it (docs/step-file.md).
 // Each member of TrainingStepSpec is here once.
 const Key kKeys[] = {
-    {"", "steps", false, [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.steps = f.Int(k, 1); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.steps; }},
-    {"", "zero_grad", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.zero_grad = f.Bool(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.zero_grad; }},
-    {"", "torch_threads", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.cpu_threads = f.Int(k, 0); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.cpu_threads; }},
+    Member<&S::steps, ReadInt<1>>("", "steps"),
+    Member<&S::zero_grad, ReadBool>("", "zero_grad"),
+    Member<&S::cpu_threads, ReadInt<0>>("", "torch_threads"),
     {"", "rank", true, [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.rank = f.Int(k, 0); },
      [](const RankedStepSpec& s) -> std::optional<Json> { return s.rank; }},
     {"", "world_size", true,
      [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.world_size = f.Int(k, 0); },
      [](const RankedStepSpec& s) -> std::optional<Json> { return s.world_size; }},
-    {"", "parameter_bytes", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.parameter_bytes = f.Bytes(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.parameter_bytes; }},
-    {"", "input_bytes", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.input_bytes = f.Bytes(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.input_bytes; }},
+    Member<&S::parameter_bytes, ReadBytes>("", "parameter_bytes"),
+    Member<&S::input_bytes, ReadBytes>("", "input_bytes"),
     {"", "input_storages", true,
      [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.input_storages = ByteCounts(f, k); },
      [](const RankedStepSpec& s) -> std::optional<Json> {
        if (s.spec.input_storages.empty()) return std::nullopt;
        return s.spec.input_storages;
      }},
-    {"", "cotangent_bytes", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.cotangent_bytes = f.Bytes(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.cotangent_bytes; }},
-    {"forward", "saved", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.saved = f.Names(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.saved; }},
-    {"forward", "outputs", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.outputs = f.Names(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.outputs; }},
-    {"forward", "flat_args", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.flat_args = f.Names(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.flat_args; }},
-    {"backward", "cotangents", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.cotangents = f.Names(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.cotangents; }},
+    Member<&S::cotangent_bytes, ReadBytes>("", "cotangent_bytes"),
+    Member<&S::saved, ReadNames>("forward", "saved"),
+    Member<&S::outputs, ReadNames>("forward", "outputs"),
+    Member<&S::flat_args, ReadNames>("forward", "flat_args"),
+    Member<&S::cotangents, ReadNames>("backward", "cotangents"),
     {"backward", "grads", false,
      [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.grads = f.Names(k, true); },
      [](const RankedStepSpec& s) -> std::optional<Json> { return NullForEmpty(s.spec.grads); }},
-    {"optimizer", "name", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.optimizer_name = f.String(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.optimizer_name; }},
-    {"optimizer", "trainable_bytes", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.trainable_bytes = f.Bytes(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.trainable_bytes; }},
-    {"optimizer", "state", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.optimizer_state = f.Names(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.optimizer_state; }},
-    {"optimizer", "modules", true,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.optimizer_modules = f.NameMap(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.optimizer_modules; }},
-    {"modules", "values", false,
-     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.value_modules = f.NameMap(k); },
-     [](const RankedStepSpec& s) -> std::optional<Json> { return s.spec.value_modules; }},
+    Member<&S::optimizer_name, ReadString>("optimizer", "name"),
+    Member<&S::trainable_bytes, ReadBytes>("optimizer", "trainable_bytes"),
+    Member<&S::optimizer_state, ReadNames>("optimizer", "state"),
+    Member<&S::optimizer_modules, ReadNameMap>("optimizer", "modules", true),
+    Member<&S::value_modules, ReadNameMap>("modules", "values"),
     {"modules", "held", false,
      [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.held = HeldTensors(f, k); },
      [](const RankedStepSpec& s) -> std::optional<Json> { return HeldJson(s.spec.held); }},

@@ -86,15 +86,21 @@ inline nlohmann::json StepFileJson() {
   };
 }
 
-// The StepFileError ParseStepFile throws for `file` (named "step.json"),
-// or "(no error)".
-inline std::string StepFileErrorOf(const nlohmann::json& file) {
+// The StepFileError `parse` throws for `file`'s text, or "(no error)".
+template <typename Json, typename Parse>
+std::string StepFileErrorOf(const Json& file, Parse parse) {
   try {
-    ParseStepFile("step.json", file.dump());
+    parse(file.dump());
   } catch (const StepFileError& e) {
     return e.what();
   }
   return "(no error)";
+}
+
+// The StepFileError ParseStepFile throws for `file` (named "step.json"),
+// or "(no error)".
+inline std::string StepFileErrorOf(const nlohmann::json& file) {
+  return StepFileErrorOf(file, [](const std::string& text) { ParseStepFile("step.json", text); });
 }
 
 }  // namespace peakmem::testing_util
