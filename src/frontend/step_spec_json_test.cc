@@ -87,7 +87,9 @@ TEST(StepSpecJson, TheStepFileWrittenReadsBackAsTheSameStep) {
   EXPECT_FALSE(read.optimizer_first.has_value());
   // The hand-written file's keys, each where the writer puts it.
   const nlohmann::ordered_json written = StepFileToJson(text);
-  for (const auto& [key, value] : testing_util::StepFileJson().items()) {
+  // Held in a variable: items() of a temporary would outlive it.
+  const nlohmann::json hand_json = testing_util::StepFileJson();
+  for (const auto& [key, value] : hand_json.items()) {
     ASSERT_TRUE(written.contains(key)) << key;
     if (value.is_object()) {
       for (const auto& [inner, v] : value.items()) EXPECT_TRUE(written[key].contains(inner)) << key << "." << inner;

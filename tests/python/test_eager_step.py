@@ -180,3 +180,35 @@ def test_a_recorded_step_file_runs_in_the_cli(tmp_path):
     assert report["phase_at_peak"] == "backward"
     refused = subprocess.run([cli(), "step", str(path), "--steps", "2"], capture_output=True, text=True)
     assert refused.returncode == 1 and "fixed when it was recorded" in refused.stderr
+
+
+_FIRST_IN_A_PROCESS = """
+import json, torch, peakmem
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)) * 2.0)
+torch.manual_seed(0)
+model, x = torch.nn.Sequential(Block(), Block()), torch.randn(8, 16)
+loss = lambda out, x: out.sum()
+first = peakmem.estimate_step(model, x, loss_fn=loss, frontend="eager")
+measured = peakmem.measure_step(model, x, loss_fn=loss, frontend="eager")
+print(json.dumps([first.peak_bytes, first.final_bytes, measured.peak_bytes, measured.final_bytes]))
+"""
+
+
+def test_the_first_estimate_in_a_process_is_the_measured_step():
+    # A fresh process, where torch._dynamo is not imported yet: the first
+    # call of a function torch wraps with _disable_dynamo imports it, and
+    # that import kept the call's arguments alive in a reference cycle, so
+    # the first recording freed two addmm outputs late (2,048 bytes too
+    # high). The truth is the measured step, after its warm-up.
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FIRST_IN_A_PROCESS], capture_output=True, text=True, check=True)
+    peak, final, measured_peak, measured_final = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (peak, final) == (measured_peak, measured_final)

@@ -486,6 +486,13 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
             "optimizer": _make_optimizer(optimizer, optimizer_kwargs, parameters), "zero_grad": zero_grad,
             "parameters": parameters, "parameter_names": [n for n, _ in named]}
     hooks = _module_tracking(model, recorder)
+    # torch._disable_dynamo imports torch._dynamo at a decorated function's
+    # first call. That import's frames stay in a reference cycle that holds
+    # the call's arguments until the collector runs (never, while the
+    # recording keeps it off), so a process's first recording would free
+    # them late. Imported here, the recording is the steady step's.
+    import torch._dynamo  # noqa: F401
+
     was_enabled = gc.isenabled()
     gc.collect()
     gc.disable()
