@@ -35,6 +35,7 @@ operand copies of strided matmuls): see docs/eager-front-end.md.
 from __future__ import annotations
 
 import copy
+import contextlib
 import gc
 import time
 import weakref
@@ -302,6 +303,50 @@ def _cpu_attention():
     return CpuAttention()
 
 
+@contextlib.contextmanager
+def _rng_states(recorder: _Recorder):
+    """The CPU generator's states the step takes, recorded. Its state is a
+    tensor ``torch.get_rng_state`` makes without an ATen call the dispatch
+    mode sees. torch.utils.checkpoint keeps one per checkpointed call from
+    its forward to its recomputation (preserve_rng_state), and
+    torch.random.fork_rng takes another around the recomputation: the CPU's
+    state always, whatever the device, but on ``meta`` fork_rng forks
+    nothing, so there it is run as the real device would. Both are looked
+    up on their modules when called, so replacing them there reaches
+    checkpoint."""
+    import torch
+
+    original_state, original_fork = torch.get_rng_state, torch.random.fork_rng
+
+    def get_rng_state() -> Any:
+        state = original_state()
+        index = recorder.storage(state, "the CPU RNG state (torch.get_rng_state)", _ACTIVATIONS, "cpu")
+        if index is not None:
+            recorder.pending.append(index)
+        return state
+
+    @contextlib.contextmanager
+    def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices", device_type=None):
+        if device_type != "meta":
+            with original_fork(devices, enabled, _caller, _devices_kw, device_type):
+                yield
+            return
+        if not enabled:
+            yield
+            return
+        state = torch.get_rng_state()
+        try:
+            yield
+        finally:
+            torch.set_rng_state(state)
+
+    torch.get_rng_state, torch.random.fork_rng = get_rng_state, fork_rng
+    try:
+        yield
+    finally:
+        torch.get_rng_state, torch.random.fork_rng = original_state, original_fork
+
+
 def _module_tracking(model: Any, recorder: _Recorder):
     """Forward hooks that keep recorder.module the running submodule's path."""
     import torch
@@ -497,7 +542,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.collect()
     gc.disable()
     try:
-        with _cpu_attention(), _dispatch_mode(recorder):
+        with _cpu_attention(), _rng_states(recorder), _dispatch_mode(recorder):
             for k in range(1, steps + 1):
                 _run_iteration(recorder, k, step)
     finally:
