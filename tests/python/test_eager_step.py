@@ -259,3 +259,33 @@ def test_a_checkpointed_step_is_the_measured_step(selective):
     estimate = peakmem.estimate_step(model, x, loss_fn=loss, frontend="eager")
     measured = peakmem.measure_step(model, x, loss_fn=loss, frontend="eager")
     assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+
+
+@pytest.mark.parametrize("selective", [False, True], ids=["checkpoint", "selective"])
+def test_checkpointed_attention_blocks_are_the_measured_step(selective):
+    # GPT blocks whose forward runs under torch.utils.checkpoint: the
+    # recomputation inside loss.backward() must take the attention kernel
+    # the forward took (the CPU's flash kernel). Before, it took ATen's math
+    # kernel on meta there, and checkpoint refused the recomputed tensors
+    # (selective checkpointing: "aten.mul.Scalar encountered during
+    # backward but not found in storage"). The truth is the measured step.
+    import functools
+
+    from step_models import GPT
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+    def policy(_ctx, op, *_args, **_kwargs):
+        saved = (torch.ops.aten.addmm.default, torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default)
+        return CheckpointPolicy.MUST_SAVE if op in saved else CheckpointPolicy.PREFER_RECOMPUTE
+
+    torch.manual_seed(0)
+    model = GPT(vocab=64, dim=32, layers=2, seq=16)
+    for block in model.blocks:
+        context = functools.partial(create_selective_checkpoint_contexts, policy) if selective else None
+        options = {"context_fn": context} if context else {}
+        block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False, **options)
+    g = torch.Generator().manual_seed(0)
+    idx, targets = (torch.randint(0, 64, (2, 16), generator=g) for _ in range(2))
+    estimate = peakmem.estimate_step(model, idx, targets, frontend="eager")
+    measured = peakmem.measure_step(model, idx, targets, frontend="eager")
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)

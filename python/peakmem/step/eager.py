@@ -257,6 +257,7 @@ def _dispatch_mode(recorder: _Recorder):
     return RecordingMode()
 
 
+@contextlib.contextmanager
 def _cpu_attention():
     """A TorchFunctionMode under which scaled_dot_product_attention on meta
     tensors runs the kernel the CPU would. On meta, ATen's composite always
@@ -267,7 +268,13 @@ def _cpu_attention():
     dimension's stride, so it is asked on CPU stand-ins of one row each,
     expanded to the shapes (nothing of the tensors' size is allocated), and
     the flash kernel, whose meta function takes grouped-query shapes as the
-    CPU kernel does, is called directly."""
+    CPU kernel does, is called directly.
+
+    A TorchFunctionMode is off while it handles a call, and so inside
+    ``loss.backward()``, where torch.utils.checkpoint recomputes a
+    checkpointed forward; there the replaced
+    ``torch.nn.functional.scaled_dot_product_attention`` routes the call,
+    so that the recomputation takes the kernel its forward took."""
     import torch
     from torch.nn.attention import SDPBackend
     from torch.overrides import TorchFunctionMode
@@ -292,15 +299,23 @@ def _cpu_attention():
             return sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
         return flash(query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
 
+    def routed(query, *args, **kwargs):
+        if isinstance(query, torch.Tensor) and query.device.type == "meta":
+            with torch._C.DisableTorchFunction():
+                return attention(query, *args, **kwargs)
+        return sdpa(query, *args, **kwargs)
+
     class CpuAttention(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if func is sdpa and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
-                with torch._C.DisableTorchFunction():
-                    return attention(*args, **kwargs)
-            return func(*args, **kwargs)
+            return routed(*args, **kwargs) if func is sdpa else func(*args, **kwargs)
 
-    return CpuAttention()
+    torch.nn.functional.scaled_dot_product_attention = routed
+    try:
+        with CpuAttention():
+            yield
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = sdpa
 
 
 @contextlib.contextmanager
