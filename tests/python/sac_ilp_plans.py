@@ -191,20 +191,21 @@ def step_flops(model: Any, inputs: tuple) -> int:
 @dataclass
 class SacPoint:
     """One of SAC ILP's plans, run: the budget it was given (bytes, in its
-    memory model), its choice, the measured peak of the step and the FLOPs
-    it adds."""
+    memory model), its choice, the measured peak of the step, the FLOPs it
+    adds, and peakmem's eager estimate of the planned step's peak."""
 
     budget: int
     choice: dict[str, float]
     measured: int
     added_flops: int
+    estimated: int
 
 
 def sac_points(make: Callable[[], Any], inputs: tuple, shares: list[float]) -> tuple[SacModel, list[SacPoint]]:
     """SAC ILP's plans for the step `make()(*inputs)` at budgets of `shares`
     of its own estimate of the unplanned peak (each distinct choice once),
-    each applied to a fresh `make()` and measured (peakmem.measure_step,
-    frontend="eager")."""
+    each applied to a fresh `make()`, measured (peakmem.measure_step,
+    frontend="eager") and estimated (peakmem.estimate_step, the same)."""
     import torch
 
     import peakmem
@@ -228,5 +229,6 @@ def sac_points(make: Callable[[], Any], inputs: tuple, shares: list[float]) -> t
         seen.add(key)
         added = step_flops(apply_choice(make(), m, choice), inputs) - plain
         measured = peakmem.measure_step(apply_choice(make(), m, choice), *inputs, frontend="eager").peak_bytes
-        points.append(SacPoint(budget, choice, measured, added))
+        estimated = peakmem.estimate_step(apply_choice(make(), m, choice), *inputs, frontend="eager").peak_bytes
+        points.append(SacPoint(budget, choice, measured, added, estimated))
     return m, points

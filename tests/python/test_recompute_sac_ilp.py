@@ -5,7 +5,8 @@ SAC ILP's plans (sac_ilp_plans.sac_points): its choices at budgets from
 100 % down to 70 % of its own estimate of the unplanned step, each applied
 with selective checkpointing, run eagerly by PyTorch (Thunder ignores
 checkpoint's context_fn) and measured, with the FLOPs it adds counted as
-peakmem counts them. peakmem's plans: one search on Thunder's step down to
+peakmem counts them; peakmem's eager front end's estimate of each planned
+step is asserted equal to its measurement. peakmem's plans: one search on Thunder's step down to
 the lowest SAC plan's measured peak; each prefix of its choices is the plan
 for the budgets between its peak and the one before (the search stops as
 soon as the step fits), and each plan compared is run by Thunder and
@@ -104,6 +105,8 @@ def test_against_sac_ilp(thunder, cls):
     c = _Compared(cls)
     assert c.eager_peak < c.thunder_peak
     assert len(c.sac) >= 3 and any(p.added_flops > 0 for p in c.sac)  # SAC ILP chose recomputation
+    # peakmem's eager front end predicts each of SAC's planned steps.
+    assert [p.estimated for p in c.sac] == [p.measured for p in c.sac]
     # From each engine's own step.
     for p in c.sac:
         at = c.cheapest(c.thunder_peak - (c.eager_peak - p.measured))
