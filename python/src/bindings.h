@@ -54,6 +54,23 @@ peakmem::ReportOptions WithEvents(bool events);
 // `dtensor_layout` for those that print none).
 peakmem::TextReadOptions RankRead(int rank, int world_size, const std::string& dtensor_layout = "");
 
+// A dict from (key, value) pairs, each value converted by nanobind: how a
+// binding returns a result that Python reads by key, in one call rather than
+// a statement per field.
+inline void PutFields(nb::dict&) {}
+template <class Value, class... Rest>
+void PutFields(nb::dict& d, const char* key, const Value& value, const Rest&... rest) {
+  d[key] = nb::cast(value);
+  PutFields(d, rest...);
+}
+template <class... KeysAndValues>
+nb::dict DictOf(const KeysAndValues&... keys_and_values) {
+  static_assert(sizeof...(keys_and_values) % 2 == 0, "DictOf takes key, value pairs");
+  nb::dict d;
+  PutFields(d, keys_and_values...);
+  return d;
+}
+
 void BindReport(nb::module_& m);   // report_bindings.cc
 void BindAnalyze(nb::module_& m);  // analyze_bindings.cc
 void BindPlan(nb::module_& m);     // planning_bindings.cc

@@ -17,25 +17,16 @@ namespace {
 // where, as bound-symbol indices, and which names are freed after each: the
 // Python side rebuilds the TraceCtx from them).
 nb::dict PlanToDict(const peakmem::ParsedTrace& parsed, const peakmem::PlanResult& plan, bool live) {
-  nb::dict d;
-  d["original_peak_bytes"] = plan.original_peak_bytes;
-  d["planned_peak_bytes"] = plan.planned_peak_bytes;
-  d["planned_final_bytes"] = plan.planned_final_bytes;
   nb::list baselines;
   for (const peakmem::PlanCandidate& c : plan.baselines) baselines.append(nb::make_tuple(c.name, c.peak_bytes));
-  d["baselines"] = baselines;
-  d["start"] = plan.start;
-  d["simulations"] = plan.simulations;
-  d["moves_kept"] = plan.moves_kept;
-  d["seconds"] = plan.seconds;
-  d["time_budget_reached"] = plan.time_budget_reached;
-  d["unchanged_reason"] = plan.unchanged_reason;
-  d["pinned"] = plan.graph.pinned_count;
-  d["statements"] = plan.graph.size();
-  d["lower_bound_bytes"] = plan.lower_bound_bytes;
   nb::list pinned_reasons;
   for (const auto& [reason, count] : plan.pinned_reasons) pinned_reasons.append(nb::make_tuple(reason, count));
-  d["pinned_reasons"] = pinned_reasons;
+  nb::dict d = DictOf("original_peak_bytes", plan.original_peak_bytes, "planned_peak_bytes", plan.planned_peak_bytes,
+                      "planned_final_bytes", plan.planned_final_bytes, "lower_bound_bytes", plan.lower_bound_bytes,
+                      "baselines", baselines, "start", plan.start, "unchanged_reason", plan.unchanged_reason,
+                      "simulations", plan.simulations, "moves_kept", plan.moves_kept, "seconds", plan.seconds,
+                      "time_budget_reached", plan.time_budget_reached, "statements", plan.graph.size(),
+                      "pinned", plan.graph.pinned_count, "pinned_reasons", pinned_reasons);
   if (plan.priced) {
     d["allocated_peak_bytes"] =
         nb::make_tuple(plan.original_allocator.allocated_bytes_peak, plan.planned_allocator.allocated_bytes_peak);

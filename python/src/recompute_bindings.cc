@@ -41,13 +41,8 @@ void BindRecompute(nb::module_& m) {
           for (const peakmem::RecomputeStep& s : c.steps) {
             steps.append(nb::make_tuple(s.statement, nb::cast(s.inputs), nb::cast(s.outputs)));
           }
-          nb::dict d;
-          d["name"] = c.name;
-          d["flops"] = c.flops;
-          d["expensive"] = c.expensive;
-          d["dropped"] = nb::cast(c.dropped);
-          d["steps"] = steps;
-          out.append(d);
+          out.append(DictOf("name", c.name, "flops", c.flops, "expensive", c.expensive, "dropped", c.dropped,
+                            "steps", steps));
         }
         return out;
       },
@@ -70,17 +65,10 @@ void BindRecompute(nb::module_& m) {
         const peakmem::RecomputeSearchResult r =
             peakmem::SearchRecomputation(flops, simulate, options, should_stop.value_or(std::function<bool()>()),
                                       std::vector<bool>(expensive.begin(), expensive.end()));
-        nb::dict d;
-        d["chosen"] = r.chosen;
-        d["peaks"] = r.peaks;
-        d["peak_before"] = r.peak_before;
-        d["peak_after"] = r.peak_after;
-        d["added_flops"] = r.added_flops;
-        d["simulations"] = r.simulations;
-        d["simulation_limit_reached"] = r.simulation_limit_reached;
-        d["stopped"] = r.stopped;
-        d["expensive_tier"] = r.expensive_tier;
-        return d;
+        return DictOf("chosen", r.chosen, "peaks", r.peaks, "peak_before", r.peak_before, "peak_after",
+                      r.peak_after, "added_flops", r.added_flops, "simulations", r.simulations,
+                      "simulation_limit_reached", r.simulation_limit_reached, "stopped", r.stopped,
+                      "expensive_tier", r.expensive_tier);
       },
       nb::arg("flops"), nb::arg("simulate"), nb::arg("budget").none(), nb::arg("max_simulations"),
       nb::arg("should_stop").none(), nb::arg("expensive") = std::vector<int>(),

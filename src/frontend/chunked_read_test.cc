@@ -272,18 +272,18 @@ TEST(ChunkedRead, FusionSubSymbolCallsInALaterChunk) {
   // Two fusion regions: the second's parsed subsymbol lines, read by a later
   // chunk, are renumbered with the lines before it (DebugString lists each
   // statement's calls), at every split.
-  const std::string text =
-      "def f(x):\n"
-      "  # x: \"cpu f32[2, 3]\"\n"
-      "  [t0] = nvFusion0(x)\n"
-      "    # t0 = prims.mul(x, 2.0)  # t0: \"cpu f32[2, 3]\"\n"
-      "  t1 = torch.neg(t0)  # t1: \"cpu f32[2, 3]\"\n"
-      "    # t1 = ltorch.neg(t0)  # t1: \"cpu f32[2, 3]\"\n"
-      "  [t2, t3] = nvFusion1(t1, x)\n"
-      "    # t4 = prims.broadcast_in_dim(x, [2, 3], [0, 1])  # t4: \"cpu f32[2, 3]\"\n"
-      "    # t2 = prims.add(t1, t4)  # t2: \"cpu f32[2, 3]\"\n"
-      "    # t3 = prims.exp(t2)  # t3: \"cpu f32[2, 3]\"\n"
-      "  return (t2, t3)\n";
+  const std::string text = R"(def f(x):
+  # x: "cpu f32[2, 3]"
+  [t0] = nvFusion0(x)
+    # t0 = prims.mul(x, 2.0)  # t0: "cpu f32[2, 3]"
+  t1 = torch.neg(t0)  # t1: "cpu f32[2, 3]"
+    # t1 = ltorch.neg(t0)  # t1: "cpu f32[2, 3]"
+  [t2, t3] = nvFusion1(t1, x)
+    # t4 = prims.broadcast_in_dim(x, [2, 3], [0, 1])  # t4: "cpu f32[2, 3]"
+    # t2 = prims.add(t1, t4)  # t2: "cpu f32[2, 3]"
+    # t3 = prims.exp(t2)  # t3: "cpu f32[2, 3]"
+  return (t2, t3)
+)";
   EXPECT_GT(ExpectSameAtEverySplit(text), 1);
   const auto parsed = ReadTraceTextInChunks(Source(text), {LineStarts(text)[5]});
   EXPECT_EQ(parsed.chunks_joined, 2);
