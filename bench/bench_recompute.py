@@ -47,6 +47,15 @@
    (each engine's step as it runs); "from its own step", the same bytes
    below each engine's unplanned step. Needs pulp and pwlf
    (bench/requirements-sac-ilp.txt, installed when missing).
+6. The eager front end's planner (peakmem.step.eager_recompute: selective
+   checkpointing searched with the eager estimate) on the same 4-block GPT
+   and Llama stacks as PyTorch runs them, beside full per-block
+   checkpointing (the first k blocks, k = 1..4) and SAC ILP's plans
+   (SAC_SHARES): peakmem plans for each of their measured peaks as the
+   budget (tests/python/eager_frontier.py). Every step is run and measured,
+   its FLOPs counted as it runs, its loss and gradients compared bit for
+   bit with the plain step's. Printed as a table per model, drawn to
+   --plot with "-eager" added to its name.
 """
 
 from __future__ import annotations
@@ -367,15 +376,75 @@ def _plot(out, path):
     print(f"plot written to {path}")
 
 
+def eager_pareto(args):
+    import torch
+
+    _sac_ilp_ready()
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    from eager_frontier import Frontier
+    from step_models import GPT, LlamaLM
+
+    g = torch.Generator().manual_seed(0)
+    inputs = (torch.randint(0, 512, (4, 128), generator=g), torch.randint(0, 512, (4, 128), generator=g))
+    out = {}
+    for name, cls in [("GPT x4", GPT), ("LlamaLM x4", LlamaLM)][: 1 if args.quick else None]:
+        def make(cls=cls):
+            torch.manual_seed(0)
+            return cls(layers=4)
+
+        start = time.perf_counter()
+        f = Frontier(make, inputs, list(SAC_SHARES))
+        print(f"\n| {name}, batch 4, eager | budget | measured peak | estimated | added FLOPs | bit-identical |")
+        print("|---|---:|---:|---:|---:|---|")
+        for p in f.rows():
+            budget = "" if p.budget is None else f"{p.budget:,}"
+            print(f"| {p.kind} | {budget} | {p.measured:,} | {p.estimated:,} | {p.added_flops:,} | {p.identical} |")
+        print("\nat each budget, the FLOPs each plan adds (peakmem's plan for that budget beside it):")
+        for p in (*f.checkpointing, *f.sac):
+            q = f.peakmem_at(p.measured)
+            print(f"  {p.kind} at {p.measured:,}: {p.added_flops:,}; peakmem {q.added_flops:,} at {q.measured:,}"
+                  f"{'' if q.measured <= p.measured and q.added_flops <= p.added_flops else '  <- NOT BETTER'}")
+        out[name] = {"seconds": time.perf_counter() - start,
+                     "points": [{k: v for k, v in vars(p).items() if k != "plan"} for p in f.rows()]}
+    if args.plot:
+        _plot_eager(out, args.plot.with_name(args.plot.stem + "-eager" + args.plot.suffix))
+    return out
+
+
+def _plot_eager(out, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"(matplotlib is not installed: no plot written to {path})")
+        return
+    fig, axes = plt.subplots(1, len(out), figsize=(6 * len(out), 4.5), squeeze=False)
+    marks = {"none": ("o", "eager PyTorch as is"), "checkpoint": ("s", "checkpointing the first k blocks"),
+             "sac": ("^", "SAC ILP's plans"), "peakmem": ("x", "peakmem's plans")}
+    for ax, (name, r) in zip(axes[0], out.items()):
+        for kind, (mark, label) in marks.items():
+            pts = [p for p in r["points"] if p["kind"].split()[0] == kind]
+            ax.plot([p["added_flops"] / 1e9 for p in pts], [p["measured"] / 1e6 for p in pts], mark, label=label)
+        ax.set_xlabel("added GFLOPs (measured)")
+        ax.set_ylabel("step peak (MB, measured)")
+        ax.set_title(f"{name}, batch 4, seq 128, eager")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--torch-threads", type=int, default=2)
     ap.add_argument("--layers", type=int, default=4, help="Llama blocks in part 2")
     ap.add_argument("--quick", action="store_true", help="a few corpus steps and models only")
     ap.add_argument("--only", nargs="*",
-                    choices=["corpus", "llama_checkpointing", "budget_mode", "monotone", "pareto"],
+                    choices=["corpus", "llama_checkpointing", "budget_mode", "monotone", "pareto", "eager_pareto"],
                     help="run these parts only")
-    ap.add_argument("--plot", type=Path, help="part 5: draw the frontier to this PNG")
+    ap.add_argument("--plot", type=Path, help="parts 5 and 6: draw the frontiers to this PNG (and its -eager twin)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     import torch
@@ -383,7 +452,7 @@ def main() -> int:
     torch.set_num_threads(args.torch_threads)
     start = time.perf_counter()
     parts = {"corpus": corpus, "llama_checkpointing": llama_checkpointing, "budget_mode": budget_mode,
-             "monotone": monotone, "pareto": pareto}
+             "monotone": monotone, "pareto": pareto, "eager_pareto": eager_pareto}
     out = {name: run(args) for name, run in parts.items() if not args.only or name in args.only}
     print(f"\n{time.perf_counter() - start:.0f} s")
     if args.json:

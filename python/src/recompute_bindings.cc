@@ -6,6 +6,7 @@
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "peakmem/frontend/frontend.h"
 #include "peakmem/frontend/step_file.h"
 #include "peakmem/planning/recompute_search.h"
+#include "peakmem/planning/save_search.h"
 #include "peakmem/planning/step_recompute.h"
 
 namespace peakmem_python {
@@ -78,6 +80,24 @@ void BindRecompute(nb::module_& m) {
       "the expensive tier. Returns a dict: chosen (in the "
       "order chosen), peaks (after each), peak_before, peak_after, added_flops, simulations, "
       "simulation_limit_reached, stopped, expensive_tier.");
+
+  m.def(
+      "save_search",
+      [](const std::vector<std::tuple<std::int64_t, std::int64_t, std::vector<std::size_t>, int>>& candidates,
+         const std::function<std::int64_t(const std::vector<bool>&)>& simulate, std::int64_t budget,
+         std::size_t max_simulations) {
+        std::vector<peakmem::SaveCandidate> given;
+        for (const auto& [flops, bytes, members, tier] : candidates) given.push_back({flops, bytes, members, tier});
+        const peakmem::SaveSearchResult r = peakmem::SearchSaves(given, simulate, {budget, max_simulations});
+        return DictOf("kept", r.kept, "lowest_peak", r.lowest_peak, "peak", r.peak, "added_flops", r.added_flops,
+                      "simulations", r.simulations, "fits", r.fits, "simulation_limit_reached",
+                      r.simulation_limit_reached);
+      },
+      nb::arg("candidates"), nb::arg("simulate"), nb::arg("budget"), nb::arg("max_simulations") = 5000,
+      "The save search (planning/save_search.h): `candidates` each (flops, bytes, members, tier), "
+      "`simulate(kept)` the step's peak with the candidates kept saved (a list of bools), the rest "
+      "recomputed; first with none kept. Returns a dict: kept, lowest_peak, peak, added_flops, "
+      "simulations, fits, simulation_limit_reached. ValueError for negative flops or an unknown member.");
 }
 
 }  // namespace peakmem_python

@@ -16,7 +16,8 @@ roofline both estimators time operators with, reads the CUDA device's peak
 FLOP/s and DRAM bandwidth and refuses to run without CUDA. Here the same
 roofline runs with fixed CPU figures: an operator takes
 max(FLOPs / CPU_FLOPS, bytes read and written / CPU_BYTES_PER_S), its FLOPs
-torch.utils.flop_counter's (matmuls, attention; none for pointwise ops).
+counted as the step's are (below), so that the CPU's flash attention,
+which torch.utils.flop_counter leaves out, costs its matmuls.
 Only the ratios between operators matter to the ILP (it minimizes
 recomputation time under the memory budget).
 
@@ -30,11 +31,12 @@ step runs eagerly: Thunder ignores checkpoint's context_fn (it warns), so
 SAC's plans are PyTorch eager's, measured by
 peakmem.measure_step(frontend="eager").
 
-Added FLOPs are counted as peakmem.recompute counts them (2·m·n·k a
-contraction, one a pointwise or softmax output element, none a view): every
-operator the planned step runs, minus every operator the plain step runs;
-checkpoint's recomputation is the difference (the backward's own operators
-are the same in both).
+Added FLOPs are counted as peakmem.step.eager_recompute.operator_flops
+counts them (torch.utils.flop_counter's for matmuls, attention as its two
+batched matmuls, one per output element of any other operator but a
+view): every operator the planned step runs, minus every operator the
+plain step runs; checkpoint's recomputation is the difference (the
+backward's own operators are the same in both).
 """
 
 from __future__ import annotations
@@ -55,16 +57,16 @@ def _cpu_roofline(func: Any, args: tuple, kwargs: dict | None) -> tuple[Any, flo
     import torch
     import torch.utils._pytree as pytree
     from torch.utils._runtime_estimation import _IGNORE_OPS, get_num_bytes
-    from torch.utils.flop_counter import flop_registry
+
+    from peakmem.step.eager_recompute import operator_flops
 
     kwargs = kwargs or {}
     out = func(*args, **kwargs)
-    packet = func._overloadpacket
-    if packet in _IGNORE_OPS:
+    if func._overloadpacket in _IGNORE_OPS:
         return out, 0.0
     tensors = [t for t in pytree.tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
     moved = sum(get_num_bytes(t) for t in tensors)
-    flops = flop_registry[packet](*args, **kwargs, out_val=out) if packet in flop_registry else 0
+    flops = operator_flops(func, args, kwargs, out)
     return out, max(flops / CPU_FLOPS, moved / CPU_BYTES_PER_S) * 1e3
 
 
@@ -163,23 +165,18 @@ def apply_choice(model: Any, m: SacModel, choice: dict[str, float]) -> Any:
 
 def step_flops(model: Any, inputs: tuple) -> int:
     """The FLOPs of one forward and backward of `model` (its gradients
-    dropped after), counted as the module docstring says."""
-    import torch
-    import torch.utils._pytree as pytree
+    dropped after), each operator counted by
+    peakmem.step.eager_recompute.operator_flops."""
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._runtime_estimation import _IGNORE_OPS, _VIEW_OPS
-    from torch.utils.flop_counter import flop_registry
+
+    from peakmem.step.eager_recompute import operator_flops
 
     class Count(TorchDispatchMode):
         total = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            packet = func._overloadpacket
-            if packet in flop_registry:
-                Count.total += flop_registry[packet](*args, **(kwargs or {}), out_val=out)
-            elif packet not in _VIEW_OPS and packet not in _IGNORE_OPS:
-                Count.total += sum(t.numel() for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
+            Count.total += operator_flops(func, args, kwargs or {}, out)
             return out
 
     with Count():

@@ -28,7 +28,15 @@ Two comparisons at each SAC plan:
   MB; SAC ILP's solver stops within 5 % of the optimum, so its choices
   can differ from run to run).
 
-Long (README, "Longer checks"; scripts/test leaves it out): about 5
+The eager front end's planner (peakmem.step.eager_recompute) is compared
+at the same budgets in bytes, on the steps as PyTorch runs them
+(eager_frontier.Frontier): at every peak that checkpointing the first k
+blocks reaches and at every SAC plan's measured peak, peakmem's plan for
+that budget fits it with fewer added FLOPs than checkpointing and no more
+than SAC's plan; every plan is measured equal to its prediction, adds the
+FLOPs it predicts, and leaves the loss and gradients bit-identical.
+
+Long (README, "Longer checks"; scripts/test leaves it out): about 10
 minutes for both models on 2 cores. Needs pulp and pwlf
 (bench/requirements-sac-ilp.txt)."""
 
@@ -120,3 +128,28 @@ def test_against_sac_ilp(thunder, cls):
         at = c.cheapest(p.measured)
         if at is not None:
             assert c.measured(at[0]) == at[1]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("cls", [GPT, LlamaLM], ids=["gpt", "llama"])
+def test_eager_plans_against_checkpointing_and_sac_ilp(cls):
+    import importlib.util
+
+    from eager_frontier import Frontier
+
+    missing = [m for m in ("pulp", "pwlf") if importlib.util.find_spec(m) is None]
+    assert not missing, f"{missing} missing: pip install -r bench/requirements-sac-ilp.txt"
+    f = Frontier(_maker(cls), _inputs(), SHARES)
+    assert len(f.sac) >= 2 and len(f.checkpointing) == LAYERS
+    for p in f.rows():
+        assert p.estimated == p.measured, p
+        assert p.identical, p
+    for q in f.peakmem:
+        assert q.plan.fits and q.plan.peak_after == q.measured <= q.budget, q
+        assert q.plan.added_flops == q.added_flops, q
+    for p in f.checkpointing:
+        q = f.peakmem_at(p.measured)
+        assert q.added_flops < p.added_flops, (p, q)
+    for p in f.sac:
+        q = f.peakmem_at(p.measured)
+        assert q.added_flops <= p.added_flops, (p, q)

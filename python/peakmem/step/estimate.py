@@ -42,14 +42,40 @@ def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, limit: int | 
     """The eager front end's estimate (peakmem.step.eager): the step recorded and simulated."""
     from .eager import estimate_eager_step
 
+    recomputation = None
+    if step.recompute is not None:
+        model, inputs, step, recomputation = _planned_eager(model, tuple(inputs), step, pricing)
     r, recording = estimate_eager_step(model, tuple(inputs), step, pricing)
     whole = r["step"]
     report = StepReport(
         peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
         step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
-        timeline=StepTimeline.from_report(whole), allocator=whole.allocator, report=whole, frontend="eager")
+        timeline=StepTimeline.from_report(whole), recomputation=recomputation, allocator=whole.allocator,
+        report=whole, frontend="eager")
     total = time.perf_counter() - start
     return replace(_with_budget(report, limit), seconds={"record": recording, "peakmem": total - recording})
+
+
+def _planned_eager(model: Any, inputs: tuple, step: TrainingStep, pricing: dict) -> tuple:
+    """recompute= on the eager front end (peakmem.step.eager_recompute):
+    the plan, installed on a meta replica of the model, which the estimate
+    then records (the user's model is not touched). Returns the replica,
+    its inputs, the step with its keyword inputs and the plan."""
+    import copy
+
+    from .eager import meta_replica
+    from .eager_recompute import plan_eager_recomputation
+
+    options = dict(step.recompute)
+    unknown = sorted(set(options) - {"budget", "max_simulations"})
+    if unknown:
+        raise ValueError(f"recompute: {', '.join(unknown)} are Thunder's (its traces' saved tensors by name, its "
+                         "search's time); the eager front end plans selective checkpointing under a budget: "
+                         "recompute=True, a budget or {'budget': ..., 'max_simulations': ...}")
+    plan = plan_eager_recomputation(model, inputs, step, _budget(options.get("budget")), pricing,
+                                    options.get("max_simulations", 5000))
+    replica, meta_inputs, meta_kwargs = copy.deepcopy(meta_replica(model, inputs, dict(step.kwargs or {})))
+    return plan.apply(replica), meta_inputs, replace(step, kwargs=meta_kwargs), plan
 
 
 def _estimate_traced(model: Any, inputs: tuple, step: TrainingStep, limit: int | None, pricing: dict,

@@ -7,8 +7,10 @@ runs it:
 * a module made by ``thunder.jit`` (a ``ThunderModule``) runs under Thunder:
   ``"thunder"``, on the module it wraps;
 * a step given an option only Thunder's path has (``transform=``, ``plan=``,
-  ``strategy=``, ``recompute=``: each rewrites or distributes Thunder's
-  traces) is Thunder's: ``"thunder"``;
+  ``strategy=``: each rewrites or distributes Thunder's traces) or
+  ``recompute=`` (Thunder's traces rewritten; with ``frontend="eager"``
+  said outright, selective checkpointing planned instead,
+  peakmem.step.eager_recompute) is Thunder's: ``"thunder"``;
 * any other module is one its user runs eagerly: ``"eager"``
   (peakmem.step.eager).
 
@@ -77,6 +79,9 @@ def resolve_frontend(model: Any, frontend: Frontend | None, kwargs: dict | None 
         raise ValueError(f"frontend must be None (what the model runs: a thunder.jit module under Thunder, "
                          f"any other eagerly), 'thunder' or 'eager', got {frontend!r}")
     given = [name for name, value in thunder_only.items() if value]
+    if frontend == "eager":
+        # The eager front end plans recomputation of its own (peakmem.step.eager_recompute).
+        given = [name for name in given if name != "recompute"]
     if frontend is None:
         frontend = "thunder" if _is_thunder_module(model) or given else "eager"
     if frontend == "thunder":

@@ -1,0 +1,113 @@
+// The save search on made-up steps whose peaks are worked out by hand: a
+// base of 100 bytes plus what each saved candidate holds.
+#include "peakmem/planning/save_search.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+namespace peakmem {
+namespace {
+
+// Candidates a, b, c, d (FLOPs, bytes held when saved): (10, 5), (40, 10),
+// (3, 1), (0, 2).
+const std::vector<SaveCandidate> kSingles = {{10, 5, {}}, {40, 10, {}}, {3, 1, {}}, {0, 2, {}}};
+
+std::int64_t Additive(const std::vector<bool>& kept) {
+  const std::int64_t held[] = {5, 10, 1, 2};
+  std::int64_t peak = 100;
+  for (std::size_t c = 0; c < kept.size(); ++c) peak += kept[c] ? held[c] : 0;
+  return peak;
+}
+
+TEST(SaveSearch, KeepsWhatFitsMostFlopsPerByteFirst) {
+  // FLOPs per byte: b 4, c 3, a 2; d saves nothing and is passed over.
+  // b: 110 <= 112, kept; c: 111, kept; a: 116 > 112, recomputed.
+  // Simulations: everything recomputed, then b, c, a: 4.
+  std::vector<std::vector<bool>> calls;
+  const SaveSearchResult r = SearchSaves(
+      kSingles, [&](const std::vector<bool>& kept) { calls.push_back(kept); return Additive(kept); }, {112});
+  EXPECT_TRUE(r.fits);
+  EXPECT_EQ(r.lowest_peak, 100);
+  EXPECT_EQ(r.kept, (std::vector<bool>{false, true, true, false}));
+  EXPECT_EQ(r.peak, 111);
+  EXPECT_EQ(r.added_flops, 10);  // a's; d adds nothing
+  EXPECT_EQ(r.simulations, 4u);
+  ASSERT_EQ(calls.size(), 4u);
+  EXPECT_EQ(calls[0], (std::vector<bool>{false, false, false, false}));
+  EXPECT_EQ(calls[1], (std::vector<bool>{false, true, false, false}));
+}
+
+TEST(SaveSearch, NothingFitsBelowTheLowestPeak) {
+  const SaveSearchResult r = SearchSaves(kSingles, Additive, {99});
+  EXPECT_FALSE(r.fits);
+  EXPECT_EQ(r.lowest_peak, 100);
+  EXPECT_EQ(r.kept, (std::vector<bool>(4, false)));
+  EXPECT_EQ(r.added_flops, 10 + 40 + 3);
+  EXPECT_EQ(r.simulations, 1u);
+}
+
+// A block: a (10, 5) and b (40, 10) saved one by one, or g, the whole block
+// left unplanned (7 FLOPs of its own), whose peak `plain` is given.
+const std::vector<SaveCandidate> kBlock = {{10, 5, {}}, {40, 10, {}}, {7, 0, {0, 1}}};
+
+SaveSimulate BlockSimulation(std::int64_t plain) {
+  return [plain](const std::vector<bool>& kept) -> std::int64_t {
+    if (kept[2]) return plain;
+    return 100 + (kept[0] ? 5 : 0) + (kept[1] ? 10 : 0);
+  };
+}
+
+TEST(SaveSearch, AGroupFitsWhereItsMembersDoNot) {
+  // g kept alone peaks at 108: 8 bytes over the lowest, for 7 + 10 + 40 = 57
+  // FLOPs, 7.1 per byte, before b (4) and a (2). Budget 109: g fits (its
+  // trial is the simulation that measured it); a and b are kept with it.
+  // Simulations: the lowest and g's.
+  const SaveSearchResult r = SearchSaves(kBlock, BlockSimulation(108), {109});
+  EXPECT_EQ(r.kept, (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(r.peak, 108);
+  EXPECT_EQ(r.added_flops, 0);
+  EXPECT_EQ(r.simulations, 2u);
+}
+
+TEST(SaveSearch, AGroupHoldingMorePerFlopComesAfterTheSingles) {
+  // g alone peaks at 130: 30 bytes for 57 FLOPs, 1.9 per byte, after b (4)
+  // and a (2). Budget 116: b (110) and a (115) kept, then g (130) not: its
+  // own 7 FLOPs are added. Simulations: the lowest, g's, b's, a's (g's
+  // trial is the one that measured it).
+  const SaveSearchResult r = SearchSaves(kBlock, BlockSimulation(130), {116});
+  EXPECT_EQ(r.kept, (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(r.peak, 115);
+  EXPECT_EQ(r.added_flops, 7);
+  EXPECT_EQ(r.simulations, 4u);
+}
+
+TEST(SaveSearch, AnEarlierTierIsTriedFirstWhateverItsRatio) {
+  // b (40 FLOPs, 10 bytes: 4 per byte) in tier 1, c (3, 1: 3 per byte) in
+  // tier 0. Budget 110: c first (101, kept), then b (111, not). In one tier
+  // b would come first (110, kept) and c after it (111, not).
+  const std::vector<SaveCandidate> tiered = {{40, 10, {}, 1}, {3, 1, {}, 0}};
+  auto simulate = [](const std::vector<bool>& kept) -> std::int64_t {
+    return 100 + (kept[0] ? 10 : 0) + (kept[1] ? 1 : 0);
+  };
+  EXPECT_EQ(SearchSaves(tiered, simulate, {110}).kept, (std::vector<bool>{false, true}));
+  const std::vector<SaveCandidate> one_tier = {{40, 10, {}, 0}, {3, 1, {}, 0}};
+  EXPECT_EQ(SearchSaves(one_tier, simulate, {110}).kept, (std::vector<bool>{true, false}));
+}
+
+TEST(SaveSearch, StopsAtTheSimulationLimit) {
+  // The first simulation and b's: then the limit.
+  const SaveSearchResult r = SearchSaves(kSingles, Additive, {112, 2});
+  EXPECT_TRUE(r.simulation_limit_reached);
+  EXPECT_EQ(r.simulations, 2u);
+  EXPECT_EQ(r.kept, (std::vector<bool>{false, true, false, false}));
+  EXPECT_EQ(r.added_flops, 10 + 3);
+}
+
+TEST(SaveSearch, RejectsNegativeFlopsAndUnknownMembers) {
+  EXPECT_THROW(SearchSaves({{-1, 0, {}}}, Additive, {100}), std::invalid_argument);
+  EXPECT_THROW(SearchSaves({{1, 0, {3}}}, Additive, {100}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace peakmem
