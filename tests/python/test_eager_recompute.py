@@ -153,3 +153,50 @@ def test_the_largest_batch_with_recomputation_is_measured_to_fit():
     assert planned.batch_size > 8
     plan = planned.report.recomputation
     assert _measured(plan.apply(_make()), make_inputs(planned.batch_size)) <= budget
+
+
+def test_measure_step_runs_the_plan_the_estimate_makes():
+    inputs = _inputs()
+    model = _make()
+    lowest = peakmem.estimate_step(model, *inputs, frontend="eager", recompute=True)
+    budget = (lowest.peak_bytes + lowest.recomputation.peak_before) // 2
+    estimate = peakmem.estimate_step(model, *inputs, frontend="eager", recompute=budget)
+    measured = peakmem.measure_step(model, *inputs, frontend="eager", recompute=budget)
+    assert measured.peak_bytes == estimate.peak_bytes <= budget
+    assert measured.recomputation.saved == estimate.recomputation.saved
+    # The plan was installed for the run only: the blocks run as they did.
+    assert all("forward" not in block.__dict__ for block in model.blocks)
+    assert _measured(model, inputs) == lowest.recomputation.peak_before
+
+
+class _DropoutBlocks(torch.nn.Module):
+    """Three blocks with dropout: their recomputation must draw the same mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(*(torch.nn.Sequential(
+            torch.nn.Linear(32, 64), torch.nn.Dropout(0.5), torch.nn.GELU(), torch.nn.Linear(64, 32))
+            for _ in range(3)))
+
+    def forward(self, x):
+        return self.blocks(x).pow(2).mean()
+
+
+def test_random_operators_recompute_the_same_draws():
+    def make():
+        torch.manual_seed(0)
+        return _DropoutBlocks()
+
+    x = torch.randn(64, 32)
+    plan = peakmem.estimate_step(make(), x, frontend="eager", recompute=True).recomputation
+    assert any(s is not None for s in plan.saved)
+    assert _measured(plan.apply(make()), (x,)) == plan.peak_after
+
+    def run(model):
+        torch.manual_seed(1)
+        return _loss_and_grads(model, (x,))
+
+    loss, grads = run(plan.apply(make()))
+    reference_loss, reference_grads = run(make())
+    assert torch.equal(loss, reference_loss)
+    assert all(torch.equal(a, b) for a, b in zip(grads, reference_grads))

@@ -22,7 +22,11 @@ The candidates (planning/save_search.h):
   the recomputation reaches (non-reentrant checkpoint stops recomputing
   once it has every tensor the backward saved, so what comes after costs
   nothing and saving it would only hold memory): kept saved, or
-  recomputed, its bytes its outputs';
+  recomputed, its bytes its outputs'. An operator that writes into its
+  inputs, or whose outputs the forward writes into later (dropout's mask,
+  filled in place), is always recomputed: SAC refuses a saved output that
+  changed, and recomputing it from the checkpoint's saved RNG state draws
+  the same numbers;
 * each block as the group of its operators: left out of checkpointing (no
   FLOPs added at all), its bytes measured by the simulation.
 The search starts with every block checkpointed and nothing saved (the
@@ -45,11 +49,12 @@ The plan is judged by the bytes PyTorch requests (the estimate's
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-__all__ = ["EagerRecomputation", "operator_flops", "repeated_blocks", "plan_eager_recomputation"]
+__all__ = ["EagerRecomputation", "installed", "operator_flops", "repeated_blocks", "plan_eager_recomputation"]
 
 
 def operator_flops(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
@@ -195,20 +200,55 @@ class EagerRecomputation:
         return lines
 
 
+@contextlib.contextmanager
+def installed(model: Any, plan: EagerRecomputation | None) -> Iterator[Any]:
+    """`model` with `plan` installed (nothing with None) for the block's
+    duration; its blocks' own forwards back after."""
+    if plan is None:
+        yield model
+        return
+    modules = dict(model.named_modules())
+    before = {name: modules[name].__dict__.get("forward") for name in plan.blocks}
+    try:
+        yield plan.apply(model)
+    finally:
+        for name, forward in before.items():
+            if forward is None:
+                del modules[name].forward
+            else:
+                modules[name].forward = forward
+
+
 @dataclass
 class _Operator:
     name: str
     flops: int
     bytes: int  # its outputs' storages
     expensive: bool  # more than one FLOP per output element (a matmul, attention, a convolution)
+    savable: bool  # neither mutates its inputs nor has its outputs mutated later in the forward
     reached: bool = False
+
+
+class _Lookups(dict):
+    """torch's SAC cache for one operator (call index -> its entry), which
+    remembers the call indices the recomputation looked up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looked: set[int] = set()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.looked.add(key)
+        return super().get(key, default)
 
 
 def _block_operators(model: Any, inputs: tuple, step: Any, blocks: list[str]) -> list[list[_Operator]]:
     """Each block's operators in call order, from one forward and backward
-    on `model` (a meta replica) with every block checkpointed saving every
-    operator: an operator is reached when the recomputation took its saved
-    output from the storage."""
+    on `model` (a meta replica) with every block checkpointed recomputing
+    everything: an operator is reached when the recomputation looked its
+    call up in torch's SAC cache (storage[op][call index], the cache the
+    policy's context makes; read, not changed)."""
+    import torch
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
     from .eager import _cpu_attention, _loss
@@ -216,6 +256,7 @@ def _block_operators(model: Any, inputs: tuple, step: Any, blocks: list[str]) ->
 
     ops: list[list[_Operator]] = [[] for _ in blocks]
     keys: list[list[tuple[Any, int]]] = [[] for _ in blocks]
+    versions: list[list[list[tuple[Any, int]]]] = [[] for _ in blocks]
     storages: list[Any] = [None] * len(blocks)
 
     def context(b: int) -> tuple:
@@ -225,32 +266,34 @@ def _block_operators(model: Any, inputs: tuple, step: Any, blocks: list[str]) ->
         counts: dict = {}
 
         def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
-            import torch
-
             out = ctx.op_output
             tensors = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
             flops = operator_flops(func, args, kwargs, out)
             held = 0 if flops == 0 else sum(t.untyped_storage().nbytes() for t in tensors)
-            ops[b].append(_Operator(str(func), flops, held, flops > sum(t.numel() for t in tensors)))
+            ops[b].append(_Operator(str(func), flops, held, flops > sum(t.numel() for t in tensors),
+                                    not func._schema.is_mutable))
+            versions[b].append([(t, t._version) for t in tensors])
             keys[b].append((func, counts.get(func, 0)))
             counts[func] = counts.get(func, 0) + 1
-            return CheckpointPolicy.PREFER_SAVE
+            return CheckpointPolicy.PREFER_RECOMPUTE
 
         contexts = create_selective_checkpoint_contexts(policy)
-        # torch's SAC cache: storage[op][call index] holds each saved output
-        # until the recomputation takes it (then a marker replaces it).
         storages[b] = contexts[0].storage
+        storages[b].default_factory = _Lookups
         return contexts
 
     _install(model, blocks, lambda b: (lambda: functools.partial(context, b)))
     kwargs = dict(step.kwargs or {})
     with _cpu_attention():
         loss = _loss(model(*inputs, **kwargs), step.loss_fn, inputs, kwargs)
-        entries = [[storages[b][f][i] for f, i in keys[b]] for b in range(len(blocks))]
+        for b in range(len(blocks)):
+            for op, outputs in zip(ops[b], versions[b]):
+                op.savable = op.savable and all(t._version == v for t, v in outputs)
+        versions.clear()
         _backward(loss, step.gradient)
     for b in range(len(blocks)):
-        for op, (f, i), entry in zip(ops[b], keys[b], entries[b]):
-            op.reached = storages[b][f][i] is not entry
+        for op, (f, i) in zip(ops[b], keys[b]):
+            op.reached = i in storages[b][f].looked
     return ops
 
 
@@ -284,7 +327,7 @@ def plan_eager_recomputation(model: Any, inputs: tuple, step: Any, budget: int |
     owner: list[tuple[int, int | None]] = []  # (block, operator index; None: the block)
     for b, block_ops in enumerate(ops):
         for i, op in enumerate(block_ops):
-            if op.reached and op.flops > 0:
+            if op.reached and op.flops > 0 and op.savable:
                 candidates.append((op.flops, op.bytes, [], 0 if op.expensive else 2))
                 owner.append((b, i))
     singles = len(candidates)

@@ -56,14 +56,9 @@ def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, limit: int | 
     return replace(_with_budget(report, limit), seconds={"record": recording, "peakmem": total - recording})
 
 
-def _planned_eager(model: Any, inputs: tuple, step: TrainingStep, pricing: dict) -> tuple:
-    """recompute= on the eager front end (peakmem.step.eager_recompute):
-    the plan, installed on a meta replica of the model, which the estimate
-    then records (the user's model is not touched). Returns the replica,
-    its inputs, the step with its keyword inputs and the plan."""
-    import copy
-
-    from .eager import meta_replica
+def _eager_plan(model: Any, inputs: tuple, step: TrainingStep, pricing: dict) -> Any:
+    """recompute= on the eager front end: the plan for the step
+    (peakmem.step.eager_recompute)."""
     from .eager_recompute import plan_eager_recomputation
 
     options = dict(step.recompute)
@@ -72,8 +67,20 @@ def _planned_eager(model: Any, inputs: tuple, step: TrainingStep, pricing: dict)
         raise ValueError(f"recompute: {', '.join(unknown)} are Thunder's (its traces' saved tensors by name, its "
                          "search's time); the eager front end plans selective checkpointing under a budget: "
                          "recompute=True, a budget or {'budget': ..., 'max_simulations': ...}")
-    plan = plan_eager_recomputation(model, inputs, step, _budget(options.get("budget")), pricing,
+    return plan_eager_recomputation(model, inputs, step, _budget(options.get("budget")), pricing,
                                     options.get("max_simulations", 5000))
+
+
+def _planned_eager(model: Any, inputs: tuple, step: TrainingStep, pricing: dict) -> tuple:
+    """The plan (_eager_plan) installed on a meta replica of the model,
+    which the estimate then records (the user's model is not touched).
+    Returns the replica, its inputs, the step with its keyword inputs and
+    the plan."""
+    import copy
+
+    from .eager import meta_replica
+
+    plan = _eager_plan(model, inputs, step, pricing)
     replica, meta_inputs, meta_kwargs = copy.deepcopy(meta_replica(model, inputs, dict(step.kwargs or {})))
     return plan.apply(replica), meta_inputs, replace(step, kwargs=meta_kwargs), plan
 

@@ -6,7 +6,7 @@ import gc
 from typing import Any, Unpack
 
 from ..distribution import with_strategy
-from .budget import _budget
+from .budget import _budget, _pricing
 from .options import RunOptions, takes
 from .holdings import _held_by_module, _input_tensors, _storage_bytes
 from .report import StepReport, _with_budget
@@ -29,20 +29,28 @@ def _step_device(torch: Any, tensors: list) -> Any:
 
 
 def _measure_eager(model: Any, inputs: tuple, step: TrainingStep) -> StepReport:
-    """The eager front end's step run for real (peakmem.step.eager.measure_eager_step)."""
+    """The eager front end's step run for real (peakmem.step.eager.measure_eager_step).
+    With a recomputation asked for, the estimate's plan is what runs
+    (installed on the model for the run, then taken off)."""
     import torch
     from torch.utils._pytree import tree_leaves
 
     from .eager import measure_eager_step
+    from .eager_recompute import installed
+    from .estimate import _eager_plan
 
     given = [x for x in tree_leaves((tuple(inputs), dict(step.kwargs or {}))) if isinstance(x, torch.Tensor)]
     device = _step_device(torch, given + _held_by_module(model))
-    peak, final, input_bytes, allocator = measure_eager_step(model, tuple(inputs), step, device)
+    plan = None
+    if step.recompute is not None:
+        plan = _eager_plan(model, tuple(inputs), step, _pricing("requested", None, None, None))
+    with installed(model, plan):
+        peak, final, input_bytes, allocator = measure_eager_step(model, tuple(inputs), step, device)
     parameters = _storage_bytes(_held_by_module(model))
     return StepReport(
         peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
         step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
-        measured=True, allocator=allocator, frontend="eager")
+        recomputation=plan, measured=True, allocator=allocator, frontend="eager")
 
 
 def _warmed_up(thunder: Any, model: Any, given: tuple, step: TrainingStep, maker: Any) -> tuple[Any, Any, Any]:
