@@ -347,7 +347,9 @@ def pareto(args):
     return out
 
 
-def _plot(out, path):
+def _figure(out, path, draw, xlabel, ylabel, title):
+    """One panel per model of `out`, each drawn by draw(axes, result), to
+    the PNG `path` (nothing without matplotlib)."""
     try:
         import matplotlib
 
@@ -358,6 +360,18 @@ def _plot(out, path):
         return
     fig, axes = plt.subplots(1, len(out), figsize=(6 * len(out), 4.5), squeeze=False)
     for ax, (name, r) in zip(axes[0], out.items()):
+        draw(ax, r)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title.format(name=name))
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+def _plot(out, path):
+    def draw(ax, r):
         peaks, flops = zip(*r["frontier"])
         ax.step([f / 1e9 for f in flops], [p / 1e6 for p in peaks], where="post", label="peakmem plans")
         ax.plot([0], [r["thunder"] / 1e6], "o", label="Thunder as is")
@@ -367,13 +381,8 @@ def _plot(out, path):
             pts = r["sac_ilp"]["points"]
             ax.plot([p["sac_added_flops"] / 1e9 for p in pts], [p["sac_measured"] / 1e6 for p in pts], "^",
                     label="SAC ILP's plans (eager PyTorch)")
-        ax.set_xlabel("added GFLOPs")
-        ax.set_ylabel("step peak (MB)")
-        ax.set_title(f"{name}, batch 4, seq 128")
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"plot written to {path}")
+
+    _figure(out, path, draw, "added GFLOPs", "step peak (MB)", "{name}, batch 4, seq 128")
 
 
 def eager_pareto(args):
@@ -412,28 +421,16 @@ def eager_pareto(args):
 
 
 def _plot_eager(out, path):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"(matplotlib is not installed: no plot written to {path})")
-        return
-    fig, axes = plt.subplots(1, len(out), figsize=(6 * len(out), 4.5), squeeze=False)
     marks = {"none": ("o", "eager PyTorch as is"), "checkpoint": ("s", "checkpointing the first k blocks"),
              "sac": ("^", "SAC ILP's plans"), "peakmem": ("x", "peakmem's plans")}
-    for ax, (name, r) in zip(axes[0], out.items()):
+
+    def draw(ax, r):
         for kind, (mark, label) in marks.items():
             pts = [p for p in r["points"] if p["kind"].split()[0] == kind]
             ax.plot([p["added_flops"] / 1e9 for p in pts], [p["measured"] / 1e6 for p in pts], mark, label=label)
-        ax.set_xlabel("added GFLOPs (measured)")
-        ax.set_ylabel("step peak (MB, measured)")
-        ax.set_title(f"{name}, batch 4, seq 128, eager")
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"plot written to {path}")
+
+    _figure(out, path, draw, "added GFLOPs (measured)", "step peak (MB, measured)",
+            "{name}, batch 4, seq 128, eager")
 
 
 def main() -> int:

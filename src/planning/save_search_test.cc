@@ -58,16 +58,20 @@ SaveSimulate BlockSimulation(std::int64_t plain) {
   };
 }
 
+void ExpectResult(const SaveSearchResult& r, const std::vector<bool>& kept, std::int64_t peak,
+                  std::int64_t added_flops, std::size_t simulations) {
+  EXPECT_EQ(r.kept, kept);
+  EXPECT_EQ(r.peak, peak);
+  EXPECT_EQ(r.added_flops, added_flops);
+  EXPECT_EQ(r.simulations, simulations);
+}
+
 TEST(SaveSearch, AGroupFitsWhereItsMembersDoNot) {
   // g kept alone peaks at 108: 8 bytes over the lowest, for 7 + 10 + 40 = 57
   // FLOPs, 7.1 per byte, before b (4) and a (2). Budget 109: g fits (its
   // trial is the simulation that measured it); a and b are kept with it.
   // Simulations: the lowest and g's.
-  const SaveSearchResult r = SearchSaves(kBlock, BlockSimulation(108), {109});
-  EXPECT_EQ(r.kept, (std::vector<bool>{true, true, true}));
-  EXPECT_EQ(r.peak, 108);
-  EXPECT_EQ(r.added_flops, 0);
-  EXPECT_EQ(r.simulations, 2u);
+  ExpectResult(SearchSaves(kBlock, BlockSimulation(108), {109}), {true, true, true}, 108, 0, 2);
 }
 
 TEST(SaveSearch, AGroupHoldingMorePerFlopComesAfterTheSingles) {
@@ -75,11 +79,7 @@ TEST(SaveSearch, AGroupHoldingMorePerFlopComesAfterTheSingles) {
   // and a (2). Budget 116: b (110) and a (115) kept, then g (130) not: its
   // own 7 FLOPs are added. Simulations: the lowest, g's, b's, a's (g's
   // trial is the one that measured it).
-  const SaveSearchResult r = SearchSaves(kBlock, BlockSimulation(130), {116});
-  EXPECT_EQ(r.kept, (std::vector<bool>{true, true, false}));
-  EXPECT_EQ(r.peak, 115);
-  EXPECT_EQ(r.added_flops, 7);
-  EXPECT_EQ(r.simulations, 4u);
+  ExpectResult(SearchSaves(kBlock, BlockSimulation(130), {116}), {true, true, false}, 115, 7, 4);
 }
 
 TEST(SaveSearch, AnEarlierTierIsTriedFirstWhateverItsRatio) {
