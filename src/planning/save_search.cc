@@ -94,14 +94,31 @@ SaveSearchResult SearchSaves(const std::vector<SaveCandidate>& candidates, const
     if (!peak) return Finished(candidates, r);
     bytes[c] = *peak - r.lowest_peak;
   }
-  for (std::size_t c : TryOrder(candidates, bytes)) {
-    std::vector<bool> trial = KeptWith(r.kept, candidates[c], c);
-    if (trial == r.kept) continue;  // nothing it keeps is recomputed now
+  // In order, in batches that double after each batch kept and halve
+  // after one that does not fit; a single candidate that does not fit is
+  // passed over.
+  const std::vector<std::size_t> order = TryOrder(candidates, bytes);
+  std::size_t batch = 1;
+  for (std::size_t next = 0; next < order.size();) {
+    const std::size_t end = std::min(order.size(), next + batch);
+    std::vector<bool> trial = r.kept;
+    for (std::size_t i = next; i < end; ++i) trial = KeptWith(std::move(trial), candidates[order[i]], order[i]);
+    if (trial == r.kept) {  // nothing they keep is recomputed now
+      next = end;
+      continue;
+    }
     const std::optional<std::int64_t> peak = peak_of(trial);
     if (!peak) break;
     if (*peak <= options.budget) {
       r.kept = std::move(trial);
       r.peak = *peak;
+      next = end;
+      batch *= 2;
+    } else if (end - next > 1) {
+      batch = (end - next) / 2;
+    } else {
+      next = end;
+      batch = 1;
     }
   }
   return Finished(candidates, r);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace peakmem {
@@ -22,8 +23,9 @@ std::int64_t Additive(const std::vector<bool>& kept) {
 
 TEST(SaveSearch, KeepsWhatFitsMostFlopsPerByteFirst) {
   // FLOPs per byte: b 4, c 3, a 2; d saves nothing and is passed over.
-  // b: 110 <= 112, kept; c: 111, kept; a: 116 > 112, recomputed.
-  // Simulations: everything recomputed, then b, c, a: 4.
+  // b: 110 <= 112, kept; then c and a together: 116 > 112; c alone: 111,
+  // kept; a: 116 (the set c and a made: not simulated again), recomputed.
+  // Simulations: everything recomputed, b, c and a, c: 4.
   std::vector<std::vector<bool>> calls;
   const SaveSearchResult r = SearchSaves(
       kSingles, [&](const std::vector<bool>& kept) { calls.push_back(kept); return Additive(kept); }, {112});
@@ -93,6 +95,16 @@ TEST(SaveSearch, AnEarlierTierIsTriedFirstWhateverItsRatio) {
   EXPECT_EQ(SearchSaves(tiered, simulate, {110}).kept, (std::vector<bool>{false, true}));
   const std::vector<SaveCandidate> one_tier = {{40, 10, {}, 0}, {3, 1, {}, 0}};
   EXPECT_EQ(SearchSaves(one_tier, simulate, {110}).kept, (std::vector<bool>{true, false}));
+}
+
+TEST(SaveSearch, ManyThatFitAreKeptInDoublingBatches) {
+  // Eight candidates of 1 byte each, all fitting: batches of 1, 2, 4, then
+  // the one left. Simulations: 1 + 4 (one at a time: 1 + 8).
+  const std::vector<SaveCandidate> eight(8, SaveCandidate{1, 1, {}});
+  auto simulate = [](const std::vector<bool>& kept) -> std::int64_t {
+    return 100 + std::count(kept.begin(), kept.end(), true);
+  };
+  ExpectResult(SearchSaves(eight, simulate, {108}), std::vector<bool>(8, true), 108, 0, 5);
 }
 
 TEST(SaveSearch, StopsAtTheSimulationLimit) {

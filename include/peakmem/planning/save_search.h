@@ -15,7 +15,12 @@
 // members'; ties to the earlier; one holding no bytes first of all; a
 // single one whose recomputation costs nothing is passed over, keeping it
 // only costs memory), and kept when the
-// step with it and everything kept before still fits. Every choice is
+// step with it and everything kept before still fits. The tries go in
+// batches: after a batch is kept the next is twice as long, after one does
+// not fit it is half as long, and a single candidate that does not fit is
+// passed over. Where keeping more never lowers the peak, this keeps what
+// trying one candidate at a time keeps, in as few as log2(n) simulations
+// where most fit. Every choice is
 // judged by the caller's simulation of the whole step, so candidates that
 // only fit together, or only apart, are found as the simulation finds them,
 // not as a model of memory guesses. Each set of choices is simulated once.
