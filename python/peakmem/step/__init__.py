@@ -18,7 +18,10 @@ inputs included.
 Which front end makes the step: by default the one the user runs
 (peakmem.step.frontend): a ``thunder.jit`` module's under Thunder, as
 below, any other module's as eager PyTorch runs it (peakmem.step.eager);
-``frontend=`` says it outright.
+``frontend=`` says it outright. ``recompute=`` with ``frontend="eager"``
+plans selective activation checkpointing for the eager step
+(peakmem.step.eager_recompute; the report's ``recomputation`` is an
+``EagerRecomputation``, whose ``apply(model)`` installs it).
 
 How Thunder's estimate is made (on ``meta`` inputs nothing is allocated): the
 module is traced with ``thunder.jit`` (one call and one ``backward`` on the
@@ -60,6 +63,7 @@ profiler (peakmem.measure's event walk), after one untimed warm-up step
 
 from __future__ import annotations
 
+from .eager_recompute import EagerRecomputation
 from .estimate import estimate_step
 from .export import export_step
 from .measure import measure_step
@@ -68,5 +72,5 @@ from .options import EstimateOptions, RunOptions, StepOptions
 from .report import CATEGORIES, StepReport
 from .training_step import Gradient, Recompute, TrainingStep
 
-__all__ = ["CATEGORIES", "EstimateOptions", "Frontend", "Gradient", "Recompute", "RunOptions", "StepOptions",
+__all__ = ["CATEGORIES", "EagerRecomputation", "EstimateOptions", "Frontend", "Gradient", "Recompute", "RunOptions", "StepOptions",
            "StepReport", "TrainingStep", "estimate_step", "export_step", "measure_step"]

@@ -57,8 +57,10 @@ class StepReport:
             (the runtime model reading and simulating the two traces).
         recomputation: with ``recompute=`` (True or a budget), what
             was recomputed in the backward instead of saved and what it did
-            (peakmem.recompute.Recomputation: names, added FLOPs, the peak
-            before and after).
+            (Thunder's: peakmem.recompute.Recomputation, names, added
+            FLOPs, the peak before and after; the eager front end's:
+            peakmem.step.eager_recompute.EagerRecomputation, the blocks'
+            selective-checkpointing policies).
         nccl_estimate: for a rank of a distributed step whose traces run
             collectives (estimate only): NCCL's own device buffers, outside
             PyTorch's allocator and apart from every figure above
