@@ -121,8 +121,9 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     such as ``"80GiB"``). `step_options` are estimate_step's keyword
     arguments (below), `frontend` resolved as estimate_step resolves it; with
     ``recompute=True`` each size recomputes saved tensors until it fits
-    `budget` (the report's ``recomputation`` says what and the FLOPs),
-    which only the search does. With ``allocator="cuda-caching"`` a size
+    `budget` (the report's ``recomputation`` says what and the FLOPs;
+    with ``frontend="eager"``, selective checkpointing planned at each
+    size, peakmem.step.eager_recompute), which only the search does. With ``allocator="cuda-caching"`` a size
     fits when PyTorch's CUDA caching allocator, given `budget` as the
     device's capacity, runs the whole step without running out of memory:
     the largest batch whose *reserved* bytes fit, not its requested ones.
