@@ -84,7 +84,7 @@ void BindRecompute(nb::module_& m) {
   m.def(
       "save_search",
       [](const std::vector<std::tuple<std::int64_t, std::int64_t, std::vector<std::size_t>, int>>& candidates,
-         const std::function<std::int64_t(const std::vector<bool>&)>& simulate, std::int64_t budget,
+         const std::function<std::int64_t(const std::vector<bool>&)>& simulate, std::optional<std::int64_t> budget,
          std::size_t max_simulations) {
         std::vector<peakmem::SaveCandidate> given;
         for (const auto& [flops, bytes, members, tier] : candidates) given.push_back({flops, bytes, members, tier});
@@ -93,11 +93,12 @@ void BindRecompute(nb::module_& m) {
                       "simulations", r.simulations, "fits", r.fits, "simulation_limit_reached",
                       r.simulation_limit_reached);
       },
-      nb::arg("candidates"), nb::arg("simulate"), nb::arg("budget"), nb::arg("max_simulations") = 5000,
+      nb::arg("candidates"), nb::arg("simulate"), nb::arg("budget").none(), nb::arg("max_simulations") = 5000,
       "The save search (planning/save_search.h): `candidates` each (flops, bytes, members, tier), "
       "`simulate(kept)` the step's peak with the candidates kept saved (a list of bools), the rest "
-      "recomputed; first with none kept. Returns a dict: kept, lowest_peak, peak, added_flops, "
-      "simulations, fits, simulation_limit_reached. ValueError for negative flops or an unknown member.");
+      "recomputed; first with none kept; `budget` None: the lowest peak. Returns a dict: kept, lowest_peak, peak, added_flops, "
+      "simulations, fits, simulation_limit_reached. ValueError for negative flops, an unknown member or "
+      "max_simulations 0.");
 }
 
 }  // namespace peakmem_python

@@ -9,7 +9,8 @@
 namespace peakmem {
 namespace {
 
-void Check(const std::vector<SaveCandidate>& candidates) {
+void Check(const std::vector<SaveCandidate>& candidates, const SaveSearchOptions& options) {
+  if (options.max_simulations < 1) throw std::invalid_argument("max_simulations must be at least 1");
   for (std::size_t c = 0; c < candidates.size(); ++c) {
     if (candidates[c].flops < 0) throw std::invalid_argument("save candidate " + std::to_string(c) + " has negative flops");
     for (std::size_t m : candidates[c].members) {
@@ -38,14 +39,15 @@ std::vector<std::size_t> TryOrder(const std::vector<SaveCandidate>& candidates,
   for (std::size_t c = 0; c < candidates.size(); ++c) {
     if (!candidates[c].members.empty() || candidates[c].flops > 0) order.push_back(c);
   }
-  // a before b when a's tier is earlier, or, in one tier, when
-  // flops_a / bytes_a > flops_b / bytes_b, compared as products (no
-  // rounding); bytes below 1 count as 1.
+  // a before b when a's tier is earlier, or, in one tier, when a holds no
+  // bytes and b does, or when flops_a / bytes_a > flops_b / bytes_b
+  // (compared as products, no rounding).
   auto ratio_greater = [&](std::size_t a, std::size_t b) {
     if (candidates[a].tier != candidates[b].tier) return candidates[a].tier < candidates[b].tier;
+    const bool a_free = bytes[a] <= 0, b_free = bytes[b] <= 0;
+    if (a_free || b_free) return a_free && !b_free;
     const __int128 fa = GroupFlops(candidates, a), fb = GroupFlops(candidates, b);
-    const __int128 ba = std::max<std::int64_t>(1, bytes[a]), bb = std::max<std::int64_t>(1, bytes[b]);
-    return fa * bb > fb * ba;
+    return fa * __int128{bytes[b]} > fb * __int128{bytes[a]};
   };
   std::stable_sort(order.begin(), order.end(), ratio_greater);
   return order;
@@ -68,7 +70,7 @@ std::vector<bool> KeptWith(std::vector<bool> kept, const SaveCandidate& candidat
 
 SaveSearchResult SearchSaves(const std::vector<SaveCandidate>& candidates, const SaveSimulate& simulate,
                              const SaveSearchOptions& options) {
-  Check(candidates);
+  Check(candidates, options);
   SaveSearchResult r;
   // Each set of choices is simulated once; std::nullopt past the limit.
   std::map<std::vector<bool>, std::int64_t> peaks;
@@ -83,7 +85,8 @@ SaveSearchResult SearchSaves(const std::vector<SaveCandidate>& candidates, const
   };
   r.kept.assign(candidates.size(), false);
   r.lowest_peak = r.peak = *peak_of(r.kept);
-  r.fits = r.lowest_peak <= options.budget;
+  const std::int64_t budget = options.budget.value_or(r.lowest_peak);
+  r.fits = r.lowest_peak <= budget;
   if (!r.fits) return Finished(candidates, r);
   // A group's bytes: the peak with it kept (and nothing else), over the lowest.
   std::vector<std::int64_t> bytes(candidates.size());
@@ -109,7 +112,7 @@ SaveSearchResult SearchSaves(const std::vector<SaveCandidate>& candidates, const
     }
     const std::optional<std::int64_t> peak = peak_of(trial);
     if (!peak) break;
-    if (*peak <= options.budget) {
+    if (*peak <= budget) {
       r.kept = std::move(trial);
       r.peak = *peak;
       next = end;

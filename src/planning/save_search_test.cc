@@ -116,9 +116,28 @@ TEST(SaveSearch, StopsAtTheSimulationLimit) {
   EXPECT_EQ(r.added_flops, 10 + 3);
 }
 
-TEST(SaveSearch, RejectsNegativeFlopsAndUnknownMembers) {
+TEST(SaveSearch, OneHoldingNoBytesIsTriedFirst) {
+  // a (10,000 FLOPs for 100 bytes) and z (10 FLOPs for none): z first.
+  const std::vector<SaveCandidate> two = {{10000, 100, {}}, {10, 0, {}}};
+  std::vector<std::vector<bool>> calls;
+  SearchSaves(two, [&](const std::vector<bool>& kept) { calls.push_back(kept); return std::int64_t{100}; }, {100});
+  ASSERT_GE(calls.size(), 2u);
+  EXPECT_EQ(calls[1], (std::vector<bool>{false, true}));
+}
+
+TEST(SaveSearch, WithoutABudgetTheLowestPeakIsTheBudget) {
+  // Lowest 100: b (110), c (101) and a (105) each raise it; only d, which
+  // saves no FLOPs, would not, and it is passed over. Nothing is kept.
+  const SaveSearchResult r = SearchSaves(kSingles, Additive, {std::nullopt});
+  EXPECT_TRUE(r.fits);
+  EXPECT_EQ(r.kept, (std::vector<bool>(4, false)));
+  EXPECT_EQ(r.peak, 100);
+}
+
+TEST(SaveSearch, RejectsNegativeFlopsUnknownMembersAndNoSimulations) {
   EXPECT_THROW(SearchSaves({{-1, 0, {}}}, Additive, {100}), std::invalid_argument);
   EXPECT_THROW(SearchSaves({{1, 0, {3}}}, Additive, {100}), std::invalid_argument);
+  EXPECT_THROW(SearchSaves(kSingles, Additive, {100, 0}), std::invalid_argument);
 }
 
 }  // namespace

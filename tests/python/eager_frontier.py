@@ -1,7 +1,7 @@
 """peakmem's selective-checkpointing plans for eager steps
 (peakmem.step.eager_recompute) beside full activation checkpointing and
 PyTorch's SAC ILP, every plan run and measured: the comparison
-bench/bench_eager_recompute.py prints and draws and
+bench/bench_recompute.py's part 6 prints and draws and
 test_recompute_sac_ilp.py asserts.
 
 For one step (a model whose forward returns the loss):

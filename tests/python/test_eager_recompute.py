@@ -191,6 +191,9 @@ def test_random_operators_recompute_the_same_draws():
     plan = peakmem.estimate_step(make(), x, frontend="eager", recompute=True).recomputation
     assert any(s is not None for s in plan.saved)
     assert _measured(plan.apply(make()), (x,)) == plan.peak_after
+    # The mask's operators (empty_like, bernoulli_, div_) are never saved,
+    # yet their recomputation is counted.
+    assert step_flops(plan.apply(make()), (x,)) - step_flops(make(), (x,)) == plan.added_flops
 
     def run(model):
         torch.manual_seed(1)
@@ -200,3 +203,30 @@ def test_random_operators_recompute_the_same_draws():
     reference_loss, reference_grads = run(make())
     assert torch.equal(loss, reference_loss)
     assert all(torch.equal(a, b) for a, b in zip(grads, reference_grads))
+
+
+def test_a_plan_run_with_other_operators_stops_naming_the_call():
+    # Planned in training mode, run in eval mode: dropout calls nothing, so
+    # the block's calls are not the plan's.
+    torch.manual_seed(0)
+    model, x = _DropoutBlocks(), torch.randn(64, 32)
+    plan = peakmem.estimate_step(model, x, frontend="eager", recompute=True).recomputation
+    plan.apply(model).eval()
+    checkpointed = next(name for name, saved in zip(plan.blocks, plan.saved) if saved is not None)
+    with pytest.raises(RuntimeError, match=f"plan for block {checkpointed} does not fit this run: its call 2"):
+        model(x.requires_grad_()).backward()
+
+
+def test_a_step_that_keeps_its_gradients_is_planned_as_it_runs():
+    # zero_grad=False: each recording must start without the last one's .grad.
+    inputs = _inputs()
+    report = peakmem.estimate_step(_make(), *inputs, frontend="eager", recompute=True, zero_grad=False, steps=2)
+    plan = report.recomputation
+    assert plan.peak_after == report.peak_bytes
+    measured = peakmem.measure_step(_make(), *inputs, frontend="eager", recompute=True, zero_grad=False, steps=2)
+    assert measured.peak_bytes == report.peak_bytes
+
+
+def test_the_search_needs_a_simulation():
+    with pytest.raises(ValueError, match="max_simulations must be a positive integer"):
+        peakmem.estimate_step(_make(), *_inputs(), frontend="eager", recompute={"max_simulations": 0})

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace peakmem {
@@ -42,8 +43,10 @@ struct SaveCandidate {
 };
 
 struct SaveSearchOptions {
-  std::int64_t budget = 0;             // bytes the step's peak must not exceed
-  std::size_t max_simulations = 5000;  // the first simulation counts
+  // Bytes the step's peak must not exceed; none: the lowest peak (keep saved
+  // whatever does not raise it).
+  std::optional<std::int64_t> budget;
+  std::size_t max_simulations = 5000;  // >= 1; the first simulation counts
 };
 
 struct SaveSearchResult {
@@ -59,7 +62,8 @@ struct SaveSearchResult {
 // The step's peak with the candidates `kept` saved and the others recomputed.
 using SaveSimulate = std::function<std::int64_t(const std::vector<bool>& kept)>;
 
-// std::invalid_argument for negative flops or a member index out of range.
+// std::invalid_argument for negative flops, a member index out of range or
+// max_simulations 0.
 SaveSearchResult SearchSaves(const std::vector<SaveCandidate>& candidates, const SaveSimulate& simulate,
                              const SaveSearchOptions& options);
 

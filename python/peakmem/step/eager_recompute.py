@@ -96,9 +96,13 @@ def repeated_blocks(model: Any) -> list[str]:
     return found
 
 
-def _policy(saved: frozenset[int]) -> Callable:
+def _policy(block: str, saved: frozenset[int], operators: tuple[str, ...]) -> Callable:
     """A selective-checkpoint policy saving the operators `saved` names (by
-    call index in the block's forward) and recomputing the rest."""
+    call index in the block's forward) and recomputing the rest. Each call
+    is checked against `operators`, the block's calls as the plan recorded
+    them: where the forward runs other operators (another device's
+    kernels, another input's branch), the indices would name other outputs,
+    so that is a RuntimeError naming the first that differs."""
     from torch.utils.checkpoint import CheckpointPolicy
 
     seen = {False: 0, True: 0}
@@ -106,6 +110,11 @@ def _policy(saved: frozenset[int]) -> Callable:
     def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
         i = seen[ctx.is_recompute]
         seen[ctx.is_recompute] = i + 1
+        if i >= len(operators) or str(func) != operators[i]:
+            planned = operators[i] if i < len(operators) else "nothing (the plan recorded fewer calls)"
+            raise RuntimeError(
+                f"the recomputation plan for block {block} does not fit this run: its call {i} is {func}, "
+                f"planned as {planned}; plan the step on the device and inputs it runs with")
         return CheckpointPolicy.PREFER_SAVE if i in saved else CheckpointPolicy.PREFER_RECOMPUTE
 
     return policy
@@ -135,7 +144,8 @@ def _install(model: Any, blocks: list[str], context_of: Callable[[int], Callable
         module.forward = functools.partial(_run_block, forward, context_of(b))
 
 
-def _planned(plan: list[frozenset[int] | None]) -> Callable[[int], Callable[[], Callable | None]]:
+def _planned(plan: list[frozenset[int] | None], blocks: list[str],
+             operators: list[tuple[str, ...]]) -> Callable[[int], Callable[[], Callable | None]]:
     """`_install`'s context_of for `plan` (read when each block runs, so
     the plan may change between runs): per block None (not checkpointed)
     or the operators its selective-checkpoint policy saves."""
@@ -144,7 +154,9 @@ def _planned(plan: list[frozenset[int] | None]) -> Callable[[int], Callable[[], 
     def context_of(b: int) -> Callable[[], Callable | None]:
         def context() -> Callable | None:
             saved = plan[b]
-            return None if saved is None else (lambda: create_selective_checkpoint_contexts(_policy(saved)))
+            if saved is None:
+                return None
+            return lambda: create_selective_checkpoint_contexts(_policy(blocks[b], saved, operators[b]))
 
         return context
 
@@ -184,8 +196,13 @@ class EagerRecomputation:
     def apply(self, model: Any) -> Any:
         """`model` (the planned one, or another of the same structure) with
         the plan installed in place: each checkpointed block's forward runs
-        under torch.utils.checkpoint with its policy. Returns `model`."""
-        _install(model, list(self.blocks), _planned([None if s is None else frozenset(s) for s in self.saved]))
+        under torch.utils.checkpoint with its policy, which checks each
+        call against ``operators`` (a RuntimeError where the run calls
+        other operators than the plan recorded). Returns `model`. The
+        installed forwards are local functions: save the model's
+        ``state_dict``, not the model."""
+        plan = [None if s is None else frozenset(s) for s in self.saved]
+        _install(model, list(self.blocks), _planned(plan, list(self.blocks), list(self.operators)))
         return model
 
     def describe(self) -> list[str]:
@@ -266,6 +283,9 @@ def _block_operators(model: Any, inputs: tuple, step: Any, blocks: list[str]) ->
         counts: dict = {}
 
         def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+            if not isinstance(func, torch._ops.OpOverload):
+                raise ValueError(f"the block {blocks[b]} calls {func}, not an ATen operator (a higher-order "
+                                 "operator or a compiled region): its recomputation is not planned")
             out = ctx.op_output
             tensors = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
             flops = operator_flops(func, args, kwargs, out)
@@ -315,9 +335,11 @@ def plan_eager_recomputation(model: Any, inputs: tuple, step: Any, budget: int |
     ops = _block_operators(copy.deepcopy(replica), meta_inputs, step, blocks)
 
     plan: list[frozenset[int] | None] = [None] * len(blocks)
-    _install(replica, blocks, _planned(plan))
+    _install(replica, blocks, _planned(plan, blocks, [tuple(op.name for op in block_ops) for block_ops in ops]))
 
     def peak() -> int:
+        for p in replica.parameters():  # what a recording left (zero_grad=False keeps .grad)
+            p.grad = None
         return estimate_eager_step(replica, meta_inputs, step, pricing)[0]["peak_bytes"]
 
     peak_before = peak()
@@ -332,7 +354,10 @@ def plan_eager_recomputation(model: Any, inputs: tuple, step: Any, budget: int |
                 owner.append((b, i))
     singles = len(candidates)
     for b in reversed(range(len(blocks))):
-        candidates.append((0, 0, [c for c in range(singles) if owner[c][0] == b], 1))
+        # The block's own FLOPs: what its recomputation runs that no single
+        # candidate can save (operators that write in place or are written into).
+        unsavable = sum(op.flops for op in ops[b] if op.reached and not op.savable)
+        candidates.append((unsavable, 0, [c for c in range(singles) if owner[c][0] == b], 1))
         owner.append((b, None))
 
     def plan_of(kept: list[bool]) -> list[frozenset[int] | None]:
@@ -349,14 +374,13 @@ def plan_eager_recomputation(model: Any, inputs: tuple, step: Any, budget: int |
         plan[:] = plan_of(kept)
         return peak()
 
-    simulations = 1
-    if budget is None:  # as low as it goes: every block checkpointed, nothing saved
-        budget = simulate([False] * len(candidates))
-        simulations += 1
+    # Without a budget: the lowest peak (every block checkpointed, nothing
+    # saved), keeping saved whatever does not raise it.
     r = _core.save_search(candidates, simulate, budget, max_simulations)
     chosen = plan_of(r["kept"])
     return EagerRecomputation(
         blocks=tuple(blocks), saved=tuple(None if s is None else tuple(sorted(s)) for s in chosen),
-        operators=tuple(tuple(op.name for op in block_ops) for block_ops in ops), budget=budget,
-        peak_before=peak_before, lowest_peak=r["lowest_peak"], peak_after=r["peak"],
-        added_flops=r["added_flops"], simulations=simulations + r["simulations"], fits=r["fits"])
+        operators=tuple(tuple(op.name for op in block_ops) for block_ops in ops),
+        budget=r["lowest_peak"] if budget is None else budget, peak_before=peak_before,
+        lowest_peak=r["lowest_peak"], peak_after=r["peak"], added_flops=r["added_flops"],
+        simulations=1 + r["simulations"], fits=r["fits"])

@@ -67,8 +67,10 @@ def _eager_plan(model: Any, inputs: tuple, step: TrainingStep, pricing: dict) ->
         raise ValueError(f"recompute: {', '.join(unknown)} are Thunder's (its traces' saved tensors by name, its "
                          "search's time); the eager front end plans selective checkpointing under a budget: "
                          "recompute=True, a budget or {'budget': ..., 'max_simulations': ...}")
-    return plan_eager_recomputation(model, inputs, step, _budget(options.get("budget")), pricing,
-                                    options.get("max_simulations", 5000))
+    simulations = options.get("max_simulations", 5000)
+    if not isinstance(simulations, int) or isinstance(simulations, bool) or simulations < 1:
+        raise ValueError(f"recompute: max_simulations must be a positive integer, got {simulations!r}")
+    return plan_eager_recomputation(model, inputs, step, _budget(options.get("budget")), pricing, simulations)
 
 
 def _planned_eager(model: Any, inputs: tuple, step: TrainingStep, pricing: dict) -> tuple:
