@@ -42,7 +42,7 @@ class Point:
     plan: Any = None
 
 
-def _checkpoint_first(model: Any, k: int) -> Any:
+def checkpoint_first(model: Any, k: int) -> Any:
     """`model` with its first `k` blocks under torch.utils.checkpoint."""
     from torch.utils.checkpoint import checkpoint
 
@@ -55,7 +55,8 @@ def _checkpoint_first(model: Any, k: int) -> Any:
     return model
 
 
-def _loss_and_grads(model: Any, inputs: tuple) -> tuple:
+def loss_and_grads(model: Any, inputs: tuple) -> tuple:
+    """The loss and gradients of one forward and backward of `model`."""
     loss = model(*inputs)
     loss.backward()
     return loss.detach(), [p.grad for p in model.parameters()]
@@ -70,10 +71,10 @@ class Frontier:
         from sac_ilp_plans import step_flops
 
         self._plain_flops = step_flops(make(), inputs)
-        self._reference = _loss_and_grads(make(), inputs)
+        self._reference = loss_and_grads(make(), inputs)
         self.plain = self._run("none", None, lambda m: m)
         blocks = len(repeated_blocks(make()))
-        self.checkpointing = [self._run(f"checkpoint {k}", None, functools.partial(_checkpoint_first, k=k))
+        self.checkpointing = [self._run(f"checkpoint {k}", None, functools.partial(checkpoint_first, k=k))
                               for k in range(1, blocks + 1)]
         self.sac = self._sac_points(shares)
         budgets = sorted({p.measured for p in (*self.checkpointing, *self.sac)}, reverse=True)
@@ -88,7 +89,7 @@ class Frontier:
         measured = peakmem.measure_step(planned(self.make()), *self.inputs, frontend="eager").peak_bytes
         estimated = peakmem.estimate_step(planned(self.make()), *self.inputs, frontend="eager").peak_bytes
         flops = step_flops(planned(self.make()), self.inputs) - self._plain_flops
-        loss, grads = _loss_and_grads(planned(self.make()), self.inputs)
+        loss, grads = loss_and_grads(planned(self.make()), self.inputs)
         identical = torch.equal(loss, self._reference[0]) and all(
             torch.equal(a, b) for a, b in zip(grads, self._reference[1]))
         return Point(kind, budget, measured, estimated, flops, identical, plan)

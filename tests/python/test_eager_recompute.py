@@ -15,6 +15,7 @@ import torch
 
 import peakmem
 from peakmem.step.eager_recompute import operator_flops, repeated_blocks
+from eager_frontier import checkpoint_first, loss_and_grads
 from sac_ilp_plans import step_flops
 from step_models import GPT, MLP
 
@@ -29,20 +30,6 @@ def _inputs():
     return torch.randint(0, 64, (2, 16), generator=g), torch.randint(0, 64, (2, 16), generator=g)
 
 
-def _checkpointed(model):
-    from torch.utils.checkpoint import checkpoint
-
-    for block in model.blocks:
-        block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)
-    return model
-
-
-def _loss_and_grads(model, inputs):
-    loss = model(*inputs)
-    loss.backward()
-    return loss.detach(), [p.grad for p in model.parameters()]
-
-
 def _measured(model, inputs):
     return peakmem.measure_step(model, *inputs, frontend="eager").peak_bytes
 
@@ -50,8 +37,8 @@ def _measured(model, inputs):
 def test_at_full_checkpointings_peak_the_plan_adds_fewer_flops_and_is_measured():
     inputs = _inputs()
     plain_flops = step_flops(_make(), inputs)
-    checkpointing_peak = _measured(_checkpointed(_make()), inputs)
-    checkpointing_flops = step_flops(_checkpointed(_make()), inputs) - plain_flops
+    checkpointing_peak = _measured(checkpoint_first(_make(), 3), inputs)
+    checkpointing_flops = step_flops(checkpoint_first(_make(), 3), inputs) - plain_flops
     assert checkpointing_flops > 0
 
     report = peakmem.estimate_step(_make(), *inputs, frontend="eager", recompute=checkpointing_peak)
@@ -63,8 +50,8 @@ def test_at_full_checkpointings_peak_the_plan_adds_fewer_flops_and_is_measured()
     added = step_flops(plan.apply(_make()), inputs) - plain_flops
     assert added == plan.added_flops
     assert added < checkpointing_flops
-    loss, grads = _loss_and_grads(plan.apply(_make()), inputs)
-    reference_loss, reference_grads = _loss_and_grads(_make(), inputs)
+    loss, grads = loss_and_grads(plan.apply(_make()), inputs)
+    reference_loss, reference_grads = loss_and_grads(_make(), inputs)
     assert torch.equal(loss, reference_loss)
     assert all(torch.equal(a, b) for a, b in zip(grads, reference_grads))
 
@@ -197,7 +184,7 @@ def test_random_operators_recompute_the_same_draws():
 
     def run(model):
         torch.manual_seed(1)
-        return _loss_and_grads(model, (x,))
+        return loss_and_grads(model, (x,))
 
     loss, grads = run(plan.apply(make()))
     reference_loss, reference_grads = run(make())
