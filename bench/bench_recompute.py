@@ -23,15 +23,18 @@
    lowest recomputation reaches to the unplanned peak: the FLOPs added
    never grow as the budget does.
 5. The frontier of (peak, added FLOPs) on 4-block GPT and Llama stacks
-   (batch 4, seq 128): Thunder as is, full activation checkpointing of
-   every block (torch.utils.checkpoint; its added FLOPs are its blocks'
-   matmuls, tests/python/test_recompute_regions.py's lower bound), and
-   peakmem's plans at every budget (one search below checkpointing's peak:
-   the choices do not depend on the budget, so each prefix of them is the
-   plan for the budgets between its peak and the one before). The plans at
-   checkpointing's peak and a few between are run by Thunder and measured
-   (measured = predicted, or the run stops with an error). Printed as a
-   table, and drawn to --plot (a PNG) when matplotlib is installed.
+   (batch 4, seq 128) as Thunder runs them: Thunder as is, activation
+   checkpointing of the first k blocks, k = 1..4 (torch.utils.checkpoint,
+   which Thunder's checkpoint lookaside recomputes; its added FLOPs at
+   least those blocks' matmuls, tests/python/test_recompute_regions.py's
+   lower bound), and peakmem's plans at every budget (one search below
+   full checkpointing's peak: the choices do not depend on the budget, so
+   each prefix of them is the plan for the budgets between its peak and
+   the one before). The plan at each checkpointed step's peak and the
+   lowest are run by Thunder and measured (measured = predicted, or the
+   run stops with an error; so does a plan with no fewer FLOPs than the
+   checkpointing). Printed as a table, and drawn to --plot (a PNG) when
+   matplotlib is installed.
    Beside them, PyTorch's SAC ILP (torch.distributed._tools.sac_ilp,
    tests/python/sac_ilp_plans.py): its choices at budgets of 100, 90, ...,
    60 % of its own estimate of the unplanned step (each distinct choice
@@ -199,14 +202,11 @@ def monotone(args):
 
 
 def _stack_models():
-    import torch.utils.checkpoint  # noqa: F401  (the checkpointed models call it)
-
     sys.path.insert(0, str(ROOT / "tests" / "python"))
-    from step_models import GPT, CheckpointedLlamaLM, LlamaLM
-    from test_recompute_regions import CheckpointedGPT, gpt_checkpointing_flops, llama_checkpointing_flops
+    from step_models import GPT, LlamaLM
+    from test_recompute_regions import gpt_checkpointing_flops, llama_checkpointing_flops
 
-    return [("GPT x4", GPT, CheckpointedGPT, gpt_checkpointing_flops()),
-            ("LlamaLM x4", LlamaLM, CheckpointedLlamaLM, llama_checkpointing_flops())]
+    return [("GPT x4", GPT, gpt_checkpointing_flops()), ("LlamaLM x4", LlamaLM, llama_checkpointing_flops())]
 
 
 def _measured(peakmem, model, idx, targets, name, **kwargs):
@@ -302,13 +302,22 @@ def pareto(args):
 
     g = torch.Generator().manual_seed(0)
     idx, targets = torch.randint(0, 512, (4, 128), generator=g), torch.randint(0, 512, (4, 128), generator=g)
+    from step_models import checkpoint_first
+
     out = {}
-    for name, plain, checkpointed, ckpt_flops in _stack_models()[: 1 if args.quick else None]:
-        torch.manual_seed(0)
-        model = plain(layers=4)
-        torch.manual_seed(0)
+    for name, plain, ckpt_flops in _stack_models()[: 1 if args.quick else None]:
+        def make(plain=plain):
+            torch.manual_seed(0)
+            return plain(layers=4)
+
+        model = make()
         thunder_peak = _measured(peakmem, model, idx, targets, name).peak_bytes
-        ckpt_peak = _measured(peakmem, checkpointed(layers=4), idx, targets, name + " checkpointed").peak_bytes
+        # The first k blocks checkpointed, k = 1..4: their added FLOPs at
+        # least k quarters of every block's matmuls (ckpt_flops).
+        checkpointing = [{"blocks": k, "flops_at_least": ckpt_flops * k // 4,
+                          "peak": _measured(peakmem, checkpoint_first(make(), k), idx, targets,
+                                            f"{name}, {k} blocks checkpointed").peak_bytes} for k in range(1, 5)]
+        ckpt_peak = checkpointing[-1]["peak"]
         start = time.perf_counter()
         rc = peakmem.estimate_step(model, idx, targets, recompute=ckpt_peak * 3 // 4).recomputation
         seconds = time.perf_counter() - start
@@ -316,31 +325,35 @@ def pareto(args):
         for _, peak, added in rc.steps:
             flops += added
             frontier.append((peak, flops))
-        at_ckpt = next((p, f) for p, f in frontier if p <= ckpt_peak) if frontier[-1][0] <= ckpt_peak else None
-        checks = sorted({frontier[-1][0]} | ({at_ckpt[0]} if at_ckpt else set()))
-        measured = {}
-        for budget in checks:
-            r = _measured(peakmem, model, idx, targets, f"{name} at {budget}", recompute=budget)
-            measured[budget] = r.peak_bytes
-        print(f"\n| {name}, batch 4 | peak | added FLOPs | measured |")
-        print("|---|---:|---:|---:|")
-        print(f"| Thunder as is | {thunder_peak:,} | 0 | {thunder_peak:,} |")
-        print(f"| full activation checkpointing | {ckpt_peak:,} | >= {ckpt_flops:,} | {ckpt_peak:,} |")
-        if at_ckpt:
-            print(f"| peakmem at checkpointing's peak | {at_ckpt[0]:,} | {at_ckpt[1]:,} | {measured[at_ckpt[0]]:,} |")
-        print(f"| peakmem, lowest ({len(rc.names)} choices, {rc.simulations} simulations, {seconds:.0f} s) | "
-              f"{rc.peak_after:,} | {rc.added_flops:,} | {measured[frontier[-1][0]]:,} |")
-        print("\nfrontier (peak bytes, added FLOPs): " + ", ".join(f"({p:,}, {f:,})" for p, f in frontier))
         chosen = [n for n, _, _ in rc.steps]
-
-        def make(plain=plain):
-            torch.manual_seed(0)
-            return plain(layers=4)
-
+        measured = {}
+        for c in checkpointing:
+            at = _cheapest(frontier, c["peak"])
+            c["peakmem"] = None if at is None else {"peak": at[1], "added_flops": at[2]}
+            if at:
+                r = _measured(peakmem, make(), idx, targets, f"{name} at {c['peak']}",
+                              recompute=tuple(chosen[:at[0]]))
+                measured[at[1]] = c["peakmem"]["measured"] = r.peak_bytes
+        lowest = _measured(peakmem, make(), idx, targets, f"{name} lowest", recompute=tuple(chosen))
+        measured[frontier[-1][0]] = lowest.peak_bytes
+        print(f"\n| {name}, batch 4 (Thunder) | peak | added FLOPs | peakmem at that budget: peak | measured | "
+              f"added FLOPs | fewer |")
+        print("|---|---:|---:|---:|---:|---:|---|")
+        print(f"| Thunder as is | {thunder_peak:,} | 0 | | | | |")
+        for c in checkpointing:
+            p = c["peakmem"]
+            print(f"| checkpointing {c['blocks']} block{'s' if c['blocks'] > 1 else ''} | {c['peak']:,} | "
+                  f">= {c['flops_at_least']:,} | "
+                  + (f"{p['peak']:,} | {p['measured']:,} | {p['added_flops']:,} | "
+                     f"{'yes' if p['added_flops'] < c['flops_at_least'] else 'NO'} |" if p else "does not reach it | | | NO |"))
+        print(f"| peakmem, lowest ({len(rc.names)} choices, {rc.simulations} simulations, {seconds:.0f} s) | "
+              f"{rc.peak_after:,} | {rc.added_flops:,} | | {lowest.peak_bytes:,} | | |")
+        print("\nfrontier (peak bytes, added FLOPs): " + ", ".join(f"({p:,}, {f:,})" for p, f in frontier))
+        if any(c["peakmem"] is None or c["peakmem"]["added_flops"] >= c["flops_at_least"] for c in checkpointing):
+            raise SystemExit(f"error: {name}: peakmem's plan does not meet checkpointing with fewer FLOPs")
         sac = _sac_comparison(peakmem, name, make, idx, targets, thunder_peak, frontier,
                               lambda k: tuple(chosen[:k]))
-        out[name] = {"thunder": thunder_peak, "checkpointing": {"peak": ckpt_peak, "flops_at_least": ckpt_flops},
-                     "frontier": frontier, "at_checkpointing_peak": at_ckpt, "measured": measured,
+        out[name] = {"thunder": thunder_peak, "checkpointing": checkpointing, "frontier": frontier, "measured": measured,
                      "search_seconds": seconds, "simulations": rc.simulations, "sac_ilp": sac}
     if args.plot:
         _plot(out, args.plot)
@@ -375,8 +388,8 @@ def _plot(out, path):
         peaks, flops = zip(*r["frontier"])
         ax.step([f / 1e9 for f in flops], [p / 1e6 for p in peaks], where="post", label="peakmem plans")
         ax.plot([0], [r["thunder"] / 1e6], "o", label="Thunder as is")
-        ax.plot([r["checkpointing"]["flops_at_least"] / 1e9], [r["checkpointing"]["peak"] / 1e6], "s",
-                label="full checkpointing (FLOPs: its matmuls)")
+        ax.plot([c["flops_at_least"] / 1e9 for c in r["checkpointing"]], [c["peak"] / 1e6 for c in r["checkpointing"]],
+                "s", label="checkpointing the first k blocks (FLOPs: their matmuls)")
         if "sac_ilp" in r:
             pts = r["sac_ilp"]["points"]
             ax.plot([p["sac_added_flops"] / 1e9 for p in pts], [p["sac_measured"] / 1e6 for p in pts], "^",

@@ -435,6 +435,16 @@ int RunRecomputePlan(const PlanArgs& args) {
     std::ifstream in(args.trace, std::ios::binary);
     if (!in) throw peakmem::StepFileError(args.trace + ": cannot read the file");
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (peakmem::ParseRecordedStepFile(args.trace, text)) {
+      // A recording is one run of the step: selective checkpointing changes
+      // the operators the step runs, so each candidate plan is recorded
+      // again, which needs the model.
+      throw peakmem::StepFileError(
+          args.trace + ": a recorded eager step cannot be planned from its file (each recomputation plan changes "
+                       "what the step runs, and the file holds one run): plan it in Python with "
+                       "peakmem.estimate_step(..., frontend='eager', recompute=BUDGET), and write the planned "
+                       "step's file with peakmem.export_step(..., frontend='eager', recompute=BUDGET)");
+    }
     peakmem::StepFile step;
     try {
       step = peakmem::ParseStepFile(args.trace, text);

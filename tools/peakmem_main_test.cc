@@ -852,6 +852,12 @@ TEST_F(Cli, StepReadsARecordedStepFile) {
   const CliResult steps = RunCli("step " + ShellQuote(path) + " --steps 2");
   EXPECT_EQ(steps.exit_code, 1);
   EXPECT_NE(steps.err.find("fixed when it was recorded"), std::string::npos) << steps.err;
+  // A recording is one run: recomputation is planned with the model, and
+  // the error says where.
+  const CliResult plan = RunCli("plan " + ShellQuote(path) + " --recompute");
+  EXPECT_EQ(plan.exit_code, 1);
+  EXPECT_NE(plan.err.find("a recorded eager step cannot be planned from its file"), std::string::npos) << plan.err;
+  EXPECT_NE(plan.err.find("export_step(..., frontend='eager', recompute=BUDGET)"), std::string::npos) << plan.err;
   std::remove(path.c_str());
 }
 

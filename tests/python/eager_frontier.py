@@ -25,6 +25,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from step_models import checkpoint_first
+
 
 @dataclass
 class Point:
@@ -40,19 +42,6 @@ class Point:
     added_flops: int
     identical: bool
     plan: Any = None
-
-
-def checkpoint_first(model: Any, k: int) -> Any:
-    """`model` with its first `k` blocks under torch.utils.checkpoint."""
-    from torch.utils.checkpoint import checkpoint
-
-    from peakmem.step.eager_recompute import repeated_blocks
-
-    modules = dict(model.named_modules())
-    for name in repeated_blocks(model)[:k]:
-        module = modules[name]
-        module.forward = functools.partial(checkpoint, module.forward, use_reentrant=False)
-    return model
 
 
 def loss_and_grads(model: Any, inputs: tuple) -> tuple:

@@ -5,6 +5,7 @@ estimates every entry). Widths are realistic but small enough for two CPUs.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -173,6 +174,22 @@ class CheckpointedLlamaLM(LlamaLM):
             x = cp.checkpoint(block, x, use_reentrant=False)
         logits = self.head(self.norm(x))
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def checkpoint_first(model: nn.Module, k: int) -> nn.Module:
+    """`model` with its first `k` repeated blocks (peakmem's
+    eager_recompute.repeated_blocks) under torch.utils.checkpoint
+    (non-reentrant, no policy): activation checkpointing of k blocks, as
+    eager PyTorch and Thunder (its checkpoint lookaside) both run it."""
+    from torch.utils.checkpoint import checkpoint
+
+    from peakmem.step.eager_recompute import repeated_blocks
+
+    modules = dict(model.named_modules())
+    for name in repeated_blocks(model)[:k]:
+        module = modules[name]
+        module.forward = functools.partial(checkpoint, module.forward, use_reentrant=False)
+    return model
 
 
 class ViTBlock(nn.Module):

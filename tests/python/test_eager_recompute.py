@@ -15,9 +15,9 @@ import torch
 
 import peakmem
 from peakmem.step.eager_recompute import operator_flops, repeated_blocks
-from eager_frontier import checkpoint_first, loss_and_grads
+from eager_frontier import loss_and_grads
 from sac_ilp_plans import step_flops
-from step_models import GPT, MLP
+from step_models import GPT, MLP, checkpoint_first
 
 
 def _make():
@@ -67,6 +67,31 @@ def test_without_a_budget_the_plan_reaches_the_lowest_peak():
         blocks=plan.blocks, saved=tuple(() for _ in plan.blocks), operators=plan.operators, budget=None,
         peak_before=0, lowest_peak=0, peak_after=0, added_flops=0, simulations=0, fits=True)
     assert _measured(everything.apply(_make()), inputs) == plan.lowest_peak
+
+
+def test_the_planned_step_exported_is_what_cli_simulates(tmp_path):
+    """export_step(recompute=...) on the eager front end writes the planned
+    step's recording: `peakmem step` simulates it to the plan's peak, the
+    peak PyTorch measures running the plan. The CLI cannot plan a recording
+    (one run of the step) and says how to."""
+    import json
+    import subprocess
+
+    from conftest import cli
+
+    inputs = _inputs()
+    lowest = peakmem.estimate_step(_make(), *inputs, frontend="eager", recompute=True).recomputation
+    budget = (lowest.peak_before + lowest.peak_after) // 2  # between the plain step's peak and the lowest
+    report = peakmem.estimate_step(_make(), *inputs, frontend="eager", recompute=budget)
+    assert report.recomputation.added_flops > 0 and report.peak_bytes <= budget
+    path = tmp_path / "planned.json"
+    peakmem.export_step(_make(), *inputs, frontend="eager", recompute=budget, path=str(path))
+    run = subprocess.run([cli(), "step", str(path), "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["peak_bytes"] == report.peak_bytes == _measured(
+        report.recomputation.apply(_make()), inputs)
+    replan = subprocess.run([cli(), "plan", str(path), "--recompute"], capture_output=True, text=True, timeout=300)
+    assert replan.returncode == 1 and "a recorded eager step cannot be planned from its file" in replan.stderr
 
 
 def test_a_budget_below_the_lowest_peak_does_not_fit():

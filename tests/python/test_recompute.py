@@ -232,3 +232,10 @@ def test_cli_recompute_is_the_estimates_recomputation(thunder, tmp_path, monkeyp
     assert run.returncode == 0, run.stderr
     assert f"-> {short.peak_after} bytes" in run.stderr and f"({', '.join(short.names)})" in run.stderr, run.stderr
     assert f"budget {budget} bytes: fits" in run.stderr
+    # export_step(recompute=...) writes the step file the CLI wrote: the same statements and saved tensors.
+    exported = peakmem.export_step(model, *inputs, loss_fn=entry.loss_fn, recompute=budget, **entry.setup,
+                                   frontend="thunder")
+    written = json.loads(planned_step.read_text())
+    assert exported["forward"]["saved"] == written["forward"]["saved"]
+    for part, backward in (("forward", False), ("backward", True)):
+        assert _statements(exported[part]["trace"], backward) == _statements(written[part]["trace"], backward)

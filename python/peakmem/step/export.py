@@ -6,9 +6,9 @@ import json
 from typing import Any, Unpack
 
 from ..distribution import with_strategy
-from .options import StepOptions, takes
+from .options import RunOptions, takes
 from .running import _import_torch_and_thunder
-from .tracing import _checked_step_module, _step_program
+from .tracing import _checked_step_module, _recomputed, _step_program
 from .training_step import TrainingStep
 
 __all__ = ["export_step"]
@@ -16,20 +16,37 @@ __all__ = ["export_step"]
 
 def _traced_step_file(model: Any, inputs: tuple, step: TrainingStep) -> dict:
     """Thunder's step as a step file's JSON object (docs/step-file.md),
-    written by C++ from the step's spec (frontend/step_file.h)."""
+    written by C++ from the step's spec (frontend/step_file.h): the traces
+    Thunder runs with `step`'s plan and recomputation, as estimate_step
+    simulates them."""
     from .. import _core
 
     _torch, thunder = _import_torch_and_thunder()
     opt_spec = step.optimizer_spec()
     module = _checked_step_module(model, inputs, step.loss_fn, step.transform)
-    program, _ = _step_program(thunder, module, inputs, step, opt_spec, False, later_program=True)
+    program, _ = _step_program(thunder, module, inputs, step, opt_spec, step.plan, later_program=True)
+    if step.recompute is not None:
+        program = _recomputed(program, step.recompute)
     return _core.step_file_json(str(program.forward), str(program.backward), program.spec,
                                 program.optimizer_first, program.optimizer_later, program.optimizer)
 
 
-@takes(StepOptions)
+def _recorded_step_file(model: Any, inputs: tuple, step: TrainingStep) -> dict:
+    """The eager step recorded, as a recorded step file's JSON object; with
+    ``recompute=``, the planned step (peakmem.step.eager_recompute's plan,
+    as estimate_step makes it, installed on a meta replica) recorded."""
+    from .budget import _pricing
+    from .eager import recorded_step_file
+    from .estimate import _planned_eager
+
+    if step.recompute is not None:
+        model, inputs, step, _plan = _planned_eager(model, inputs, step, _pricing("requested", None, None, None))
+    return recorded_step_file(model, inputs, step)
+
+
+@takes(RunOptions)
 @with_strategy
-def export_step(model: Any, *inputs: Any, path: str | None = None, **options: Unpack[StepOptions]) -> dict:
+def export_step(model: Any, *inputs: Any, path: str | None = None, **options: Unpack[RunOptions]) -> dict:
     """The step ``estimate_step`` would simulate, as a portable step file
     (docs/step-file.md): both traces as printed text, the names that join
     them, what the step holds, each value's module, and the optimizer's
@@ -38,12 +55,16 @@ def export_step(model: Any, *inputs: Any, path: str | None = None, **options: Un
     Python, with the same numbers as ``estimate_step``. With
     the eager front end (``frontend``, as ``estimate_step`` resolves it:
     a plain module's default) the file is the recorded step
-    (docs/step-file.md, "Recorded steps"; peakmem.step.eager)."""
+    (docs/step-file.md, "Recorded steps"; peakmem.step.eager). With
+    `plan` or `recompute`, the planned step as estimate_step simulates it
+    (the same choices; ``peakmem step`` gives the same peak): on Thunder
+    its rewritten traces, on the eager front end the recording of the step
+    with the selective-checkpointing plan installed (a recording cannot be
+    planned again from its file: ``peakmem plan --recompute`` reads
+    Thunder's step files)."""
     step, model = TrainingStep.of(options).resolved(model)
     if step.frontend == "eager":
-        from .eager import recorded_step_file
-
-        out, indent = recorded_step_file(model, tuple(inputs), step), None
+        out, indent = _recorded_step_file(model, tuple(inputs), step), None
     else:
         out, indent = _traced_step_file(model, tuple(inputs), step), 1
     if path is not None:
