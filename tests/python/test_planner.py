@@ -137,7 +137,13 @@ def test_the_thunder_transform_plans_forward_and_backward_and_training_is_unchan
     assert peakmem.measure(backward).peak_bytes == backward_plan.planned_peak_bytes
 
 
-def test_a_planned_training_step_is_estimated_exactly_and_fits_a_larger_batch(thunder):
+def test_a_planned_training_step_is_estimated_exactly_and_fits_a_larger_batch(thunder, tmp_path):
+    import functools
+    import json
+    import subprocess
+
+    from conftest import cli
+
     # The training-step corpus's CNN (tests/python/step_models.py), SGD with
     # momentum, 2 steps: with plan=True Thunder runs the planned forward and
     # backward; the estimate equals the measured step to the byte and is
@@ -159,6 +165,12 @@ def test_a_planned_training_step_is_estimated_exactly_and_fits_a_larger_batch(th
     assert (planned.peak_bytes, planned.final_bytes) == (measured.peak_bytes, measured.final_bytes)
     assert planned.peak_bytes < unplanned.peak_bytes
     assert planned.phase_at_peak == unplanned.phase_at_peak == "backward"
+    # The planned step's file (export_step(plan=True)) simulates without Python to the measured peak.
+    path = tmp_path / "planned.json"
+    step(functools.partial(peakmem.export_step, path=str(path)), 8, True)
+    run = subprocess.run([cli(), "step", str(path), "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["peak_bytes"] == measured.peak_bytes
 
     def make_inputs(n):
         torch.manual_seed(0)
