@@ -9,7 +9,7 @@ class that adds it. ``takes(Options)`` makes a function check its keywords
 the keys' documentation to its docstring, so ``help()`` lists every one.
 
     StepOptions                 the step: every function's
-    RunOptions(StepOptions)     + plan, recompute: the step Thunder runs (estimate, measure)
+    RunOptions(StepOptions)     + plan, recompute: the planned step (estimate, measure, export)
     EstimateOptions(RunOptions) + allocator, alloc_conf, device_memory: how the estimate is priced
 """
 
