@@ -91,12 +91,12 @@ class StepOptions(TypedDict, total=False):
 
 
 class RunOptions(StepOptions, total=False):
-    """The step Thunder runs (Thunder's front end only):
+    """The planned step (``export_step`` writes it as a step file):
 
-    plan: True (or a dict of ``peakmem.plan``'s options): Thunder runs
-        peakmem's planned forward and backward (``peakmem.plan_transform``),
-        each trace planned on its own under its usual calling convention.
-        Default False.
+    plan: True (or a dict of ``peakmem.plan``'s options; Thunder's front
+        end only): Thunder runs peakmem's planned forward and backward
+        (``peakmem.plan_transform``), each trace planned on its own under
+        its usual calling convention. Default False.
     recompute: recompute saved tensors in the backward instead of keeping
         them, where that lowers the step's peak: True as low as it goes,
         a budget (``"24GiB"`` or bytes) until the step fits it, or a dict
@@ -109,7 +109,10 @@ class RunOptions(StepOptions, total=False):
         dict's ``"names"``) recomputes those as they are, without
         searching again: how ``measure_step`` runs a plan already chosen.
         Not with `plan`. Its old spellings, ``plan={"recompute": True}`` and
-        ``plan={"budget": ...}``, still work and warn.
+        ``plan={"budget": ...}``, still work and warn. On the eager front
+        end (``frontend="eager"``) it plans selective activation
+        checkpointing instead (peakmem.step.eager_recompute): True, a
+        budget, or a dict of ``"budget"`` and ``"max_simulations"``.
     """
 
     plan: bool | Mapping[str, Any]
