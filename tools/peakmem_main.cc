@@ -435,7 +435,16 @@ int RunRecomputePlan(const PlanArgs& args) {
     std::ifstream in(args.trace, std::ios::binary);
     if (!in) throw peakmem::StepFileError(args.trace + ": cannot read the file");
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (peakmem::ParseRecordedStepFile(args.trace, text)) {
+    std::optional<peakmem::RecordedStep> recorded;
+    peakmem::StepFile step;
+    try {
+      recorded = peakmem::ParseRecordedStepFile(args.trace, text);
+      if (!recorded) step = peakmem::ParseStepFile(args.trace, text);
+    } catch (const peakmem::StepFileError& e) {
+      throw peakmem::StepFileError(std::string(e.what()) +
+                                   " (plan --recompute reads a step file, as peakmem.export_step writes it)");
+    }
+    if (recorded) {
       // A recording is one run of the step: selective checkpointing changes
       // the operators the step runs, so each candidate plan is recorded
       // again, which needs the model.
@@ -444,13 +453,6 @@ int RunRecomputePlan(const PlanArgs& args) {
                        "what the step runs, and the file holds one run): plan it in Python with "
                        "peakmem.estimate_step(..., frontend='eager', recompute=BUDGET), and write the planned "
                        "step's file with peakmem.export_step(..., frontend='eager', recompute=BUDGET)");
-    }
-    peakmem::StepFile step;
-    try {
-      step = peakmem::ParseStepFile(args.trace, text);
-    } catch (const peakmem::StepFileError& e) {
-      throw peakmem::StepFileError(std::string(e.what()) +
-                                   " (plan --recompute reads a step file, as peakmem.export_step writes it)");
     }
     const peakmem::StepRecomputation plan =
         SimulatingStepFile(args.trace, [&] { return peakmem::PlanStepRecomputation(step, options); });
