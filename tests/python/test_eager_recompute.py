@@ -113,6 +113,23 @@ def test_applying_a_plan_again_replaces_it():
         assert not isinstance(block.forward.args[0], functools.partial)
 
 
+def test_a_planned_model_saves_and_loads_with_its_plan():
+    import io
+
+    inputs = _inputs()
+    plan = peakmem.estimate_step(_make(), *inputs, frontend="eager", recompute=True).recomputation
+    buffer = io.BytesIO()
+    torch.save(plan.apply(_make()), buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    # The plan came along: the loaded model's step is the planned one, not the plain one.
+    assert _measured(loaded, inputs) == plan.peak_after < plan.peak_before
+    loss, grads = loss_and_grads(loaded, inputs)
+    reference_loss, reference_grads = loss_and_grads(_make(), inputs)
+    assert torch.equal(loss, reference_loss)
+    assert all(torch.equal(a, b) for a, b in zip(grads, reference_grads))
+
+
 def test_the_blocks_are_the_outermost_repeated_layers():
     assert repeated_blocks(_make()) == ["blocks.0", "blocks.1", "blocks.2"]
 

@@ -144,21 +144,37 @@ def _install(model: Any, blocks: list[str], context_of: Callable[[int], Callable
         module.forward = functools.partial(_run_block, forward, context_of(b))
 
 
+class _BlockPlan:
+    """`_install`'s context_of for one block of a fixed plan (what
+    ``EagerRecomputation.apply`` installs): None when the block is not
+    checkpointed, else a context_fn whose policy saves `saved`. Plain data
+    and module-level functions, so that a planned model pickles
+    (``torch.save``) and deep-copies with its plan."""
+
+    def __init__(self, block: str, saved: frozenset[int] | None, operators: tuple[str, ...]) -> None:
+        self.block, self.saved, self.operators = block, saved, operators
+
+    def __call__(self) -> Callable | None:
+        if self.saved is None:
+            return None
+        return functools.partial(_selective_contexts, self.block, self.saved, self.operators)
+
+
+def _selective_contexts(block: str, saved: frozenset[int], operators: tuple[str, ...]) -> tuple:
+    """A fresh pair of selective-checkpoint contexts with `_policy`'s policy (one per checkpoint call)."""
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    return create_selective_checkpoint_contexts(_policy(block, saved, operators))
+
+
 def _planned(plan: list[frozenset[int] | None], blocks: list[str],
              operators: list[tuple[str, ...]]) -> Callable[[int], Callable[[], Callable | None]]:
     """`_install`'s context_of for `plan` (read when each block runs, so
     the plan may change between runs): per block None (not checkpointed)
     or the operators its selective-checkpoint policy saves."""
-    from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
     def context_of(b: int) -> Callable[[], Callable | None]:
-        def context() -> Callable | None:
-            saved = plan[b]
-            if saved is None:
-                return None
-            return lambda: create_selective_checkpoint_contexts(_policy(blocks[b], saved, operators[b]))
-
-        return context
+        return lambda: _BlockPlan(blocks[b], plan[b], operators[b])()
 
     return context_of
 
@@ -198,11 +214,11 @@ class EagerRecomputation:
         the plan installed in place: each checkpointed block's forward runs
         under torch.utils.checkpoint with its policy, which checks each
         call against ``operators`` (a RuntimeError where the run calls
-        other operators than the plan recorded). Returns `model`. The
-        installed forwards are local functions: save the model's
-        ``state_dict``, not the model."""
-        plan = [None if s is None else frozenset(s) for s in self.saved]
-        _install(model, list(self.blocks), _planned(plan, list(self.blocks), list(self.operators)))
+        other operators than the plan recorded). Returns `model`, which
+        ``torch.save`` saves with the plan installed."""
+        plans = [_BlockPlan(name, None if s is None else frozenset(s), ops)
+                 for name, s, ops in zip(self.blocks, self.saved, self.operators)]
+        _install(model, list(self.blocks), plans.__getitem__)
         return model
 
     def describe(self) -> list[str]:
