@@ -80,6 +80,14 @@ inline CliResult RunCli(const std::string& args) {
   return result;
 }
 
+// Runs the CLI with already quoted `args` and expects it to exit with
+// `exit_code` and an error that contains `fragment`.
+inline void ExpectFailure(const std::string& args, int exit_code, const std::string& fragment) {
+  const CliResult r = RunCli(args);
+  EXPECT_EQ(r.exit_code, exit_code) << args;
+  EXPECT_NE(r.err.find(fragment), std::string::npos) << args << ": " << r.err;
+}
+
 // Content and modification time, to check a file was left alone.
 struct FileState {
   std::string content;

@@ -191,15 +191,14 @@ TEST_F(Cli, StepReadsARecordedStepFile) {
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("'statements[0]' must hold an integer"), std::string::npos) << bad.err;
   WriteFile(path, kRecordedStepFile);
-  const CliResult steps = RunCli("step " + ShellQuote(path) + " --steps 2");
-  EXPECT_EQ(steps.exit_code, 1);
-  EXPECT_NE(steps.err.find("fixed when it was recorded"), std::string::npos) << steps.err;
+  ExpectFailure("step " + ShellQuote(path) + " --steps 2", 1, "fixed when it was recorded");
   // A recording is one run: recomputation is planned with the model, and
   // the error says where.
-  const CliResult plan = RunCli("plan " + ShellQuote(path) + " --recompute");
-  EXPECT_EQ(plan.exit_code, 1);
-  EXPECT_NE(plan.err.find("a recorded eager step cannot be planned from its file"), std::string::npos) << plan.err;
-  EXPECT_NE(plan.err.find("export_step(..., frontend='eager', recompute=BUDGET)"), std::string::npos) << plan.err;
+  ExpectFailure("plan " + ShellQuote(path) + " --recompute", 1,
+                "a recorded eager step cannot be planned from its file (each recomputation plan changes what the "
+                "step runs, and the file holds one run): plan it in Python with peakmem.estimate_step(..., "
+                "frontend='eager', recompute=BUDGET), and write the planned step's file with "
+                "peakmem.export_step(..., frontend='eager', recompute=BUDGET)");
   std::remove(path.c_str());
 }
 
