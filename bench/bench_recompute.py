@@ -23,42 +23,29 @@
    lowest recomputation reaches to the unplanned peak: the FLOPs added
    never grow as the budget does.
 5. The frontier of (peak, added FLOPs) on 4-block GPT and Llama stacks
-   (batch 4, seq 128) as Thunder runs them: Thunder as is, activation
-   checkpointing of the first k blocks, k = 1..4 (torch.utils.checkpoint,
-   which Thunder's checkpoint lookaside recomputes; its added FLOPs at
-   least those blocks' matmuls, tests/python/test_recompute_regions.py's
-   lower bound), and peakmem's plans at every budget (one search below
-   full checkpointing's peak: the choices do not depend on the budget, so
-   each prefix of them is the plan for the budgets between its peak and
-   the one before). The plan at each checkpointed step's peak and the
-   lowest are run by Thunder and measured (measured = predicted, or the
-   run stops with an error; so does a plan with no fewer FLOPs than the
-   checkpointing). Printed as a table, and drawn to --plot (a PNG) when
-   matplotlib is installed.
-   Beside them, PyTorch's SAC ILP (torch.distributed._tools.sac_ilp,
-   tests/python/sac_ilp_plans.py): its choices at budgets of 100, 90, ...,
-   60 % of its own estimate of the unplanned step (each distinct choice
-   once), applied with selective checkpointing and run eagerly by PyTorch
-   (Thunder ignores checkpoint's context_fn), each measured
-   (measure_step, frontend="eager") with its added FLOPs counted as
-   peakmem counts them. Substituted for the CPU: the roofline SAC's
-   estimators time operators with reads the CUDA device's FLOP/s and
-   bandwidth; here it runs with fixed CPU figures (sac_ilp_plans.CPU_FLOPS,
-   CPU_BYTES_PER_S). At each SAC plan's measured peak, peakmem's plan for
-   that budget (a prefix of the one search) is run by Thunder and
-   measured, and the two compared: "absolute", the same budget in bytes
-   (each engine's step as it runs); "from its own step", the same bytes
-   below each engine's unplanned step. Needs pulp and pwlf
-   (bench/requirements-sac-ilp.txt, installed when missing).
-6. The eager front end's planner (peakmem.step.eager_recompute: selective
-   checkpointing searched with the eager estimate) on the same 4-block GPT
-   and Llama stacks as PyTorch runs them, beside full per-block
-   checkpointing (the first k blocks, k = 1..4) and SAC ILP's plans
-   (SAC_SHARES): peakmem plans for each of their measured peaks as the
-   budget (tests/python/eager_frontier.py). Every step is run and measured,
-   its FLOPs counted as it runs, its loss and gradients compared bit for
-   bit with the plain step's. Printed as a table per model, drawn to
-   --plot with "-eager" added to its name.
+   (batch 4, seq 128) as Thunder runs them (tests/python/recompute_frontier.py):
+   Thunder as is; activation checkpointing of the first k blocks, k = 1..4
+   (torch.utils.checkpoint, which Thunder's checkpoint lookaside
+   recomputes); PyTorch's SAC ILP's plans (torch.distributed._tools.sac_ilp,
+   tests/python/sac_ilp_plans.py: its choices, made on the eager step, at
+   budgets of SAC_SHARES of its own estimate of it, each distinct choice
+   once), run by Thunder with peakmem's checkpoint lookaside
+   (peakmem.step.thunder_checkpoint), which places the selective-checkpoint
+   policies Thunder would otherwise ignore; and peakmem's plans (Thunder's
+   front end, peakmem.recompute) for each of those steps' measured peaks as
+   the budget, prefixes of one search (the whole search drawn as a line).
+   Every step is run and measured, estimated, its FLOPs counted as it runs
+   (sac_ilp_plans.step_flops), its loss and gradients compared bit for bit
+   with the plain step's. SAC's estimators time operators with a roofline
+   that reads the CUDA device's FLOP/s and bandwidth; here it runs with
+   fixed CPU figures (sac_ilp_plans.CPU_FLOPS, CPU_BYTES_PER_S). Needs pulp
+   and pwlf (bench/requirements-sac-ilp.txt, installed when missing).
+   Printed as a table per model, drawn to --plot (a PNG) when matplotlib
+   is installed.
+6. The same on the steps as PyTorch runs them: peakmem's plans are the
+   eager front end's (peakmem.step.eager_recompute: selective checkpointing
+   searched with the eager estimate), SAC ILP's run with PyTorch's own
+   selective checkpointing. Drawn to --plot with "-eager" added to its name.
 """
 
 from __future__ import annotations
@@ -201,22 +188,6 @@ def monotone(args):
     return rows
 
 
-def _stack_models():
-    sys.path.insert(0, str(ROOT / "tests" / "python"))
-    from step_models import GPT, LlamaLM
-    from test_recompute_regions import gpt_checkpointing_flops, llama_checkpointing_flops
-
-    return [("GPT x4", GPT, gpt_checkpointing_flops()), ("LlamaLM x4", LlamaLM, llama_checkpointing_flops())]
-
-
-def _measured(peakmem, model, idx, targets, name, **kwargs):
-    r = peakmem.estimate_step(model, idx, targets, frontend="thunder", **kwargs)
-    m = peakmem.measure_step(model, idx, targets, frontend="thunder", **kwargs)
-    if m.peak_bytes != r.peak_bytes:
-        raise SystemExit(f"error: {name}: measured {m.peak_bytes}, predicted {r.peak_bytes}")
-    return r
-
-
 def _sac_ilp_ready() -> None:
     """pulp and pwlf (SAC ILP's), installed from bench/requirements-sac-ilp.txt when missing."""
     import importlib.util
@@ -233,131 +204,59 @@ def _sac_ilp_ready() -> None:
 SAC_SHARES = (1.0, 0.9, 0.8, 0.75, 0.7, 0.65, 0.6)
 
 
-def _cheapest(frontier, budget):
-    """The frontier's point (index, peak, FLOPs) with the fewest FLOPs at or
-    under `budget`; None when none is."""
-    fits = [(f, p, i) for i, (p, f) in enumerate(frontier) if p <= budget]
-    if not fits:
-        return None
-    f, p, i = min(fits)
-    return i, p, f
+def measured_pareto(args, frontend):
+    """Parts 5 (frontend "thunder") and 6 ("eager")."""
+    import torch
 
-
-def _sac_comparison(peakmem, name, make, idx, targets, thunder_peak, frontier, names_at):
-    """SAC ILP's measured plans beside peakmem's at the same budgets (the
-    module docstring, part 5); each peakmem plan compared is measured."""
-    from sac_ilp_plans import sac_points
-
-    start = time.perf_counter()
-    model, points = sac_points(make, (idx, targets), list(SAC_SHARES))
-    seconds = time.perf_counter() - start
-    eager_peak = next(p.measured for p in points if not p.choice)
-    rows = []
-    print(f"\n| {name}: SAC ILP's plan (eager) | measured peak | added FLOPs | peakmem at that budget "
-          f"(Thunder): peak | measured | added FLOPs | no worse | from its own step: peakmem's FLOPs for as "
-          f"many bytes | no worse |")
-    print("|---|---:|---:|---:|---:|---:|---|---:|---|")
-    for p in points:
-        at = _cheapest(frontier, p.measured)
-        measured = None
-        if at:
-            r = _measured(peakmem, make(), idx, targets, f"{name} at {p.measured}", recompute=names_at(at[0]))
-            measured = r.peak_bytes
-        lowered = eager_peak - p.measured
-        rel = _cheapest(frontier, thunder_peak - lowered)
-        what = ", ".join(f"{k.partition('.')[2] or k} {v:.2f}" for k, v in p.choice.items()) or "nothing"
-        worse = at is None or at[2] > p.added_flops
-        rel_worse = rel is None or rel[2] > p.added_flops
-        rows.append({"sac_budget": p.budget, "choice": p.choice, "sac_measured": p.measured,
-                     "sac_added_flops": p.added_flops,
-                     "peakmem": None if at is None else {"peak": at[1], "measured": measured, "added_flops": at[2],
-                                                         "names": list(names_at(at[0]))},
-                     "no_worse": not worse,
-                     "from_own_step": {"bytes_lowered": lowered,
-                                       "peakmem_added_flops": None if rel is None else rel[2],
-                                       "no_worse": not rel_worse}})
-        print(f"| {what} | {p.measured:,} | {p.added_flops:,} | "
-              + (f"{at[1]:,} | {measured:,} | {at[2]:,} | " if at else "does not reach it | | | ")
-              + f"{'yes' if not worse else 'NO'} | {'-' if rel is None else f'{rel[2]:,}'} | "
-              f"{'yes' if not rel_worse else 'NO'} |")
-    print(f"(SAC ILP: {len(points)} distinct plans from budgets at {', '.join(map(str, SAC_SHARES))} of its "
-          f"estimate {model.baseline_bytes:,} of the unplanned step; eager PyTorch's step as is: {eager_peak:,}; "
-          f"{seconds:.0f} s)")
-    return {"eager_peak": eager_peak, "sac_estimate_of_unplanned": model.baseline_bytes, "points": rows,
-            "seconds": seconds, "cpu_roofline": {"flops_per_s": _sac_figures()[0], "bytes_per_s": _sac_figures()[1]}}
-
-
-def _sac_figures():
+    _sac_ilp_ready()
+    from recompute_frontier import Frontier
     from sac_ilp_plans import CPU_BYTES_PER_S, CPU_FLOPS
+    from step_models import GPT, LlamaLM
 
-    return CPU_FLOPS, CPU_BYTES_PER_S
+    g = torch.Generator().manual_seed(0)
+    inputs = (torch.randint(0, 512, (4, 128), generator=g), torch.randint(0, 512, (4, 128), generator=g))
+    out = {}
+    for name, cls in [("GPT x4", GPT), ("LlamaLM x4", LlamaLM)][: 1 if args.quick else None]:
+        def make(cls=cls):
+            torch.manual_seed(0)
+            return cls(layers=4)
+
+        start = time.perf_counter()
+        f = Frontier(make, inputs, list(SAC_SHARES), frontend)
+        print(f"\n| {name}, batch 4, {frontend} | budget | measured peak | estimated | added FLOPs | bit-identical |")
+        print("|---|---:|---:|---:|---:|---|")
+        for p in f.rows():
+            budget = "" if p.budget is None else f"{p.budget:,}"
+            what = p.kind if p.kind != "sac" else "sac " + ", ".join(
+                f"{k.partition('.')[2]} {v:.2f}" for k, v in p.plan.items())
+            print(f"| {what} | {budget} | {p.measured:,} | {p.estimated:,} | {p.added_flops:,} | {p.identical} |")
+        print("\nat each budget, the FLOPs each plan adds (peakmem's plan for that budget beside it):")
+        for p in (*f.checkpointing, *f.sac):
+            q = f.peakmem_at(p.measured)
+            print(f"  {p.kind} at {p.measured:,}: {p.added_flops:,}; peakmem {q.added_flops:,} at {q.measured:,}"
+                  f"{'' if q.measured <= p.measured and q.added_flops <= p.added_flops else '  <- NOT BETTER'}")
+        out[name] = {"seconds": time.perf_counter() - start, "search": f.search,
+                     "points": [{k: v for k, v in vars(p).items() if k != "plan"}
+                                | _plan_json(p, frontend) for p in f.rows()],
+                     "sac_cpu_roofline": {"flops_per_s": CPU_FLOPS, "bytes_per_s": CPU_BYTES_PER_S}}
+    if args.plot:
+        _plot(out, args.plot if frontend == "thunder" else args.plot.with_name(
+            args.plot.stem + "-eager" + args.plot.suffix), frontend)
+    return out
+
+
+def _plan_json(p, frontend):
+    if p.kind == "sac":
+        return {"choice": p.plan}
+    return {"recomputed": list(p.plan)} if p.kind == "peakmem" and frontend == "thunder" else {}
 
 
 def pareto(args):
-    import torch
+    return measured_pareto(args, "thunder")
 
-    import peakmem
 
-    _sac_ilp_ready()
-
-    g = torch.Generator().manual_seed(0)
-    idx, targets = torch.randint(0, 512, (4, 128), generator=g), torch.randint(0, 512, (4, 128), generator=g)
-    from step_models import checkpoint_first
-
-    out = {}
-    for name, plain, ckpt_flops in _stack_models()[: 1 if args.quick else None]:
-        def make(plain=plain):
-            torch.manual_seed(0)
-            return plain(layers=4)
-
-        model = make()
-        thunder_peak = _measured(peakmem, model, idx, targets, name).peak_bytes
-        # The first k blocks checkpointed, k = 1..4: their added FLOPs at
-        # least k quarters of every block's matmuls (ckpt_flops).
-        checkpointing = [{"blocks": k, "flops_at_least": ckpt_flops * k // 4,
-                          "peak": _measured(peakmem, checkpoint_first(make(), k), idx, targets,
-                                            f"{name}, {k} blocks checkpointed").peak_bytes} for k in range(1, 5)]
-        ckpt_peak = checkpointing[-1]["peak"]
-        start = time.perf_counter()
-        rc = peakmem.estimate_step(model, idx, targets, recompute=ckpt_peak * 3 // 4).recomputation
-        seconds = time.perf_counter() - start
-        frontier, flops = [(thunder_peak, 0)], 0
-        for _, peak, added in rc.steps:
-            flops += added
-            frontier.append((peak, flops))
-        chosen = [n for n, _, _ in rc.steps]
-        measured = {}
-        for c in checkpointing:
-            at = _cheapest(frontier, c["peak"])
-            c["peakmem"] = None if at is None else {"peak": at[1], "added_flops": at[2]}
-            if at:
-                r = _measured(peakmem, make(), idx, targets, f"{name} at {c['peak']}",
-                              recompute=tuple(chosen[:at[0]]))
-                measured[at[1]] = c["peakmem"]["measured"] = r.peak_bytes
-        lowest = _measured(peakmem, make(), idx, targets, f"{name} lowest", recompute=tuple(chosen))
-        measured[frontier[-1][0]] = lowest.peak_bytes
-        print(f"\n| {name}, batch 4 (Thunder) | peak | added FLOPs | peakmem at that budget: peak | measured | "
-              f"added FLOPs | fewer |")
-        print("|---|---:|---:|---:|---:|---:|---|")
-        print(f"| Thunder as is | {thunder_peak:,} | 0 | | | | |")
-        for c in checkpointing:
-            p = c["peakmem"]
-            print(f"| checkpointing {c['blocks']} block{'s' if c['blocks'] > 1 else ''} | {c['peak']:,} | "
-                  f">= {c['flops_at_least']:,} | "
-                  + (f"{p['peak']:,} | {p['measured']:,} | {p['added_flops']:,} | "
-                     f"{'yes' if p['added_flops'] < c['flops_at_least'] else 'NO'} |" if p else "does not reach it | | | NO |"))
-        print(f"| peakmem, lowest ({len(rc.names)} choices, {rc.simulations} simulations, {seconds:.0f} s) | "
-              f"{rc.peak_after:,} | {rc.added_flops:,} | | {lowest.peak_bytes:,} | | |")
-        print("\nfrontier (peak bytes, added FLOPs): " + ", ".join(f"({p:,}, {f:,})" for p, f in frontier))
-        if any(c["peakmem"] is None or c["peakmem"]["added_flops"] >= c["flops_at_least"] for c in checkpointing):
-            raise SystemExit(f"error: {name}: peakmem's plan does not meet checkpointing with fewer FLOPs")
-        sac = _sac_comparison(peakmem, name, make, idx, targets, thunder_peak, frontier,
-                              lambda k: tuple(chosen[:k]))
-        out[name] = {"thunder": thunder_peak, "checkpointing": checkpointing, "frontier": frontier, "measured": measured,
-                     "search_seconds": seconds, "simulations": rc.simulations, "sac_ilp": sac}
-    if args.plot:
-        _plot(out, args.plot)
-    return out
+def eager_pareto(args):
+    return measured_pareto(args, "eager")
 
 
 def _figure(out, path, draw, xlabel, ylabel, title):
@@ -383,67 +282,20 @@ def _figure(out, path, draw, xlabel, ylabel, title):
     print(f"plot written to {path}")
 
 
-def _plot(out, path):
-    def draw(ax, r):
-        peaks, flops = zip(*r["frontier"])
-        ax.step([f / 1e9 for f in flops], [p / 1e6 for p in peaks], where="post", label="peakmem plans")
-        ax.plot([0], [r["thunder"] / 1e6], "o", label="Thunder as is")
-        ax.plot([c["flops_at_least"] / 1e9 for c in r["checkpointing"]], [c["peak"] / 1e6 for c in r["checkpointing"]],
-                "s", label="checkpointing the first k blocks (FLOPs: their matmuls)")
-        if "sac_ilp" in r:
-            pts = r["sac_ilp"]["points"]
-            ax.plot([p["sac_added_flops"] / 1e9 for p in pts], [p["sac_measured"] / 1e6 for p in pts], "^",
-                    label="SAC ILP's plans (eager PyTorch)")
-
-    _figure(out, path, draw, "added GFLOPs", "step peak (MB)", "{name}, batch 4, seq 128")
-
-
-def eager_pareto(args):
-    import torch
-
-    _sac_ilp_ready()
-    sys.path.insert(0, str(ROOT / "tests" / "python"))
-    from eager_frontier import Frontier
-    from step_models import GPT, LlamaLM
-
-    g = torch.Generator().manual_seed(0)
-    inputs = (torch.randint(0, 512, (4, 128), generator=g), torch.randint(0, 512, (4, 128), generator=g))
-    out = {}
-    for name, cls in [("GPT x4", GPT), ("LlamaLM x4", LlamaLM)][: 1 if args.quick else None]:
-        def make(cls=cls):
-            torch.manual_seed(0)
-            return cls(layers=4)
-
-        start = time.perf_counter()
-        f = Frontier(make, inputs, list(SAC_SHARES))
-        print(f"\n| {name}, batch 4, eager | budget | measured peak | estimated | added FLOPs | bit-identical |")
-        print("|---|---:|---:|---:|---:|---|")
-        for p in f.rows():
-            budget = "" if p.budget is None else f"{p.budget:,}"
-            print(f"| {p.kind} | {budget} | {p.measured:,} | {p.estimated:,} | {p.added_flops:,} | {p.identical} |")
-        print("\nat each budget, the FLOPs each plan adds (peakmem's plan for that budget beside it):")
-        for p in (*f.checkpointing, *f.sac):
-            q = f.peakmem_at(p.measured)
-            print(f"  {p.kind} at {p.measured:,}: {p.added_flops:,}; peakmem {q.added_flops:,} at {q.measured:,}"
-                  f"{'' if q.measured <= p.measured and q.added_flops <= p.added_flops else '  <- NOT BETTER'}")
-        out[name] = {"seconds": time.perf_counter() - start,
-                     "points": [{k: v for k, v in vars(p).items() if k != "plan"} for p in f.rows()]}
-    if args.plot:
-        _plot_eager(out, args.plot.with_name(args.plot.stem + "-eager" + args.plot.suffix))
-    return out
-
-
-def _plot_eager(out, path):
-    marks = {"none": ("o", "eager PyTorch as is"), "checkpoint": ("s", "checkpointing the first k blocks"),
+def _plot(out, path, frontend):
+    marks = {"none": ("o", f"{frontend} as is"), "checkpoint": ("s", "checkpointing the first k blocks"),
              "sac": ("^", "SAC ILP's plans"), "peakmem": ("x", "peakmem's plans")}
 
     def draw(ax, r):
+        if r["search"]:
+            peaks, flops = zip(*r["search"])
+            ax.step([f / 1e9 for f in flops], [p / 1e6 for p in peaks], where="post", label="peakmem's search")
         for kind, (mark, label) in marks.items():
             pts = [p for p in r["points"] if p["kind"].split()[0] == kind]
             ax.plot([p["added_flops"] / 1e9 for p in pts], [p["measured"] / 1e6 for p in pts], mark, label=label)
 
-    _figure(out, path, draw, "added GFLOPs (measured)", "step peak (MB, measured)",
-            "{name}, batch 4, seq 128, eager")
+    _figure(out, path, draw, "added GFLOPs (counted as the step runs)", "step peak (MB, measured)",
+            "{name}, batch 4, seq 128, " + frontend)
 
 
 def main() -> int:
@@ -454,7 +306,7 @@ def main() -> int:
     ap.add_argument("--only", nargs="*",
                     choices=["corpus", "llama_checkpointing", "budget_mode", "monotone", "pareto", "eager_pareto"],
                     help="run these parts only")
-    ap.add_argument("--plot", type=Path, help="parts 5 and 6: draw the frontiers to this PNG (and its -eager twin)")
+    ap.add_argument("--plot", type=Path, help="parts 5 and 6: draw the frontiers to this PNG (part 6 to its -eager twin)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
     import torch

@@ -163,10 +163,12 @@ def apply_choice(model: Any, m: SacModel, choice: dict[str, float]) -> Any:
     return model
 
 
-def step_flops(model: Any, inputs: tuple) -> int:
+def step_flops(model: Any, inputs: tuple, warm: bool = False) -> int:
     """The FLOPs of one forward and backward of `model` (its gradients
     dropped after), each operator counted by
-    peakmem.step.eager_recompute.operator_flops."""
+    peakmem.step.eager_recompute.operator_flops. `model` may be a
+    ``thunder.jit`` of one, whose operators are those Thunder's traces run;
+    ``warm``: a first forward and backward, not counted, traces it."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from peakmem.step.eager_recompute import operator_flops
@@ -179,6 +181,9 @@ def step_flops(model: Any, inputs: tuple) -> int:
             Count.total += operator_flops(func, args, kwargs or {}, out)
             return out
 
+    if warm:
+        model(*inputs).backward()
+        model.zero_grad(set_to_none=True)
     with Count():
         model(*inputs).backward()
     model.zero_grad(set_to_none=True)
@@ -198,32 +203,41 @@ class SacPoint:
     estimated: int
 
 
-def sac_points(make: Callable[[], Any], inputs: tuple, shares: list[float]) -> tuple[SacModel, list[SacPoint]]:
-    """SAC ILP's plans for the step `make()(*inputs)` at budgets of `shares`
-    of its own estimate of the unplanned peak (each distinct choice once),
-    each applied to a fresh `make()`, measured (peakmem.measure_step,
-    frontend="eager") and estimated (peakmem.estimate_step, the same)."""
+def _fake_inputs(inputs: tuple) -> Callable[[], tuple]:
     import torch
 
-    import peakmem
-
     shapes = [(x.shape, x.dtype) if isinstance(x, torch.Tensor) else x for x in inputs]
+    return lambda: tuple(torch.zeros(s[0], dtype=s[1]) if isinstance(s, tuple) else s for s in shapes)
 
-    def fake_inputs():
-        return tuple(torch.zeros(s[0], dtype=s[1]) if isinstance(s, tuple) else s for s in shapes)
 
-    m = sac_model(make, fake_inputs)
-    plain = step_flops(make(), inputs)
-    points, seen = [], set()
+def sac_choices(make: Callable[[], Any], inputs: tuple, shares: list[float]) -> tuple[SacModel, list[tuple]]:
+    """SAC ILP's choices for the step `make()(*inputs)` at budgets of
+    `shares` of its own estimate of the unplanned peak, each distinct
+    choice once: (budget, choice) pairs, the budget in bytes."""
+    m = sac_model(make, _fake_inputs(inputs))
+    out, seen = [], set()
     for share in shares:
         budget = int(m.baseline_bytes * share)
         choice = sac_choice(m, budget)
         if choice is None:
             continue
         key = tuple(sorted(choice.items()))
-        if key in seen:
-            continue
-        seen.add(key)
+        if key not in seen:
+            seen.add(key)
+            out.append((budget, choice))
+    return m, out
+
+
+def sac_points(make: Callable[[], Any], inputs: tuple, shares: list[float]) -> tuple[SacModel, list[SacPoint]]:
+    """sac_choices's plans, each applied to a fresh `make()`, measured
+    (peakmem.measure_step, frontend="eager") and estimated
+    (peakmem.estimate_step, the same)."""
+    import peakmem
+
+    m, choices = sac_choices(make, inputs, shares)
+    plain = step_flops(make(), inputs)
+    points = []
+    for budget, choice in choices:
         added = step_flops(apply_choice(make(), m, choice), inputs) - plain
         measured = peakmem.measure_step(apply_choice(make(), m, choice), *inputs, frontend="eager").peak_bytes
         estimated = peakmem.estimate_step(apply_choice(make(), m, choice), *inputs, frontend="eager").peak_bytes

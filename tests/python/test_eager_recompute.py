@@ -15,7 +15,7 @@ import torch
 
 import peakmem
 from peakmem.step.eager_recompute import operator_flops, repeated_blocks
-from eager_frontier import loss_and_grads
+from recompute_frontier import loss_and_grads
 from sac_ilp_plans import step_flops
 from step_models import GPT, MLP, checkpoint_first
 

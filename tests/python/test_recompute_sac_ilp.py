@@ -1,43 +1,28 @@
-"""peakmem's recomputation beside PyTorch's SAC ILP on 4-block GPT and
-Llama stacks (batch 4, sequence 128), every plan compared run and measured.
+"""peakmem's recomputation beside full activation checkpointing and
+PyTorch's SAC ILP on 4-block GPT and Llama stacks (batch 4, sequence 128),
+on each engine, every plan compared run and measured
+(recompute_frontier.Frontier):
 
-SAC ILP's plans (sac_ilp_plans.sac_points): its choices at budgets from
-100 % down to 70 % of its own estimate of the unplanned step, each applied
-with selective checkpointing, run eagerly by PyTorch (Thunder ignores
-checkpoint's context_fn) and measured, with the FLOPs it adds counted as
-peakmem counts them; peakmem's eager front end's estimate of each planned
-step is asserted equal to its measurement. peakmem's plans: one search on Thunder's step down to
-the lowest SAC plan's measured peak; each prefix of its choices is the plan
-for the budgets between its peak and the one before (the search stops as
-soon as the step fits), and each plan compared is run by Thunder and
-measured equal to its prediction.
+- eager: the steps as PyTorch runs them; peakmem's plans are the eager
+  front end's (peakmem.step.eager_recompute), SAC ILP's run with
+  PyTorch's selective checkpointing;
+- thunder: the steps as ``thunder.jit`` runs them; peakmem's plans are the
+  Thunder front end's (peakmem.recompute), SAC ILP's run by Thunder with
+  peakmem's checkpoint lookaside (peakmem.step.thunder_checkpoint), which
+  places the policies Thunder would otherwise ignore.
 
-Two comparisons at each SAC plan:
-- from each engine's own step (asserted): to lower Thunder's step by at
-  least the bytes SAC's plan lowers eager PyTorch's, peakmem adds no more
-  FLOPs than SAC's plan;
-- at the same budget in bytes: peakmem's plan fits SAC's measured peak
-  with no more FLOPs. Not asserted, because it does not hold everywhere
-  (bench_recompute.py's pareto part prints it; the README states where it
-  fails); where peakmem's plan reaches the budget its prediction is
-  asserted equal to its measurement. Thunder 0.2.6's CPU step
-  before planning is far above eager PyTorch's (GPT × 4: 86,287,872 bytes
-  against 51,645,448), so where eager PyTorch fits a budget with nothing
-  recomputed, Thunder's step needs recomputation to, and Thunder's GPT
-  step's lowest (40,109,064) is above SAC's lowest GPT plans' (about 37
-  MB; SAC ILP's solver stops within 5 % of the optimum, so its choices
-  can differ from run to run).
-
-The eager front end's planner (peakmem.step.eager_recompute) is compared
-at the same budgets in bytes, on the steps as PyTorch runs them
-(eager_frontier.Frontier): at every peak that checkpointing the first k
-blocks reaches and at every SAC plan's measured peak, peakmem's plan for
-that budget fits it with fewer added FLOPs than checkpointing and no more
-than SAC's plan; every plan is measured equal to its prediction, adds the
-FLOPs it predicts, and leaves the loss and gradients bit-identical.
+SAC ILP's choices are made once, on the eager step (sac_ilp_plans), at
+budgets from 100 % down to 70 % of its own estimate of it; the same
+choices run on both engines. On each engine, at every peak that
+checkpointing the first k blocks reaches and at every SAC plan's measured
+peak, peakmem's plan for that budget fits it with fewer added FLOPs than
+checkpointing and no more than SAC's plan; every plan is measured equal to
+its prediction (SAC's and checkpointing's too), its added FLOPs are
+counted as the engine runs it (and equal what the planner predicts), and
+the loss and gradients are bit-identical to the plain step's.
 
 Long (README, "Longer checks"; scripts/test leaves it out): about 10
-minutes for both models on 2 cores. Needs pulp and pwlf
+minutes for both models on each engine on 2 cores. Needs pulp and pwlf
 (bench/requirements-sac-ilp.txt)."""
 
 from __future__ import annotations
@@ -67,86 +52,27 @@ def _maker(cls):
     return make
 
 
-class _Compared:
-    """SAC ILP's measured plans and peakmem's frontier for one model."""
-
-    def __init__(self, cls) -> None:
-        import peakmem
-        from sac_ilp_plans import sac_points
-
-        self.make = _maker(cls)
-        self.inputs = _inputs()
-        _, self.sac = sac_points(self.make, self.inputs, SHARES)
-        self.eager_peak = next(p.measured for p in self.sac if not p.choice)
-        self.thunder_peak = peakmem.estimate_step(self.make(), *self.inputs, frontend="thunder").peak_bytes
-        lowest = min(p.measured for p in self.sac)
-        rc = peakmem.estimate_step(self.make(), *self.inputs, recompute=lowest).recomputation
-        assert rc.peak_before == self.thunder_peak
-        self.names = [n for n, _, _ in rc.steps]
-        self.frontier, flops = [(self.thunder_peak, 0)], 0
-        for _, peak, added in rc.steps:
-            flops += added
-            self.frontier.append((peak, flops))
-
-    def cheapest(self, budget: int) -> tuple[int, int, int] | None:
-        """peakmem's plan for `budget`: (prefix length, peak, added FLOPs)."""
-        fits = [(f, p, k) for k, (p, f) in enumerate(self.frontier) if p <= budget]
-        if not fits:
-            return None
-        f, p, k = min(fits)
-        return k, p, f
-
-    def measured(self, k: int) -> int:
-        import peakmem
-
-        return peakmem.measure_step(self.make(), *self.inputs, recompute=self.names[:k],
-                                    frontend="thunder").peak_bytes
-
-
 @pytest.mark.long
+@pytest.mark.parametrize("frontend", ["eager", "thunder"])
 @pytest.mark.parametrize("cls", [GPT, LlamaLM], ids=["gpt", "llama"])
-def test_against_sac_ilp(thunder, cls):
+def test_plans_against_checkpointing_and_sac_ilp(thunder, cls, frontend):
     import importlib.util
+
+    from recompute_frontier import Frontier
 
     missing = [m for m in ("pulp", "pwlf") if importlib.util.find_spec(m) is None]
     assert not missing, f"{missing} missing: pip install -r bench/requirements-sac-ilp.txt"
-    c = _Compared(cls)
-    assert c.eager_peak < c.thunder_peak
-    assert len(c.sac) >= 3 and any(p.added_flops > 0 for p in c.sac)  # SAC ILP chose recomputation
-    # peakmem's eager front end predicts each of SAC's planned steps.
-    assert [p.estimated for p in c.sac] == [p.measured for p in c.sac]
-    # From each engine's own step.
-    for p in c.sac:
-        at = c.cheapest(c.thunder_peak - (c.eager_peak - p.measured))
-        assert at is not None, (p, c.frontier[-1])
-        k, peak, flops = at
-        assert flops <= p.added_flops, (p, at)
-        assert c.measured(k) == peak
-    # At the same budget in bytes (the module docstring: not asserted):
-    # where peakmem's plan reaches it, its prediction is its measurement.
-    for p in c.sac:
-        at = c.cheapest(p.measured)
-        if at is not None:
-            assert c.measured(at[0]) == at[1]
-
-
-@pytest.mark.long
-@pytest.mark.parametrize("cls", [GPT, LlamaLM], ids=["gpt", "llama"])
-def test_eager_plans_against_checkpointing_and_sac_ilp(cls):
-    import importlib.util
-
-    from eager_frontier import Frontier
-
-    missing = [m for m in ("pulp", "pwlf") if importlib.util.find_spec(m) is None]
-    assert not missing, f"{missing} missing: pip install -r bench/requirements-sac-ilp.txt"
-    f = Frontier(_maker(cls), _inputs(), SHARES)
+    f = Frontier(_maker(cls), _inputs(), SHARES, frontend)
     assert len(f.sac) >= 2 and len(f.checkpointing) == LAYERS
+    assert any(p.added_flops > 0 for p in f.sac)  # SAC ILP chose recomputation
     for p in f.rows():
         assert p.estimated == p.measured, p
         assert p.identical, p
     for q in f.peakmem:
-        assert q.plan.fits and q.plan.peak_after == q.measured <= q.budget, q
-        assert q.plan.added_flops == q.added_flops, q
+        assert q.measured <= q.budget, q
+        if frontend == "eager":
+            assert q.plan.fits and q.plan.peak_after == q.measured, q
+            assert q.plan.added_flops == q.added_flops, q
     for p in f.checkpointing:
         q = f.peakmem_at(p.measured)
         assert q.added_flops < p.added_flops, (p, q)
