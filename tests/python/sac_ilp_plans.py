@@ -27,9 +27,10 @@ create_selective_checkpoint_contexts policy from
 get_optimal_checkpointing_policy_per_module(its SACStats, 1 - r), one
 save-or-recompute decision per operator in the order SACEstimator recorded
 them (checkpoint's ignored operators, OPS_TO_ALWAYS_SKIP, left out). The
-step runs eagerly: Thunder ignores checkpoint's context_fn (it warns), so
-SAC's plans are PyTorch eager's, measured by
-peakmem.measure_step(frontend="eager").
+choices are made on the step as PyTorch runs it; PyTorch runs them with
+its own selective checkpointing, Thunder with peakmem's checkpoint
+lookaside (peakmem.step.thunder_checkpoint), without which it ignores
+checkpoint's context_fn (recompute_frontier runs both).
 
 Added FLOPs are counted as peakmem.step.eager_recompute.operator_flops
 counts them (torch.utils.flop_counter's for matmuls, attention as its two
@@ -190,19 +191,6 @@ def step_flops(model: Any, inputs: tuple, warm: bool = False) -> int:
     return Count.total
 
 
-@dataclass
-class SacPoint:
-    """One of SAC ILP's plans, run: the budget it was given (bytes, in its
-    memory model), its choice, the measured peak of the step, the FLOPs it
-    adds, and peakmem's eager estimate of the planned step's peak."""
-
-    budget: int
-    choice: dict[str, float]
-    measured: int
-    added_flops: int
-    estimated: int
-
-
 def _fake_inputs(inputs: tuple) -> Callable[[], tuple]:
     import torch
 
@@ -226,20 +214,3 @@ def sac_choices(make: Callable[[], Any], inputs: tuple, shares: list[float]) -> 
             seen.add(key)
             out.append((budget, choice))
     return m, out
-
-
-def sac_points(make: Callable[[], Any], inputs: tuple, shares: list[float]) -> tuple[SacModel, list[SacPoint]]:
-    """sac_choices's plans, each applied to a fresh `make()`, measured
-    (peakmem.measure_step, frontend="eager") and estimated
-    (peakmem.estimate_step, the same)."""
-    import peakmem
-
-    m, choices = sac_choices(make, inputs, shares)
-    plain = step_flops(make(), inputs)
-    points = []
-    for budget, choice in choices:
-        added = step_flops(apply_choice(make(), m, choice), inputs) - plain
-        measured = peakmem.measure_step(apply_choice(make(), m, choice), *inputs, frontend="eager").peak_bytes
-        estimated = peakmem.estimate_step(apply_choice(make(), m, choice), *inputs, frontend="eager").peak_bytes
-        points.append(SacPoint(budget, choice, measured, added, estimated))
-    return m, points
