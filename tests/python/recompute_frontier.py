@@ -154,7 +154,7 @@ class Frontier:
             k = next(k for k, (peak, _) in enumerate(self.search) if peak <= budget)  # the shortest prefix that fits
             peak = self.search[k][0]
             names = tuple(n for n, _, _ in rc.steps[:k])
-            point = self._run("peakmem", budget, lambda m: m, names)
+            point = self._run("peakmem", budget, lambda m: m, names, names)
             assert point.estimated == peak, (point, peak)
             points.append(point)
         return points
