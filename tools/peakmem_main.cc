@@ -54,6 +54,7 @@ struct AnalyzeArgs {
   std::string convention = "auto";
   bool no_scratch = false;
   int torch_threads = 0;
+  std::string device = "auto";  // --device (execution_context.h)
   std::string output;
   int threads = 0;
   int rank = 0;
@@ -147,11 +148,13 @@ int WriteOutput(const std::string& path, const std::function<void(const peakmem:
 }
 
 peakmem::RuntimeOptions RuntimeOptionsFrom(const std::string& convention, bool no_scratch,
-                                           int torch_threads) {
+                                           int torch_threads, const std::string& device) {
   peakmem::RuntimeOptions options;
   peakmem::ParseCallingConvention(convention, &options.convention);  // (checked by the parser)
   options.model_scratch = !no_scratch;
   options.cpu_threads = torch_threads;
+  std::string error;
+  options.context = peakmem::ParseTargetDevice(device, &error).value();  // (checked by the parser)
   return options;
 }
 
@@ -182,7 +185,7 @@ int RunAnalyze(const AnalyzeArgs& args) {
     // largest few, and how many there were).
     const peakmem::ReportOptions report_options = peakmem::ReportOptionsFor(writer, {}, writing);
     kept_report = new peakmem::Report(peakmem::Analyze(
-        *kept_trace, args.model, RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads),
+        *kept_trace, args.model, RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads, args.device),
         report_options, allocator));
     kept_report->nccl = peakmem::DefaultNcclEstimate(kept_report->distribution, args.nccl);
     const peakmem::Report& report = *kept_report;
@@ -201,6 +204,7 @@ struct DiffArgs {
   std::string convention = "auto";
   bool no_scratch = false;
   int torch_threads = 0;
+  std::string device = "auto";  // --device (execution_context.h)
   std::string format = "text";
   std::string output;
 };
@@ -211,7 +215,7 @@ int RunDiff(const DiffArgs& args) {
     report_options.alloc_log = true;
     report_options.returned_tensors = true;
     report_options.live_at_peak = false;
-    const peakmem::RuntimeOptions options = RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads);
+    const peakmem::RuntimeOptions options = RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads, args.device);
     const peakmem::ParsedTrace a_trace = peakmem::LoadTrace(args.a);
     const peakmem::Report a = peakmem::Analyze(a_trace, args.model, options, report_options);
     const peakmem::ParsedTrace b_trace = peakmem::LoadTrace(args.b);
@@ -242,9 +246,9 @@ void TuneMallocForOneShot() {
 
 namespace {
 
-// --model, --convention, --no-scratch and --torch-threads, which analyze and diff share.
+// --model, --convention, --no-scratch, --torch-threads and --device, which analyze, diff and plan share.
 void AddModelOptions(CLI::App* command, std::string* model, std::string* convention,
-                     bool* no_scratch, int* torch_threads) {
+                     bool* no_scratch, int* torch_threads, std::string* device) {
   command
       ->add_option("-m,--model", *model,
                    "Model: 'runtime' predicts what PyTorch really allocates (requested bytes, "
@@ -268,6 +272,18 @@ void AddModelOptions(CLI::App* command, std::string* model, std::string* convent
                    "(torch.get_num_threads()); some kernels' scratch is per thread. "
                    "Default: this machine's CPUs, PyTorch's own default")
       ->check(CLI::Range(1, 1 << 16));
+  command
+      ->add_option("--device", *device,
+                   "Runtime model: whose kernels run the trace: 'auto' each tensor's own device "
+                   "(meta stands for the CPU), 'cpu', or a CUDA GPU ('cuda', 'cuda:h100', 'cuda:h200', "
+                   "'cuda:a100'): the op scratch CUDA's kernels allocate instead of the CPU's")
+      ->check(
+          [](const std::string& value) {
+            std::string error;
+            return peakmem::ParseTargetDevice(value, &error) ? std::string() : error;
+          },
+          "DEVICE")
+      ->capture_default_str();
 }
 
 // Declares `analyze`'s options: one statement each, with its help text (the
@@ -281,7 +297,7 @@ CLI::App* AddAnalyze(CLI::App& app, AnalyzeArgs& args) {
   CLI::App* analyze = app.add_subcommand(
       "analyze", "Analyse a trace file (printed Thunder trace text, or peakmem's JSON export).");
   analyze->add_option("trace", args.trace, "Path of the trace file")->required();
-  AddModelOptions(analyze, &args.model, &args.convention, &args.no_scratch, &args.torch_threads);
+  AddModelOptions(analyze, &args.model, &args.convention, &args.no_scratch, &args.torch_threads, &args.device);
   analyze
       ->add_option("-f,--format", args.format, format_help)
       ->check(CLI::IsMember(peakmem::WriterNames()))
@@ -368,7 +384,7 @@ CLI::App* AddDiff(CLI::App& app, DiffArgs& args) {
       "op, by storage matched by name).");
   diff->add_option("a", args.a, "Path of trace A")->required();
   diff->add_option("b", args.b, "Path of trace B (differences are B - A)")->required();
-  AddModelOptions(diff, &args.model, &args.convention, &args.no_scratch, &args.torch_threads);
+  AddModelOptions(diff, &args.model, &args.convention, &args.no_scratch, &args.torch_threads, &args.device);
   diff->add_option("-f,--format", args.format, "Output format: 'text' or 'json' (docs/report.schema.json, \"diff\")")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -382,6 +398,7 @@ struct PlanArgs {
   std::string convention = "auto";
   bool no_scratch = false;
   int torch_threads = 0;
+  std::string device = "auto";  // --device (execution_context.h)
   double time_budget = 1.0;
   std::size_t max_simulations = 20000;
   std::string allocator = "requested";
@@ -493,7 +510,7 @@ int RunPlan(const PlanArgs& args) {
     peakmem::PlanOptions options;
     options.allocator = peakmem::MakeAllocatorOptions(args.allocator, conf, "");
     peakmem::ParsedTrace parsed = peakmem::LoadTrace(args.trace);
-    options.runtime = RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads);
+    options.runtime = RuntimeOptionsFrom(args.convention, args.no_scratch, args.torch_threads, args.device);
     options.time_budget_seconds = args.time_budget;
     options.max_simulations = args.max_simulations;
     const peakmem::PlanResult plan = peakmem::PlanTrace(parsed, options);
@@ -544,7 +561,7 @@ CLI::App* AddPlan(CLI::App& app, PlanArgs& args) {
                    "--recompute: bytes the step should fit in (a size such as 80GiB): the search stops as "
                    "soon as it fits, recomputing regions when views and pointwise ops do not get there "
                    "(default: as low as views and pointwise ops go)");
-  AddModelOptions(plan, &args.model, &args.convention, &args.no_scratch, &args.torch_threads);
+  AddModelOptions(plan, &args.model, &args.convention, &args.no_scratch, &args.torch_threads, &args.device);
   plan->add_option("--time-budget", args.time_budget, "Seconds the search may take")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

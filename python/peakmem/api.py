@@ -58,6 +58,7 @@ def analyze(
     torch_threads: int | None = None,
     dtensor_layout: str = "",
     model: MemoryModel | None = None,
+    device: str = "auto",
 ) -> _core.Report:
     """Analyses a trace with one memory model and returns a Report.
 
@@ -105,6 +106,14 @@ def analyze(
     convolution's). ``None``: this process's ``torch.get_num_threads()``
     when torch is imported, else this machine's CPUs (PyTorch's default).
 
+    `device`: whose kernels run the trace, for the runtime model's op
+    scratch: ``"auto"`` (the default: each tensor's own device as the trace
+    names it, ``meta`` standing for the CPU), ``"cpu"``, or a CUDA GPU
+    (``"cuda"``, ``"cuda:h100"``, ``"cuda:h200"``, ``"cuda:a100"``): a CPU
+    trace predicted for the GPU (CUDA's elementwise kernels wrap and cast
+    nothing on the device; rules CUDA's kernels are not known for are
+    named in ``report.diagnostics``). ValueError for another name.
+
     `trace` may be:
       - a Thunder ``TraceCtx`` (read directly: bound symbols, proxies,
         collection contents; not through its printed text);
@@ -120,7 +129,7 @@ def analyze(
     memory_model = renamed("analyze", "model", model, "memory_model", memory_model) or "runtime"
     options = (memory_model, convention, scratch, allocator, alloc_conf, device_memory)
     rank_and_threads = {"rank": rank, "world_size": world_size, "torch_threads": _torch_threads(torch_threads),
-                        "dtensor_layout": dtensor_layout}
+                        "dtensor_layout": dtensor_layout, "device": device}
     if _is_trace_ctx(trace):
         return _core.analyze_live(trace, *options, events=events, **rank_and_threads)
     if isinstance(trace, os.PathLike):

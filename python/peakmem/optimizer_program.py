@@ -63,7 +63,7 @@ _NUMERIC_KEYS = {"sgd": ("lr", "momentum", "dampening", "weight_decay"),
                  "adam": ("lr", "eps", "weight_decay")}
 
 
-def resolve_optimizer(optimizer: Any, kwargs: dict) -> OptimizerSpec:
+def resolve_optimizer(optimizer: Any, kwargs: dict, cuda: bool = False) -> OptimizerSpec:
     """The class's real defaults, read from an instance over one meta parameter.
 
     Raises ValueError for an optimizer, or an option of one, not modelled,
@@ -84,6 +84,10 @@ def resolve_optimizer(optimizer: Any, kwargs: dict) -> OptimizerSpec:
     except (TypeError, ValueError) as e:
         raise ValueError(f"torch.optim.{name} rejects optimizer_kwargs {kwargs!r}: {e}") from e
     group = {k: v for k, v in probe.param_groups[0].items() if k != "params"}
+    if cuda and group.get("foreach") is None and not group.get("fused") and not group.get("differentiable"):
+        # CUDA parameters: torch.optim.optimizer._default_to_fused_or_foreach
+        # picks foreach (never fused) where the user chose neither.
+        group["foreach"] = True
     for key in ("fused", "capturable", "differentiable"):
         if group.get(key):
             raise ValueError(

@@ -17,7 +17,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
-SERIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries")
+SERIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries", "workspaces")
 COLOURS = {
     "parameters": "#4e79a7",
     "inputs": "#76b7b2",
@@ -25,6 +25,7 @@ COLOURS = {
     "optimizer_state": "#b07aa1",
     "activations": "#f28e2b",
     "temporaries": "#edc948",
+    "workspaces": "#9c755f",
 }
 PEAK_COLOUR = "#e0102f"
 

@@ -11,7 +11,8 @@
 
 namespace peakmem_python {
 
-peakmem::RuntimeOptions Options(const std::string& convention, bool scratch, int torch_threads) {
+peakmem::RuntimeOptions Options(const std::string& convention, bool scratch, int torch_threads,
+                                const std::string& device) {
   peakmem::RuntimeOptions options;
   if (!peakmem::ParseCallingConvention(convention, &options.convention)) {
     throw std::invalid_argument("unknown calling convention '" + convention +
@@ -22,6 +23,10 @@ peakmem::RuntimeOptions Options(const std::string& convention, bool scratch, int
     throw std::invalid_argument("torch_threads must be >= 0, got " + std::to_string(torch_threads));
   }
   options.cpu_threads = torch_threads;
+  std::string error;
+  const std::optional<peakmem::ExecutionContext> context = peakmem::ParseTargetDevice(device, &error);
+  if (!context) throw std::invalid_argument(error);
+  options.context = *context;
   return options;
 }
 
@@ -59,13 +64,33 @@ peakmem::TextReadOptions RankRead(int rank, int world_size, const std::string& d
 // The analyze_* functions peakmem.analyze calls (python/peakmem/api.py).
 void BindAnalyze(nb::module_& m) {
   m.def(
+      "target_device",
+      [](const std::string& text) {
+        std::string error;
+        const std::optional<peakmem::ExecutionContext> c = peakmem::ParseTargetDevice(text, &error);
+        if (!c) throw std::invalid_argument(error);
+        const peakmem::CublasWorkspaces w = peakmem::CublasWorkspaceBytes(*c);
+        nb::dict out;
+        out["name"] = c->name;
+        out["kind"] = !c->target ? "auto" : *c->target == peakmem::KernelDevice::kCuda ? "cuda" : "cpu";
+        out["cuda_arch"] = c->cuda_arch;
+        out["cublas_workspace_bytes"] = w.cublas;
+        out["cublas_lt_workspace_bytes"] = w.cublas_lt;
+        return out;
+      },
+      nb::arg("device"),
+      "A target device (peakmem/semantics/execution_context.h) as a dict: name, kind ('auto', 'cpu' or "
+      "'cuda'), cuda_arch, and the cuBLAS and cuBLASLt workspaces' bytes a CUDA target keeps from its first "
+      "matrix product. ValueError for a name it does not know.");
+
+  m.def(
       "analyze_text",
       [](const std::string& text, const std::string& name, const std::string& model,
          const std::string& convention, bool scratch, const std::string& allocator,
          const std::optional<std::string>& alloc_conf,
          const std::optional<std::string>& device_memory, bool events, int rank, int world_size, int torch_threads,
-         const std::string& dtensor_layout) {
-        const peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
+         const std::string& dtensor_layout, const std::string& device) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads, device);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
         return PyReport(
@@ -76,7 +101,7 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("convention") = "auto", nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
-      nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "",
+      nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "", nb::arg("device") = "auto",
       "Analyse printed trace text (or peakmem's JSON export).");
 
   m.def(
@@ -85,8 +110,9 @@ void BindAnalyze(nb::module_& m) {
          const std::string& allocator, const std::optional<std::string>& alloc_conf,
          const std::optional<std::string>& device_memory, bool steps,
          const std::vector<ArgumentSpec>& argument_tensors, bool returned_tensors, bool events,
-         int rank, int world_size, int torch_threads, const std::string& dtensor_layout) {
-        peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
+         int rank, int world_size, int torch_threads, const std::string& dtensor_layout,
+         const std::string& device) {
+        peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads, device);
         for (const ArgumentSpec& a : argument_tensors) {
           options.argument_tensors.push_back({std::get<0>(a), std::get<1>(a), std::get<2>(a),
                                               std::get<3>(a), std::get<4>(a)});
@@ -111,7 +137,7 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("steps") = true, nb::arg("argument_tensors") = std::vector<ArgumentSpec>{},
       nb::arg("returned_tensors") = false, nb::arg("events") = false, nb::arg("rank") = 0,
-      nb::arg("world_size") = 0, nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "",
+      nb::arg("world_size") = 0, nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "", nb::arg("device") = "auto",
       "Analyse a live Thunder TraceCtx (read in C++). steps=False skips the per-step table; "
       "argument_tensors: (name, external, storage_group, storage_bytes, strides) per argument "
       "tensor whose identity the caller knows (peakmem.step); returned_tensors: fill "
@@ -122,8 +148,8 @@ void BindAnalyze(nb::module_& m) {
       [](const std::string& path, const std::string& model, const std::string& convention,
          bool scratch, const std::string& allocator, const std::optional<std::string>& alloc_conf,
          const std::optional<std::string>& device_memory, bool events, int rank, int world_size, int torch_threads,
-         const std::string& dtensor_layout) {
-        const peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads);
+         const std::string& dtensor_layout, const std::string& device) {
+        const peakmem::RuntimeOptions options = Options(convention, scratch, torch_threads, device);
         const peakmem::AllocatorOptions priced = Allocator(allocator, alloc_conf, device_memory);
         nb::gil_scoped_release release;
         return PyReport(peakmem::Analyze(peakmem::LoadTrace(path, RankRead(rank, world_size, dtensor_layout)),
@@ -133,7 +159,7 @@ void BindAnalyze(nb::module_& m) {
       nb::arg("scratch") = true, nb::arg("allocator") = "requested",
       nb::arg("alloc_conf") = nb::none(), nb::arg("device_memory") = nb::none(),
       nb::arg("events") = false, nb::arg("rank") = 0, nb::arg("world_size") = 0,
-      nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "",
+      nb::arg("torch_threads") = 0, nb::arg("dtensor_layout") = "", nb::arg("device") = "auto",
       "Analyse a trace file (text or JSON). rank: the rank DTensor types are read for; dtensor_layout: "
       "the layout of those that print none.");
 }

@@ -39,7 +39,8 @@ nb::object NcclToDict(const peakmem::NcclEstimate& e);
 
 // torch_threads: torch.get_num_threads() of the process the trace runs in
 // (0: this machine's CPUs), RuntimeOptions::cpu_threads.
-peakmem::RuntimeOptions Options(const std::string& convention, bool scratch, int torch_threads);
+peakmem::RuntimeOptions Options(const std::string& convention, bool scratch, int torch_threads,
+                                const std::string& device = "auto");
 
 // peakmem.analyze's allocator=, alloc_conf= (None: PYTORCH_CUDA_ALLOC_CONF's)
 // and device_memory= (None: unbounded).

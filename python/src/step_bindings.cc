@@ -222,16 +222,19 @@ void BindStep(nb::module_& m) {
 
   m.def(
       "aten_scratch",
-      [](const std::string& name, const nb::list& arguments, int threads) {
+      [](const std::string& name, const nb::list& arguments, int threads, const std::string& device) {
         std::vector<peakmem::AtenArgument> args;
         args.reserve(arguments.size());
         for (nb::handle item : arguments) args.push_back(AtenArgumentOf(nb::cast<nb::tuple>(item), name));
         std::string why_not;
-        const peakmem::ScratchEstimate s = peakmem::EstimateAtenScratch(name, args, threads, &why_not);
+        const peakmem::KernelDevice kernels =
+            device == "cuda" ? peakmem::KernelDevice::kCuda : peakmem::KernelDevice::kCpu;
+        const peakmem::ScratchEstimate s = peakmem::EstimateAtenScratch(name, args, threads, &why_not, kernels);
         return nb::make_tuple(s.before_outputs, s.with_outputs, why_not, peakmem::FindAtenOp(name) != nullptr);
       },
-      nb::arg("name"), nb::arg("arguments"), nb::arg("threads"),
-      "The registry's scratch of one ATen call on the CPU (peakmem/semantics/aten_ops.h). arguments: "
+      nb::arg("name"), nb::arg("arguments"), nb::arg("threads"), nb::arg("device") = "cpu",
+      "The registry's scratch of one ATen call on `device`'s kernels, 'cpu' or 'cuda' "
+      "(peakmem/semantics/aten_ops.h). arguments: "
       "(name, value) in schema order, value a bool, int, float or complex, a list of ints, "
       "('tensor', dtype short name, shape, strides, wrapped), or None for anything else. Returns "
       "(before_outputs, with_outputs, why_not, known): why_not is non-empty when the op's rule does not "

@@ -95,6 +95,11 @@ const Key kKeys[] = {
     Member<&S::steps, ReadInt<1>>("", "steps"),
     Member<&S::zero_grad, ReadBool>("", "zero_grad"),
     Member<&S::cpu_threads, ReadInt<0>>("", "torch_threads"),
+    {"", "device", true, [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.device = f.String(k); },
+     [](const RankedStepSpec& s) -> std::optional<Json> {
+       if (s.spec.device.empty()) return std::nullopt;
+       return s.spec.device;
+     }},
     {"", "rank", true, [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.rank = f.Int(k, 0); },
      [](const RankedStepSpec& s) -> std::optional<Json> { return s.rank; }},
     {"", "world_size", true,

@@ -192,6 +192,15 @@ class RuntimeModel {
   // PyTorch's intra-op threads: RuntimeOptions::cpu_threads, else this
   // machine's CPUs (PyTorch's own default).
   int CpuThreads() const;
+  // Whether the call runs CUDA's kernels (RuntimeOptions::context, else the
+  // device of its first tensor argument).
+  bool RunsOnCuda(const Statement& s) const;
+  // The scratch of a call that runs CUDA's kernels: each registry rule as
+  // CUDA's kernel allocates it, or a diagnostic where that is not known.
+  ScratchEstimate CudaScratch(const Statement& s, const OpInfo* op);
+  // On CUDA: the CPU kernels' scratch rules the model has no CUDA
+  // counterpart for count nothing; a diagnostic names the call.
+  void DiagnoseCpuOnlyRule(const Statement& s, std::string_view rule);
 
   const Value& ValueOf(ValueId id) const { return trace_.value(id); }
   // The bytes a dense tensor value takes at run time: its type's, except

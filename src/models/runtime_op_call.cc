@@ -638,6 +638,72 @@ ScratchEstimate RuntimeModel::ConvolutionScratch(const Statement& s, const OpInf
   return {};
 }
 
+bool RuntimeModel::RunsOnCuda(const Statement& s) const {
+  if (options_.context.target) return *options_.context.target == KernelDevice::kCuda;
+  for (const Expr& e : s.args) {
+    if (e.kind != Expr::Kind::kValue) continue;
+    const ValueType& t = *ValueOf(e.value).type;
+    if (IsTensorKind(t.kind)) return options_.context.KernelsFor(t.device) == KernelDevice::kCuda;
+  }
+  const std::vector<ValueId> outs = FlatOutputs(s);
+  return !outs.empty() && IsTensorKind(ValueOf(outs[0]).type->kind) &&
+         options_.context.KernelsFor(ValueOf(outs[0]).type->device) == KernelDevice::kCuda;
+}
+
+void RuntimeModel::DiagnoseCpuOnlyRule(const Statement& s, std::string_view rule) {
+  Diagnose("line " + std::to_string(s.source_line) + ": '" + std::string(trace_.SymbolOf(s)) +
+           "' on CUDA: " + std::string(rule) + " is not counted (what CUDA's kernel allocates inside is not "
+           "modelled yet)");
+}
+
+// What each scratch rule is when CUDA's kernels run the call:
+//   - the kernels' own `.contiguous()` of an operand are CUDA's too
+//     (cuda/SoftMax.cu host_softmax, DilatedMaxPool2d.cu, Embedding.cu's
+//     embedding_dense_backward_cuda: `grad_.contiguous()`);
+//   - elementwise: a Python number stays a CPU scalar TensorIterator hands
+//     the kernel, and operands of another dtype are cast inside the kernel
+//     (TensorIterator.cpp compute_types promotes inputs through temporaries
+//     only when the common device is the CPU): nothing;
+//   - where(cond, x, 2.0): at::scalar_tensor of the result's dtype on the
+//     operand's device (TensorCompare.cpp), as on the CPU;
+//   - Thunder's `*_vjp` gradients recompute their forward on any device;
+//   - matrix products: cuBLAS takes row- and column-major operands as CPU
+//     BLAS does (cuBlasCommonArgs.h prepare_matrix_for_cublas), and
+//     matmul's folding and batching are the same composite
+//     (LinearAlgebra.cpp _matmul_impl);
+//   - convolutions (cuDNN's workspace) and the other CPU kernels' rules:
+//     not known, diagnosed and not counted.
+ScratchEstimate RuntimeModel::CudaScratch(const Statement& s, const OpInfo* op) {
+  ScratchEstimate out;
+  out.with_outputs = ContiguousArgumentCopy(s, op);
+  if (op == nullptr) return out;
+  switch (op->scratch) {
+    case ScratchRule::kNone:
+    case ScratchRule::kWrappedScalars:
+    case ScratchRule::kWrappedBase:
+      return out;
+    case ScratchRule::kWhereScalar:
+    case ScratchRule::kRecomputedForward: {
+      const ScratchEstimate rule = EstimateScratch(trace_, s, op);
+      out.before_outputs += rule.before_outputs;
+      out.with_outputs += rule.with_outputs;
+      return out;
+    }
+    case ScratchRule::kBlasOperandClones:
+      out.with_outputs += MatmulOperandClones(s, op);
+      return out;
+    case ScratchRule::kConvolution:
+    case ScratchRule::kConvolutionBackward:
+      DiagnoseCpuOnlyRule(s, "cuDNN's workspace");
+      return out;
+    default: {
+      const ScratchEstimate cpu = EstimateScratch(trace_, s, op);
+      if (cpu.before_outputs + cpu.with_outputs > 0) DiagnoseCpuOnlyRule(s, "the CPU kernel's scratch rule");
+      return out;
+    }
+  }
+}
+
 void RuntimeModel::ExecuteCall(const Statement& s) {
   const OpInfo* op = ops_.Find(s);
   unknown_.Note(trace_, s, op);
@@ -646,9 +712,11 @@ void RuntimeModel::ExecuteCall(const Statement& s) {
 
   // Scratch the op allocates and frees before it returns, on top of its
   // inputs (and, per the rule, its outputs).
-  ScratchEstimate scratch =
-      options_.model_scratch ? EstimateScratch(trace_, s, op) : ScratchEstimate{};
-  if (options_.model_scratch) {
+  ScratchEstimate scratch;
+  if (options_.model_scratch && RunsOnCuda(s)) {
+    scratch = CudaScratch(s, op);
+  } else if (options_.model_scratch) {
+    scratch = EstimateScratch(trace_, s, op);
     scratch.with_outputs += MatmulOperandClones(s, op) + ContiguousArgumentCopy(s, op);
     if (op != nullptr && op->scratch == ScratchRule::kConvolution) scratch = ConvolutionScratch(s, *op);
     if (op != nullptr && op->scratch == ScratchRule::kReductionCast) scratch.with_outputs += HalfFullReductionCopy(s, *op);

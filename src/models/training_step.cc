@@ -137,6 +137,10 @@ RuntimeOptions Options(CallingConvention convention, const TrainingStepSpec& spe
   RuntimeOptions options;
   options.convention = convention;
   options.cpu_threads = spec.cpu_threads;
+  std::string error;
+  const std::optional<ExecutionContext> context = ParseTargetDevice(spec.device, &error);
+  if (!context) throw std::invalid_argument("the step's device: " + error);
+  options.context = *context;
   return options;
 }
 

@@ -192,15 +192,48 @@ bool DTypeRuleApplies(ScratchRule rule, std::span<const AtenArgument> arguments)
   return d == "f16" || d == "bf16";  // kHalfGather, kHalfIndexAdd
 }
 
+// The same rules as CUDA's kernels run them (the runtime model's
+// RuntimeModel::CudaScratch says why each is what it is): elementwise
+// kernels wrap and cast nothing on the device, where() makes its 0-d
+// scalar_tensor there, cuBLAS takes what CPU BLAS takes, and cuDNN's
+// workspaces and the other CPU kernels' rules are not known.
+ScratchEstimate CudaAtenScratch(const OpInfo& op, std::string_view base, std::span<const AtenArgument> arguments,
+                                std::string* why_not) {
+  switch (op.scratch) {
+    case ScratchRule::kNone:
+    case ScratchRule::kWrappedScalars:
+    case ScratchRule::kWrappedBase:
+      return {};
+    case ScratchRule::kWhereScalar:
+      return WhereScratch(arguments);
+    case ScratchRule::kBlasOperandClones:
+      return ProductScratch(base, arguments, why_not);
+    case ScratchRule::kConvolution:
+    case ScratchRule::kConvolutionBackward:
+      *why_not = "cuDNN's workspace is not modelled";
+      return {};
+    case ScratchRule::kReductionCast:
+    case ScratchRule::kHalfGather:
+    case ScratchRule::kHalfIndexAdd:
+      if (!DTypeRuleApplies(op.scratch, arguments)) return {};
+      [[fallthrough]];
+    default:
+      *why_not = "what CUDA's kernel for " + std::string(base) + " allocates inside (" + DescribeOp(op) +
+                 " on the CPU) is not modelled";
+      return {};
+  }
+}
+
 }  // namespace
 
 const OpInfo* FindAtenOp(std::string_view aten_name) { return FindOp(SplitAtenName(aten_name).first); }
 
 ScratchEstimate EstimateAtenScratch(std::string_view aten_name, std::span<const AtenArgument> arguments,
-                                    int threads, std::string* why_not) {
+                                    int threads, std::string* why_not, KernelDevice device) {
   const auto [base, overload] = SplitAtenName(aten_name);
   const OpInfo* op = FindOp(base);
   if (op == nullptr) return {};
+  if (device == KernelDevice::kCuda) return CudaAtenScratch(*op, base, arguments, why_not);
   switch (op->scratch) {
     case ScratchRule::kWrappedScalars:
     case ScratchRule::kWrappedBase:

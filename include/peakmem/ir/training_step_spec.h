@@ -41,6 +41,9 @@ struct TrainingStepSpec {
   int steps = 1;
   bool zero_grad = true;
   int cpu_threads = 0;  // RuntimeOptions::cpu_threads
+  // The target device whose kernels run the step (RuntimeOptions::context,
+  // semantics/execution_context.h's ParseTargetDevice); empty: as traced.
+  std::string device;
   // Each forward and backward value's nn.Module path ("" for the top),
   // for the breakdown by module (python/peakmem/module_paths.py); empty: none.
   std::map<std::string, std::string, std::less<>> value_modules;

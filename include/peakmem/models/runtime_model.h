@@ -31,6 +31,7 @@
 #include "peakmem/ir/parsed_trace.h"
 #include "peakmem/models/calling_convention.h"
 #include "peakmem/report/report.h"
+#include "peakmem/semantics/execution_context.h"
 
 namespace peakmem {
 
@@ -61,6 +62,9 @@ struct RuntimeOptions {
   // some kernels' scratch is per thread (convolution_scratch.h). Default 0:
   // this machine's CPUs, PyTorch's own default.
   int cpu_threads = 0;
+  // Whose kernels' rules apply (execution_context.h). Default: each
+  // tensor's own device as the trace names it, `meta` the CPU's.
+  ExecutionContext context;
   // Default empty: every argument tensor is a storage of its own, made by
   // the caller (see CallingConvention). Entries override that per argument.
   std::vector<ArgumentTensor> argument_tensors;

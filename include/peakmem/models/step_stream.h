@@ -31,7 +31,15 @@ namespace peakmem {
 struct TrainingStepResult;
 
 // kStepCategories' indexes.
-enum StepCategory : std::uint8_t { kParameters, kInputs, kGradients, kOptimizerState, kActivations, kTemporaries };
+enum StepCategory : std::uint8_t {
+  kParameters,
+  kInputs,
+  kGradients,
+  kOptimizerState,
+  kActivations,
+  kTemporaries,
+  kWorkspaces
+};
 inline constexpr std::size_t kStepCategoryCount = std::size(kStepCategories);
 
 // The module `modules` gives `name` ("" for none).

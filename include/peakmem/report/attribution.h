@@ -37,8 +37,10 @@ inline constexpr std::size_t kCategoryCount = std::size(kCategories);
 //   activations      tensors the forward saves for the backward
 //   temporaries      everything else: intermediates, the loss, the
 //                    cotangent, op scratch
-inline constexpr std::string_view kStepCategories[] = {"parameters",      "inputs",      "gradients",
-                                                       "optimizer_state", "activations", "temporaries"};
+//   workspaces       what a device's libraries allocate at their first call
+//                    and keep (cuBLAS's and cuBLASLt's workspaces on CUDA)
+inline constexpr std::string_view kStepCategories[] = {"parameters",  "inputs",      "gradients", "optimizer_state",
+                                                       "activations", "temporaries", "workspaces"};
 static_assert(std::size(kStepCategories) <= kCategoryCount);
 
 // The names a report's categories have: kStepCategories for a training

@@ -22,6 +22,7 @@
 
 #include "peakmem/ir/trace.h"
 #include "peakmem/ir/value_type.h"
+#include "peakmem/semantics/execution_context.h"
 #include "peakmem/semantics/op_registry.h"
 #include "peakmem/semantics/scratch.h"
 
@@ -47,12 +48,13 @@ struct AtenArgument {
 
 // The scratch the call allocates and frees before it returns, by the
 // registry's rule for the op (none for an op without one or not in the
-// registry), as it runs on the CPU with `threads` intra-op threads.
+// registry), as it runs on `device`'s kernels (execution_context.h), on the
+// CPU with `threads` intra-op threads.
 // `aten_name` is the full name: the overload decides true division
 // ("div.Tensor" divides integers into floats, "div.Tensor_mode" does not).
 // `why_not` is set when the op has a rule that does not cover this call
 // (then nothing is counted for it: the caller says so).
 ScratchEstimate EstimateAtenScratch(std::string_view aten_name, std::span<const AtenArgument> arguments,
-                                    int threads, std::string* why_not);
+                                    int threads, std::string* why_not, KernelDevice device = KernelDevice::kCpu);
 
 }  // namespace peakmem

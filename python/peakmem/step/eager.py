@@ -42,10 +42,12 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .device_target import GEMM_OPS, DeviceTarget, cuda_kernel_choices
+
 __all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
 
-CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries")
-_PARAMETERS, _INPUTS, _GRADIENTS, _STATE, _ACTIVATIONS, _TEMPORARIES = range(6)
+CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries", "workspaces")
+_PARAMETERS, _INPUTS, _GRADIENTS, _STATE, _ACTIVATIONS, _TEMPORARIES, _WORKSPACES = range(7)
 
 # torch dtypes by the registry's short names (peakmem/ir/value_type.h).
 _DTYPE_NAMES = {
@@ -90,9 +92,16 @@ class RecordedStep:
 
 
 class _Recorder:
-    """Storages and statements as the step runs (the dispatch mode's state)."""
+    """Storages and statements as the step runs (the dispatch mode's state).
+    `target`: the device the step is recorded for (device_target.py): on a
+    CUDA target a ``meta`` storage is the GPU's, and a CPU tensor (Adam's
+    ``step`` counters, a wrapped number autograd saves) is host memory, not
+    recorded: ``host_bytes`` sums them."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: DeviceTarget | None = None) -> None:
+        self.target = target or DeviceTarget(name="cpu", kind="cpu")
+        self.host_bytes = 0
+        self.workspaces_made = False
         self.record = RecordedStep()
         self.live: dict[int, int] = {}  # id(untyped storage) -> storage index
         self._refs: dict[int, Any] = {}
@@ -109,8 +118,15 @@ class _Recorder:
         key = id(st)
         if key in self.live:
             return None
+        device = device or str(t.device)
+        if self.target.cuda:
+            if t.device.type == "cpu":
+                self.host_bytes += st.nbytes()
+                return None
+            if device == "meta":
+                device = self.target.storage_device
         index = len(self.record.storages)
-        self.record.storages.append([st.nbytes(), name, category, self.module, device or str(t.device), False])
+        self.record.storages.append([st.nbytes(), name, category, self.module, device, False])
         self.live[key] = index
         self._refs[key] = weakref.ref(st, lambda _r, key=key: self._freed(key))
         return index
@@ -126,8 +142,26 @@ class _Recorder:
 
     def scratch(self, bytes_: int, op: str, device: str) -> int:
         index = len(self.record.storages)
+        if self.target.cuda and device == "meta":
+            device = self.target.storage_device
         self.record.storages.append([bytes_, f"scratch of {op}", _TEMPORARIES, self.module, device, True])
         return index
+
+    def library_workspaces(self, op: str) -> list[int]:
+        """On a CUDA target, at the step's first matrix product: cuBLAS's and
+        cuBLASLt's workspaces, which the caching allocator hands the
+        handles then and which stay allocated (device_target.py). Their
+        allocation events, or none."""
+        if not self.target.cuda or self.workspaces_made or op.split(".")[1] not in GEMM_OPS:
+            return []
+        self.workspaces_made = True
+        events = []
+        for bytes_, what in ((self.target.cublas_workspace_bytes, "cuBLAS workspace"),
+                             (self.target.cublas_lt_workspace_bytes, "cuBLASLt workspace")):
+            events.append(len(self.record.storages))
+            self.record.storages.append([bytes_, f"{what} (made by the first {op})", _WORKSPACES, "",
+                                         self.target.storage_device, False])
+        return events
 
     def statement(self, op: str, source: str, events: list[int] | None = None, moment: bool = True) -> None:
         """A statement: the frees since the last one, then `events`. A
@@ -216,6 +250,7 @@ def _dispatch_mode(recorder: _Recorder):
     import torch
 
     threads = torch.get_num_threads()
+    kernels = recorder.target.kind
 
     class RecordingMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -233,7 +268,7 @@ def _dispatch_mode(recorder: _Recorder):
                     if index is not None:
                         events.append(index)
             arguments, wraps = _arguments(func, args, kwargs, op, lambda t: recorder.index_of(t) is not None)
-            before, with_outputs, why_not, known = _core.aten_scratch(op, arguments, threads)
+            before, with_outputs, why_not, known = _core.aten_scratch(op, arguments, threads, kernels)
             if not known and func.namespace == "aten":
                 recorder.unknown_ops.add(op)
             if why_not:
@@ -246,6 +281,7 @@ def _dispatch_mode(recorder: _Recorder):
             if with_outputs:
                 s = recorder.scratch(with_outputs, op, device)
                 events += [s, -1 - s]
+            events += recorder.library_workspaces(op)
             source = f"{op}({', '.join(_describe(a) for a in args)}) -> {_describe(out)}"
             if recorder.module:
                 source += f"  # {recorder.module}"
@@ -316,6 +352,35 @@ def _cpu_attention():
             yield
     finally:
         torch.nn.functional.scaled_dot_product_attention = sdpa
+
+
+@contextlib.contextmanager
+def _cuda_attention_flagged(recorder: _Recorder):
+    """On a CUDA target: scaled_dot_product_attention runs as ``meta``
+    dispatches it (the math kernel), while CUDA would pick a fused backend
+    by dtype, shapes, mask and architecture (sdp_utils.cpp), with other
+    outputs, saved tensors and scratch. Not yet modelled: each call is
+    counted, and the report says so."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    calls = [0]
+
+    class CountedAttention(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            calls[0] += func is sdpa
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with CountedAttention():
+            yield
+    finally:
+        if calls[0]:
+            recorder.record.diagnostics.append(
+                f"scaled_dot_product_attention ({calls[0]} calls) is recorded with the math kernel; on "
+                f"{recorder.target.name} PyTorch picks a fused backend (flash, memory-efficient or cuDNN) where "
+                "the dtype, shapes and mask allow, whose saved tensors and scratch are not modelled yet")
 
 
 @contextlib.contextmanager
@@ -520,12 +585,14 @@ def _release(recorder: _Recorder, step: dict, box: list) -> None:
 
 def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: Callable | None = None,
                 gradient: str | None = None, optimizer: Any = None, optimizer_kwargs: dict | None = None,
-                steps: int = 1, zero_grad: bool = True) -> RecordedStep:
+                steps: int = 1, zero_grad: bool = True, target: DeviceTarget | None = None) -> RecordedStep:
     """Runs ``steps`` iterations of the step on meta stand-ins under the
-    recording dispatch mode (see the module docstring) and returns the record."""
+    recording dispatch mode (see the module docstring) and returns the record.
+    `target`: the device the step is recorded for (device_target.py; None:
+    the CPU)."""
     kwargs = dict(kwargs or {})
     model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs)
-    recorder = _Recorder()
+    recorder = _Recorder(target)
     named = list(model.named_parameters())
     for name, p in named:
         recorder.storage(p, f"parameter {name}", _PARAMETERS)
@@ -557,7 +624,8 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.collect()
     gc.disable()
     try:
-        with _cpu_attention(), _rng_states(recorder), _dispatch_mode(recorder):
+        attention = _cuda_attention_flagged(recorder) if recorder.target.cuda else _cpu_attention()
+        with cuda_kernel_choices(recorder.target), attention, _rng_states(recorder), _dispatch_mode(recorder):
             for k in range(1, steps + 1):
                 _run_iteration(recorder, k, step)
     finally:
@@ -565,41 +633,47 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
             h.remove()
         if was_enabled:
             gc.enable()
+    if recorder.host_bytes:
+        recorder.record.diagnostics.append(
+            f"{recorder.host_bytes:,} bytes of CPU tensors (Adam's step counters, saved numbers) are host "
+            f"memory on {recorder.target.name}: not counted in the device's bytes")
     if recorder.unknown_ops:
         recorder.record.diagnostics.append(
-            f"{len(recorder.unknown_ops)} ATen ops are not in peakmem's registry; what their CPU kernels "
+            f"{len(recorder.unknown_ops)} ATen ops are not in peakmem's registry; what their "
+            f"{'CUDA' if recorder.target.cuda else 'CPU'} kernels "
             f"allocate inside themselves, if anything, is not counted: {', '.join(sorted(recorder.unknown_ops))}")
     return recorder.record
 
 
-def _record(model: Any, inputs: tuple, step: Any) -> RecordedStep:
-    """record_step on a peakmem.step.TrainingStep."""
+def _record(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = None) -> RecordedStep:
+    """record_step on a peakmem.step.TrainingStep, for `target`."""
     return record_step(model, *inputs, kwargs=dict(step.kwargs or {}), loss_fn=step.loss_fn, gradient=step.gradient,
                        optimizer=step.optimizer, optimizer_kwargs=step.optimizer_kwargs, steps=step.steps,
-                       zero_grad=step.zero_grad)
+                       zero_grad=step.zero_grad, target=target)
 
 
-def estimate_eager_step(model: Any, inputs: tuple, step: Any, pricing: dict) -> tuple[dict, float]:
-    """`step` (a peakmem.step.TrainingStep) recorded and simulated
-    (``_core.simulate_recorded_step``'s dict), and the seconds the recording
-    took."""
+def estimate_eager_step(model: Any, inputs: tuple, step: Any, pricing: dict,
+                        target: DeviceTarget | None = None) -> tuple[dict, float]:
+    """`step` (a peakmem.step.TrainingStep) recorded for `target` and
+    simulated (``_core.simulate_recorded_step``'s dict), and the seconds the
+    recording took."""
     from .. import _core
 
     start = time.perf_counter()
-    record = _record(model, inputs, step)
+    record = _record(model, inputs, step, target)
     recording = time.perf_counter() - start
     result = _core.simulate_recorded_step(record.storages, record.held, record.statements, record.phases,
                                           record.diagnostics, events=True, **pricing)
     return result, recording
 
 
-def recorded_step_file(model: Any, inputs: tuple, step: Any) -> dict:
+def recorded_step_file(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = None) -> dict:
     """`step` (a peakmem.step.TrainingStep) recorded, as a recorded step
     file's JSON object (docs/step-file.md, "Recorded steps"): what
     ``peakmem step`` reads, written by C++ (frontend/recorded_step_file.h)."""
     from .. import _core
 
-    record = _record(model, inputs, step)
+    record = _record(model, inputs, step, target)
     description = None
     if step.optimizer is not None:
         name = getattr(step.optimizer, "__name__", type(step.optimizer).__name__)

@@ -42,16 +42,19 @@ def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, limit: int | 
     """The eager front end's estimate (peakmem.step.eager): the step recorded and simulated."""
     from .eager import estimate_eager_step
 
+    from .device_target import device_target
+
+    target = device_target(step.device, model)
     recomputation = None
     if step.recompute is not None:
         model, inputs, step, recomputation = _planned_eager(model, tuple(inputs), step, pricing)
-    r, recording = estimate_eager_step(model, tuple(inputs), step, pricing)
+    r, recording = estimate_eager_step(model, tuple(inputs), step, pricing, target)
     whole = r["step"]
     report = StepReport(
         peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
         step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
         timeline=StepTimeline.from_report(whole), recomputation=recomputation, allocator=whole.allocator,
-        report=whole, frontend="eager")
+        report=whole, frontend="eager", device=target.name)
     total = time.perf_counter() - start
     return replace(_with_budget(report, limit), seconds={"record": recording, "peakmem": total - recording})
 
@@ -91,8 +94,14 @@ def _estimate_traced(model: Any, inputs: tuple, step: TrainingStep, limit: int |
                      start: float) -> StepReport:
     """Thunder's estimate: the step traced and simulated, with NCCL's buffers
     for a rank of a distributed step."""
+    from .device_target import device_target
+
+    target = device_target(step.device, model)
     program, thunder_s = _traced_program(model, inputs, step)
+    if step.device is not None:
+        program.spec["device"] = target.name
     report, simulating = _simulate(program, pricing)
+    report = replace(report, device=target.name)
     world_size = program.spec.get("world_size", 0)
     if world_size > 1:
         from ..distribution import nccl_estimate, traces_collectives

@@ -136,11 +136,23 @@ class EstimateOptions(RunOptions, total=False):
     device_memory: the device's capacity the allocator model runs with
         (``"80GiB"`` or bytes); with a `budget` and no `device_memory`, the
         budget is the capacity.
+    device: the device the step is estimated for: ``"cuda"`` (a Hopper
+        GPU), ``"cuda:h100"``, ``"cuda:h200"``, ``"cuda:a100"`` or
+        ``"cpu"``; None (the default): the device the model is on, ``meta``
+        standing for the CPU. On a CUDA target the step is recorded as CUDA
+        runs it: the optimizer implementation PyTorch picks there (foreach
+        by default; ``fused=True`` accepted on the eager front end), the op
+        scratch CUDA's kernels allocate, cuBLAS's and cuBLASLt's workspaces
+        kept from the first matrix product (category ``workspaces``), CPU
+        tensors (Adam's step counters) as host memory
+        (peakmem.step.device_target says what is not yet modelled, and the
+        report's diagnostics name it where a step meets it).
     """
 
     allocator: Allocator
     alloc_conf: str | None
     device_memory: int | str | None
+    device: str | None
 
 
 # A decorated function keeps its own type, so that an editor shows its

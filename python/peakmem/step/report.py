@@ -80,6 +80,10 @@ class StepReport:
             every phase's statements in the order the step runs them, its
             storages in the step's categories, its phases in
             ``report.phases``; what ``write`` renders.
+        device: the device whose kernels the estimate is for
+            (``estimate_step(..., device=...)``, peakmem.step.device_target):
+            ``"cpu"``, ``"cuda"``, ``"cuda:h100"``, ...; None for a
+            measurement.
     """
 
     peak_bytes: int
@@ -102,6 +106,7 @@ class StepReport:
     nccl_estimate: dict | None = None
     allocator: dict | None = None
     report: Any = None
+    device: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """The step's figures as plain data (what ``to_json`` writes and the
@@ -116,6 +121,8 @@ class StepReport:
             "by_category": dict(self.by_category), "by_module": dict(self.by_module),
             "budget": self.budget, "fits": self.fits, "headroom_bytes": self.headroom_bytes,
             "allocator": self.allocator, "nccl_estimate": self.nccl_estimate, "seconds": dict(self.seconds)}
+        if self.device is not None:
+            out["device"] = self.device
         return out
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -120,6 +120,7 @@ class TrainingStep:
     plan: bool | Mapping[str, Any] = False
     recompute: Recompute | None = None
     frontend: Frontend | None = None
+    device: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, int) or isinstance(self.steps, bool) or self.steps < 1:
@@ -159,4 +160,5 @@ class TrainingStep:
             return None
         from ..optimizer_program import resolve_optimizer
 
-        return resolve_optimizer(self.optimizer, dict(self.optimizer_kwargs or {}))
+        return resolve_optimizer(self.optimizer, dict(self.optimizer_kwargs or {}),
+                                 cuda=self.device is not None and self.device.startswith("cuda"))

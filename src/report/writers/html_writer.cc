@@ -46,7 +46,7 @@ constexpr std::array<const char*, kCategoryCount> kCategoryColours = {
     "#4e79a7", "#76b7b2", "#f28e2b", "#59a14f", "#edc948", "#9c755f", "#b07aa1"};
 // kStepCategories' colours (python/peakmem/step_timeline.py draws with the same).
 constexpr std::array<const char*, std::size(kStepCategories)> kStepCategoryColours = {
-    "#4e79a7", "#76b7b2", "#59a14f", "#b07aa1", "#f28e2b", "#edc948"};
+    "#4e79a7", "#76b7b2", "#59a14f", "#b07aa1", "#f28e2b", "#edc948", "#9c755f"};
 constexpr const char* kPhaseColour = "#222222";
 
 // The report's categories with their colours.

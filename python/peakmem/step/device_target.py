@@ -1,0 +1,106 @@
+"""The device a step is estimated for: ``estimate_step(..., device=...)``.
+
+A step recorded on ``meta`` stand-ins runs what the CPU would run unless
+told otherwise. Where PyTorch's own code decides by the device (which
+optimizer implementation, which kernels' scratch, which libraries keep
+workspaces), the estimate for a CUDA target decides as CUDA would:
+
+* **the optimizer**: ``torch.optim``'s ``_default_to_fused_or_foreach``
+  picks the foreach implementation for CUDA parameters (the for-loop one
+  for the CPU and ``meta``), and accepts ``fused=True`` for them. While a
+  CUDA target is recorded, torch's lists of the devices with foreach and
+  fused kernels name ``meta`` too, so PyTorch's own rule chooses, with the
+  user's ``foreach=``/``fused=``/``differentiable=`` honoured as on the GPU;
+  ``clip_grad_norm_`` takes its ``_foreach_norm`` path likewise. Adam's
+  ``step`` counters are then CPU tensors (not capturable, not fused), as on
+  CUDA: host memory, left out of the device's bytes;
+* **op scratch**: the registry's rules as CUDA's kernels allocate
+  (``_core.aten_scratch(..., device="cuda")``, semantics/aten_ops.h);
+* **library workspaces**: cuBLAS's and cuBLASLt's, allocated through the
+  caching allocator by the first matrix product and kept
+  (semantics/execution_context.h ``CublasWorkspaceBytes``), in the step's
+  ``workspaces`` category.
+
+What the allocator never sees (the CUDA context, NCCL's buffers) is not in
+these figures. ``scaled_dot_product_attention``'s CUDA backends and
+``torch.autocast("cuda")`` are not yet recorded as CUDA runs them: a step
+that meets either is flagged in the report's diagnostics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+__all__ = ["DeviceTarget", "device_target"]
+
+# ATen's matrix products that run cuBLAS (or cuBLASLt) on CUDA: the first
+# of them makes the handles' workspaces (CublasHandlePool.cpp).
+GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "_addmm_activation",
+                      "dot", "vdot", "addr"})
+
+
+@dataclass(frozen=True)
+class DeviceTarget:
+    """The device whose kernels the estimate records: ``kind`` ``"cpu"`` or
+    ``"cuda"``; ``name`` as the user gave it (``"cuda:h100"``); the cuBLAS
+    and cuBLASLt workspaces' bytes on a CUDA target."""
+
+    name: str
+    kind: str
+    cuda_arch: int = 0
+    cublas_workspace_bytes: int = 0
+    cublas_lt_workspace_bytes: int = 0
+
+    @property
+    def cuda(self) -> bool:
+        return self.kind == "cuda"
+
+    @property
+    def storage_device(self) -> str:
+        """The device name the recording gives a ``meta`` stand-in's
+        storage: ``cuda:0`` on a CUDA target (so that the caching
+        allocator's model prices it), else ``meta``."""
+        return "cuda:0" if self.cuda else "meta"
+
+
+def device_target(device: str | None, model: Any) -> DeviceTarget:
+    """`device` parsed (semantics/execution_context.h names them: ``"cpu"``,
+    ``"cuda"``, ``"cuda:h100"``, ``"cuda:h200"``, ``"cuda:a100"``); None or
+    ``"auto"``: the device `model`'s parameters are on, ``meta`` standing
+    for the CPU. ValueError for another name."""
+    from .. import _core
+
+    if device is None or device == "auto":
+        on = next((p.device.type for p in model.parameters()), "cpu") if hasattr(model, "parameters") else "cpu"
+        device = "cuda" if on == "cuda" else "cpu"
+    if not isinstance(device, str):
+        raise ValueError(f"device must be a name such as 'cuda:h100' or 'cpu', got {device!r}")
+    parsed = _core.target_device(device)
+    return DeviceTarget(name=parsed["name"] or device, kind=parsed["kind"], cuda_arch=parsed["cuda_arch"],
+                        cublas_workspace_bytes=parsed["cublas_workspace_bytes"],
+                        cublas_lt_workspace_bytes=parsed["cublas_lt_workspace_bytes"])
+
+
+@contextlib.contextmanager
+def cuda_kernel_choices(target: DeviceTarget) -> Iterator[None]:
+    """While recording for a CUDA target: torch's lists of the devices with
+    foreach and fused optimizer kernels name ``meta`` (see the module
+    docstring). Nothing changes for another target."""
+    if not target.cuda:
+        yield
+        return
+    import torch.optim.optimizer as optimizer_module
+    import torch.utils._foreach_utils as foreach_utils
+
+    names = ("_get_foreach_kernels_supported_devices", "_get_fused_kernels_supported_devices")
+    saved = {(module, name): getattr(module, name) for module in (optimizer_module, foreach_utils)
+             for name in names if hasattr(module, name)}
+    for (module, name), original in saved.items():
+        setattr(module, name, lambda original=original: [*original(), "meta"])
+    try:
+        yield
+    finally:
+        for (module, name), original in saved.items():
+            setattr(module, name, original)

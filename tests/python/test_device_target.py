@@ -1,0 +1,109 @@
+"""estimate_step(..., device="cuda"): a step sized for the GPU from a
+laptop (peakmem.step.device_target). Each figure below is derived by hand
+from the model's shapes and PyTorch's CUDA code paths, in its comment; the
+cuBLAS workspaces are the H200 run's measurement (docs/gpu-check.md)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import peakmem
+
+# 8 Linear(1024, 1024) layers: 8 * (1024 * 1024 + 1024) float32 elements.
+PARAM_BYTES = 8 * (1024 * 1024 + 1024) * 4  # 33,587,200
+LOSS_BYTES = 4  # the 0-d float32 loss, alive until the step returns
+# cuBLAS's sm90 workspace (4096 KiB * 8) and cuBLASLt's 1 MiB, kept from the
+# first matrix product: 34,603,008 bytes allocated after an H200 warm-up.
+WORKSPACES = 33_554_432 + 1_048_576
+
+
+def _mlp():
+    return torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(8)]).to("meta")
+
+
+def _estimate(device=None, **optimizer_kwargs):
+    x = torch.empty(64, 1024, device="meta")
+    return peakmem.estimate_step(_mlp(), x, loss_fn=lambda out, x: out.sum(), optimizer=torch.optim.AdamW,
+                                 optimizer_kwargs=optimizer_kwargs or None, frontend="eager", device=device)
+
+
+def test_a_cuda_target_runs_foreach_adamw_and_keeps_cublas_workspaces():
+    cpu = _estimate()
+    cuda = _estimate("cuda:h100")
+    assert (cpu.device, cuda.device) == ("cpu", "cuda:h100")
+    # On the CPU (and meta) AdamW runs its for-loop: one parameter's
+    # temporaries at a time. On CUDA PyTorch picks foreach, whose
+    # _foreach_sqrt(exp_avg_sqs) makes one tensor per parameter before the
+    # kernel runs: every parameter's bytes at once, beside the loss.
+    assert cuda.by_category["temporaries"] == PARAM_BYTES + LOSS_BYTES
+    assert cpu.by_category["temporaries"] < PARAM_BYTES // 2
+    # exp_avg and exp_avg_sq per parameter on the device; Adam's step
+    # counters are CPU tensors on CUDA (not capturable, not fused).
+    assert cuda.by_category["optimizer_state"] == 2 * PARAM_BYTES
+    assert cpu.by_category["optimizer_state"] == 2 * PARAM_BYTES + 16 * 4
+    assert cuda.by_category["workspaces"] == WORKSPACES and cpu.by_category["workspaces"] == 0
+    assert any("host memory" in d for d in cuda.report.diagnostics)
+    # The rest of the step is the same on both: parameters, the input,
+    # gradients, no activations at the peak (the optimizer's).
+    for key in ("parameters", "inputs", "gradients", "activations"):
+        assert cuda.by_category[key] == cpu.by_category[key]
+    assert cuda.peak_bytes == sum(cuda.by_category.values())
+    # What stays allocated after the step: parameters, input, state and
+    # the workspaces (gradients set to None).
+    assert cuda.final_bytes == PARAM_BYTES + 64 * 1024 * 4 + 2 * PARAM_BYTES + WORKSPACES
+
+
+def test_the_users_choice_of_implementation_holds_on_cuda():
+    # foreach=False: the for-loop's temporaries, as on the CPU, less the
+    # number its `exp_avg_sq.sqrt() / bias_correction2_sqrt` wraps on the
+    # CPU (a double, 8 bytes, cast to float32, 4) and CUDA does not.
+    loop = _estimate("cuda", foreach=False)
+    assert loop.by_category["temporaries"] == _estimate().by_category["temporaries"] - 12
+    # fused=True (refused by torch on meta, accepted for a CUDA target): the
+    # fused kernel allocates nothing but the loss stays; its step counters
+    # are device tensors, 4 bytes each.
+    fused = _estimate("cuda", fused=True)
+    assert fused.by_category["temporaries"] == LOSS_BYTES
+    assert fused.by_category["optimizer_state"] == 2 * PARAM_BYTES + 16 * 4
+
+
+def test_an_unknown_device_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown device 'tpu'.*cuda:h100"):
+        _estimate("tpu")
+
+
+def test_analyze_predicts_a_cpu_trace_for_a_gpu():
+    # torch.mul(a, 2.0) on f32[4]: the CPU wraps the number (8 bytes) and
+    # casts it (4) inside the op, beside a and the output (16 each): 44.
+    # CUDA keeps the number on the host: 32.
+    text = ('def f(a):\n  # a: "cpu f32[4]"\n  t0 = torch.mul(a, 2.0)  # t0: "cpu f32[4]"\n  return t0\n')
+    assert peakmem.analyze(text, convention="forward").peak_bytes == 44
+    assert peakmem.analyze(text, convention="forward", device="cuda").peak_bytes == 32
+    with pytest.raises(ValueError, match="unknown device"):
+        peakmem.analyze(text, device="gpu")
+
+
+def test_a_7b_llama_sized_for_an_h100_from_meta():
+    # Llama-2-7B's shapes on meta, one AdamW step at sequence 2048, for an
+    # H100. By hand, with P the trainable parameters' bytes (float32):
+    # gradients P; optimizer state 2P (exp_avg, exp_avg_sq; the step
+    # counters are host memory); at the optimizer's peak foreach's
+    # _foreach_sqrt holds P more (one (device, dtype) group), beside the
+    # 4-byte loss; cuBLAS's and cuBLASLt's workspaces from the first matmul.
+    transformers = pytest.importorskip("transformers")
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.LlamaConfig())
+    trainable = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    ids = torch.zeros(1, 2048, dtype=torch.int64, device="meta")
+    r = peakmem.estimate_step(model, kwinputs={"input_ids": ids, "labels": ids}, optimizer=torch.optim.AdamW,
+                              frontend="eager", device="cuda:h100")
+    assert r.phase_at_peak.startswith("optimizer")
+    at_peak = r.by_category
+    assert at_peak["gradients"] == trainable
+    assert at_peak["optimizer_state"] == 2 * trainable
+    assert at_peak["temporaries"] == trainable + LOSS_BYTES
+    assert at_peak["workspaces"] == WORKSPACES
+    assert r.peak_bytes == sum(at_peak.values())
+    # The step's attention is flagged: CUDA's fused backends are not modelled.
+    assert any("scaled_dot_product_attention (32 calls)" in d for d in r.report.diagnostics)
