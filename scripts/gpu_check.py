@@ -4,6 +4,7 @@
     scripts/gpu-check --dry-run            # the same code on the CPU (no GPU needed)
     scripts/gpu-check --quick              # a few programs and steps
     scripts/gpu-check --wheelhouse DIR     # first install, offline, what DIR holds
+    scripts/gpu-check --eager-steps all    # with every step-corpus entry on the eager front end
 
 What is compared
 ----------------
@@ -25,6 +26,15 @@ measure_step's figures are relative to the parameters, so the measured side
 adds the parameters' allocated and reserved bytes, measured as the model is
 moved onto the device (check_step says how the inputs are kept apart).
 Steps run with Thunder's default executors whatever ``--executors`` says.
+
+Eager steps: the same entries on the eager front end, estimated as a user
+sizing the step for this GPU asks (``estimate_step(..., frontend="eager",
+device=...)`` with the GPU's target: CUDA's optimizer implementation, op
+scratch and dropout; peakmem.step.device_target), against
+``measure_step(..., frontend="eager")``. The process's cuBLAS workspaces
+exist before the step (the warm-up below made them), so the estimate is of
+a warm process; the ``cuBLAS workspaces`` row compares the target's
+workspaces with what the warm-up left allocated.
 
 Every row whose two sides are known is compared exactly; any difference, or
 a program that fails, makes the exit status 1. The table names each
@@ -73,6 +83,10 @@ REPO = Path(__file__).resolve().parent.parent
 # foreach state).
 QUICK_PROGRAMS = ("xyz", "mlp", "nanogpt_block", "gpt2")
 QUICK_STEPS = ("mlp", "gpt_block_sgd_3_steps", "mlp_adamw_foreach_3_steps")
+# The eager front end estimated for the GPU's target: CUDA's default
+# optimizer (foreach AdamW), dropout's mask, attention (math on meta: its
+# CUDA backends are not modelled, so a difference there is expected).
+QUICK_EAGER_STEPS = ("mlp_adamw_3_steps", "gpt_block", "llama_block_bf16_adamw")
 
 # The allocator figures compared, as both reports name them.
 ALLOCATOR_KEYS = ("allocated_peak_bytes", "allocated_final_bytes", "reserved_peak_bytes", "reserved_final_bytes")
@@ -367,9 +381,14 @@ def _held(torch: Any, device: Any) -> tuple[int, int] | None:
     return current["allocated_bytes"], current["reserved_bytes"]
 
 
-def check_step(result: Result, name: str, device: Any) -> None:
-    """Adds the rows of step-corpus entry `name`: estimate_step against
-    measure_step on `device`.
+def check_step(result: Result, name: str, device: Any, frontend: str = "thunder") -> None:
+    """Adds the rows of step-corpus entry `name` run by `frontend`:
+    estimate_step against measure_step on `device`. The eager front end's
+    estimate is for the device's target (``device=``, as a user sizing the
+    step for this GPU would ask), in a process whose CUDA libraries already
+    hold their workspaces (the warm-up made them:
+    DeviceTarget.libraries_warm); the ``workspaces`` row compares those with
+    the warm-up's measurement.
 
     The estimate's allocator figures are of an allocator that holds the
     parameters and then the inputs before the step; measure_step's are
@@ -391,14 +410,21 @@ def check_step(result: Result, name: str, device: Any) -> None:
     before = _cuda_current(torch, device) if device.type == "cuda" else None
     model = model.to(device)
     after = _cuda_current(torch, device) if device.type == "cuda" else None
+    target = None
+    if frontend == "eager":
+        from peakmem.step.device_target import device_target
+
+        target = device_target(None, model)
+        if target.cuda:
+            target = target.libraries_warm()
     estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, allocator="cuda-caching",
-                                      **entry.setup, frontend="thunder")
+                                      **entry.setup, frontend=frontend, device=target)
     _clean(torch, device)
-    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend=frontend)
     # The segments now: the parameters' and those the measured steps made
     # (measure_step emptied the cache before them, and nothing has since).
     segments = None if before is None else _cuda_current(torch, device)["segment"] - before["segment"]
-    label = f"step {name}"
+    label = f"step {name}" if frontend == "thunder" else f"eager {name}"
     result.rows += [
         Row(label, "requested peak", estimated.peak_bytes, measured.peak_bytes),
         Row(label, "requested final", estimated.final_bytes, measured.final_bytes),
@@ -496,9 +522,12 @@ def versions(device: Any) -> dict[str, str]:
 
 
 def run(device: Any, programs: list[str], steps: list[str], *, executors: str = "default",
-        time_budget: float | None = None, outputs: tuple[Path, ...] = (), log: Any = sys.stderr) -> Result:
-    """Checks `programs` (corpus names) then `steps` (step-corpus names) on
-    `device`; stops starting new ones once `time_budget` seconds have gone.
+        time_budget: float | None = None, outputs: tuple[Path, ...] = (), log: Any = sys.stderr,
+        eager_steps: list[str] = ()) -> Result:
+    """Checks `programs` (corpus names), then `steps` (step-corpus names,
+    Thunder's front end), then `eager_steps` (the same entries on the eager
+    front end) on `device`; stops starting new ones once `time_budget`
+    seconds have gone.
     Writes `outputs` after every program, so a run cut short leaves what it did."""
     from peakmem._thunder_compat import import_thunder
 
@@ -511,7 +540,13 @@ def run(device: Any, programs: list[str], steps: list[str], *, executors: str = 
         kept = warm_up(torch, device)
         result.notes.append(f"a warm-up's matrix products left {kept[0]:,} bytes allocated in {kept[1]:,} reserved "
                             "(CUDA libraries' workspaces), in a private pool apart from every measurement")
-    work = [("program", n) for n in programs] + [("step", n) for n in steps]
+        from peakmem.step.device_target import cuda_target_name, device_target
+
+        target = device_target(cuda_target_name(device), None)
+        result.rows.append(Row("cuBLAS workspaces", "allocated", target.cublas_workspace_bytes +
+                               target.cublas_lt_workspace_bytes, kept[0]))
+    work = ([("program", n) for n in programs] + [("step", n) for n in steps] +
+            [("eager", n) for n in eager_steps])
     for i, (kind, name) in enumerate(work):
         if time_budget is not None and time.monotonic() - start > time_budget:
             result.not_run = [f"{k} {n}" for k, n in work[i:]]
@@ -521,7 +556,7 @@ def run(device: Any, programs: list[str], steps: list[str], *, executors: str = 
             if kind == "program":
                 check_program(result, name, device, executors)
             else:
-                check_step(result, name, device)
+                check_step(result, name, device, "thunder" if kind == "step" else "eager")
         except Exception as e:  # a program that fails is a row of the report, not the end of the run
             result.failures.append((f"{kind} {name}", f"{type(e).__name__}: {e}"))
             traceback.print_exc(file=log)
@@ -628,6 +663,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help=f"programs {', '.join(QUICK_PROGRAMS)} and steps {', '.join(QUICK_STEPS)}")
     p.add_argument("--programs", metavar="NAMES", help="comma-separated corpus programs, 'all' or 'none'")
     p.add_argument("--steps", metavar="NAMES", help="comma-separated step-corpus entries, 'all' or 'none'")
+    p.add_argument("--eager-steps", metavar="NAMES",
+                   help="step-corpus entries on the eager front end (estimated for this GPU's target), 'all' or 'none'")
     p.add_argument("--executors", choices=("default", "torch"), default="default",
                    help="thunder.jit's executors: Thunder's defaults, or the torch executor alone")
     p.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
@@ -660,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
         return DIFFERENT
     if args.list:
         print("programs:", " ".join(program_names()))
-        print("steps:", " ".join(step_names()))
+        print("steps (Thunder's and the eager front end's):", " ".join(step_names()))
         return OK
     import torch
 
@@ -676,9 +713,10 @@ def main(argv: list[str] | None = None) -> int:
             device = torch.device(device.type, torch.cuda.current_device())
     programs = _names(args.programs, QUICK_PROGRAMS, program_names(), args.quick, "program")
     steps = _names(args.steps, QUICK_STEPS, step_names(), args.quick, "step")
+    eager_steps = _names(args.eager_steps, QUICK_EAGER_STEPS, step_names(), args.quick, "step")
     budget = args.time_budget if args.time_budget is not None else None if args.dry_run else GPU_TIME_BUDGET
     result = run(device, programs, steps, executors=args.executors, time_budget=budget or None,
-                 outputs=args.output)
+                 outputs=args.output, eager_steps=eager_steps)
     print(report_text(result), end="")
     for path in args.output:
         write_output(result, path)

@@ -198,6 +198,9 @@ class RuntimeModel {
   // The scratch of a call that runs CUDA's kernels: each registry rule as
   // CUDA's kernel allocates it, or a diagnostic where that is not known.
   ScratchEstimate CudaScratch(const Statement& s, const OpInfo* op);
+  // Whether the report already says that a CPU trace is predicted with
+  // CUDA's kernels (once a run).
+  bool said_cpu_trace_on_cuda_ = false;
   // On CUDA: the CPU kernels' scratch rules the model has no CUDA
   // counterpart for count nothing; a diagnostic names the call.
   void DiagnoseCpuOnlyRule(const Statement& s, std::string_view rule);

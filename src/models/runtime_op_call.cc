@@ -674,6 +674,15 @@ void RuntimeModel::DiagnoseCpuOnlyRule(const Statement& s, std::string_view rule
 //   - convolutions (cuDNN's workspace) and the other CPU kernels' rules:
 //     not known, diagnosed and not counted.
 ScratchEstimate RuntimeModel::CudaScratch(const Statement& s, const OpInfo* op) {
+  if (!said_cpu_trace_on_cuda_ && options_.context.target) {
+    const ObjectId first = ArgObject(s, 0);
+    if (first != kNone && objects_[first].kind == Object::Kind::kTensor &&
+        objects_[first].type->device.rfind("cpu", 0) == 0) {
+      said_cpu_trace_on_cuda_ = true;
+      Diagnose("the trace's tensors are on the CPU: its program is predicted with CUDA's kernels, but a program "
+               "traced for a CUDA device can differ (Thunder picks executors and decompositions by device)");
+    }
+  }
   ScratchEstimate out;
   out.with_outputs = ContiguousArgumentCopy(s, op);
   if (op == nullptr) return out;

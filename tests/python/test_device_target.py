@@ -107,3 +107,49 @@ def test_a_7b_llama_sized_for_an_h100_from_meta():
     assert r.peak_bytes == sum(at_peak.values())
     # The step's attention is flagged: CUDA's fused backends are not modelled.
     assert any("scaled_dot_product_attention (32 calls)" in d for d in r.report.diagnostics)
+
+
+def _saved(record) -> list[tuple[int, str]]:
+    """(bytes, what made it) of the recording's storages the forward saved."""
+    from peakmem.step.eager import CATEGORIES
+
+    return [(s[0], s[1]) for s in record.storages if CATEGORIES[s[2]] == "activations"]
+
+
+def test_dropout_saves_cudas_bool_mask_on_a_cuda_target():
+    # Dropout(0.1) on a float32 [64, 256] (65,536 bytes) in training: the
+    # CPU's _dropout_impl saves its noise in float32 (65,536 bytes, made by
+    # empty_like and filled by bernoulli_); CUDA's native_dropout saves a
+    # bool mask (16,384 bytes). Both save the output the next layer reads.
+    from peakmem.step.device_target import device_target
+    from peakmem.step.eager import record_step
+
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Dropout(0.1), torch.nn.Linear(256, 256)).to("meta")
+    x = torch.empty(64, 256, device="meta")
+    cpu = _saved(record_step(model, x, loss_fn=lambda out, x: out.sum(), target=device_target("cpu", model)))
+    cuda = _saved(record_step(model, x, loss_fn=lambda out, x: out.sum(), target=device_target("cuda", model)))
+    assert (65536, "1: aten.empty_like.default") in cpu
+    assert not any("native_dropout" in what for _, what in cpu)
+    assert sorted(b for b, what in cuda if "native_dropout" in what) == [16384, 65536]
+    assert not any("empty_like" in what for _, what in cuda)
+
+
+def test_what_a_cuda_target_does_not_model_yet_is_named():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.RMSNorm(64)
+
+        def forward(self, q):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                y = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+            return self.norm(y)
+
+    q = torch.empty(1, 2, 16, 64, device="meta", requires_grad=True)
+    with pytest.warns(UserWarning):  # torch: autocast("cuda") is off without CUDA
+        r = peakmem.estimate_step(Block().to("meta"), q, loss_fn=lambda out, q: out.sum(), frontend="eager",
+                                  device="cuda")
+    said = "\n".join(r.report.diagnostics)
+    assert "scaled_dot_product_attention (1 calls)" in said
+    assert "F.rms_norm (1 calls)" in said
+    assert "torch.autocast('cuda') (1 regions)" in said

@@ -72,7 +72,7 @@ def test_the_table_names_a_difference_and_fails(gpu_check):
 
 def test_dry_run_from_the_command_line(thunder, tmp_path):
     out = tmp_path / "table.json"
-    p = run_script("--dry-run", "--programs", "xyz", "--steps", "none", "--output", str(out))
+    p = run_script("--dry-run", "--programs", "xyz", "--steps", "none", "--eager-steps", "none", "--output", str(out))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "xyz bw" in p.stdout and "DIFFERS" not in p.stdout
     data = json.loads(out.read_text())
@@ -89,6 +89,13 @@ def test_without_a_gpu_it_says_so_and_passes():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_real_check(thunder, tmp_path):
+    # The quick set on a real GPU, every compared row exact. It includes
+    # programs the recorded H200 run found differing (docs/gpu-check.md:
+    # nanogpt_block, gpt2 and gpt_block_sgd_3_steps by CUDA kernels' scratch
+    # the model does not know; the eager front end's attention, whose CUDA
+    # backends are not modelled, is in the eager quick set too), so today it
+    # fails on a GPU naming those rows: it is the check that says when they
+    # are fixed, not a check that passes.
     out = tmp_path / "table.json"
     p = run_script("--quick", "--output", str(out), timeout=600)
     data = json.loads(out.read_text())
@@ -128,3 +135,15 @@ def test_wheelhouse_installs_offline_what_is_missing(tmp_path):
     version, where, pytest_version = p.stdout.split()
     assert version == "1.0" and Path(where).is_relative_to(target)
     assert pytest_version != "0.0.1" and not any(target.glob("pytest*"))
+
+
+def test_dry_run_checks_the_eager_front_end(gpu_check):
+    # An eager step as a user sizing it asks (estimate_step(...,
+    # frontend="eager", device=<the run's target>)) against measure_step on
+    # the same device: on the CPU the profiler's requested bytes, exact.
+    result = gpu_check.run(torch.device("cpu"), [], [], eager_steps=["mlp_adamw_3_steps", "gpt_block"],
+                           time_budget=None)
+    assert not result.failures and not result.not_run
+    requested = [r for r in result.rows if r.quantity.startswith("requested")]
+    assert {r.program for r in requested} == {"eager mlp_adamw_3_steps", "eager gpt_block"}
+    assert len(requested) == 4 and all(r.compared and not r.mismatch for r in requested)

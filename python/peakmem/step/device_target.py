@@ -30,7 +30,7 @@ that meets either is flagged in the report's diagnostics.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 __all__ = ["DeviceTarget", "device_target"]
@@ -45,7 +45,9 @@ GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", 
 class DeviceTarget:
     """The device whose kernels the estimate records: ``kind`` ``"cpu"`` or
     ``"cuda"``; ``name`` as the user gave it (``"cuda:h100"``); the cuBLAS
-    and cuBLASLt workspaces' bytes on a CUDA target."""
+    and cuBLASLt workspaces' bytes on a CUDA target, which a step in a fresh
+    process makes (``libraries_warm()``: a process whose earlier matrix
+    products made them already, where the step makes none)."""
 
     name: str
     kind: str
@@ -56,6 +58,11 @@ class DeviceTarget:
     @property
     def cuda(self) -> bool:
         return self.kind == "cuda"
+
+    def libraries_warm(self) -> "DeviceTarget":
+        """This target in a process whose CUDA libraries already hold their
+        workspaces (scripts/gpu_check.py measures after a warm-up)."""
+        return replace(self, cublas_workspace_bytes=0, cublas_lt_workspace_bytes=0)
 
     @property
     def storage_device(self) -> str:
@@ -69,18 +76,29 @@ def device_target(device: str | None, model: Any) -> DeviceTarget:
     """`device` parsed (semantics/execution_context.h names them: ``"cpu"``,
     ``"cuda"``, ``"cuda:h100"``, ``"cuda:h200"``, ``"cuda:a100"``); None or
     ``"auto"``: the device `model`'s parameters are on, ``meta`` standing
-    for the CPU. ValueError for another name."""
+    for the CPU; a DeviceTarget as it is. ValueError for another name."""
     from .. import _core
 
+    if isinstance(device, DeviceTarget):
+        return device
     if device is None or device == "auto":
-        on = next((p.device.type for p in model.parameters()), "cpu") if hasattr(model, "parameters") else "cpu"
-        device = "cuda" if on == "cuda" else "cpu"
+        on = next((p.device for p in model.parameters()), None) if hasattr(model, "parameters") else None
+        device = cuda_target_name(on) if on is not None and on.type == "cuda" else "cpu"
     if not isinstance(device, str):
         raise ValueError(f"device must be a name such as 'cuda:h100' or 'cpu', got {device!r}")
     parsed = _core.target_device(device)
     return DeviceTarget(name=parsed["name"] or device, kind=parsed["kind"], cuda_arch=parsed["cuda_arch"],
                         cublas_workspace_bytes=parsed["cublas_workspace_bytes"],
                         cublas_lt_workspace_bytes=parsed["cublas_lt_workspace_bytes"])
+
+
+def cuda_target_name(device: Any) -> str:
+    """The target name of a real CUDA device: its compute capability's
+    (8.x: ``"cuda:a100"``'s rules, else Hopper's, ``"cuda"``)."""
+    import torch
+
+    major, _minor = torch.cuda.get_device_capability(device)
+    return "cuda:a100" if major == 8 else "cuda"
 
 
 @contextlib.contextmanager

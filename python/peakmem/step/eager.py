@@ -42,6 +42,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, cuda_kernel_choices
 
 __all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
@@ -158,6 +159,8 @@ class _Recorder:
         events = []
         for bytes_, what in ((self.target.cublas_workspace_bytes, "cuBLAS workspace"),
                              (self.target.cublas_lt_workspace_bytes, "cuBLASLt workspace")):
+            if not bytes_:
+                continue  # made before the step (DeviceTarget.libraries_warm)
             events.append(len(self.record.storages))
             self.record.storages.append([bytes_, f"{what} (made by the first {op})", _WORKSPACES, "",
                                          self.target.storage_device, False])
@@ -352,35 +355,6 @@ def _cpu_attention():
             yield
     finally:
         torch.nn.functional.scaled_dot_product_attention = sdpa
-
-
-@contextlib.contextmanager
-def _cuda_attention_flagged(recorder: _Recorder):
-    """On a CUDA target: scaled_dot_product_attention runs as ``meta``
-    dispatches it (the math kernel), while CUDA would pick a fused backend
-    by dtype, shapes, mask and architecture (sdp_utils.cpp), with other
-    outputs, saved tensors and scratch. Not yet modelled: each call is
-    counted, and the report says so."""
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    calls = [0]
-
-    class CountedAttention(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            calls[0] += func is sdpa
-            return func(*args, **(kwargs or {}))
-
-    try:
-        with CountedAttention():
-            yield
-    finally:
-        if calls[0]:
-            recorder.record.diagnostics.append(
-                f"scaled_dot_product_attention ({calls[0]} calls) is recorded with the math kernel; on "
-                f"{recorder.target.name} PyTorch picks a fused backend (flash, memory-efficient or cuDNN) where "
-                "the dtype, shapes and mask allow, whose saved tensors and scratch are not modelled yet")
 
 
 @contextlib.contextmanager
@@ -624,8 +598,9 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.collect()
     gc.disable()
     try:
-        attention = _cuda_attention_flagged(recorder) if recorder.target.cuda else _cpu_attention()
-        with cuda_kernel_choices(recorder.target), attention, _rng_states(recorder), _dispatch_mode(recorder):
+        kernels = (cuda_kernels(recorder.record.diagnostics, recorder.target.name) if recorder.target.cuda
+                   else _cpu_attention())
+        with cuda_kernel_choices(recorder.target), kernels, _rng_states(recorder), _dispatch_mode(recorder):
             for k in range(1, steps + 1):
                 _run_iteration(recorder, k, step)
     finally:
