@@ -592,6 +592,7 @@ struct StepArgs {
   std::string allocator = "requested";
   std::string alloc_conf;  // empty: PYTORCH_CUDA_ALLOC_CONF's
   std::string device_memory;
+  std::string device;  // empty: the file's (execution_context.h)
 };
 
 // `peakmem step`'s formats: its own text and JSON summaries, and every
@@ -626,6 +627,11 @@ int RunStep(const StepArgs& args) {
     const std::string text = ReadStepFileText(args.file);
     peakmem::TrainingStepResult result;
     if (std::optional<peakmem::RecordedStep> recorded = peakmem::ParseRecordedStepFile(args.file, text)) {
+      if (!args.device.empty()) {
+        throw peakmem::StepFileError(args.file + ": a recorded step's kernels were chosen when it was recorded "
+                                     "(--device does not apply): estimate it again with "
+                                     "peakmem.estimate_step(..., device='" + args.device + "')");
+      }
       if (args.steps > 0 || args.zero_grad || args.keep_grad) {
         throw peakmem::StepFileError(args.file + ": a recorded step's iterations and zero_grad were fixed when it "
                                      "was recorded (--steps, --zero-grad and --keep-grad do not apply): record it "
@@ -638,6 +644,7 @@ int RunStep(const StepArgs& args) {
       if (args.steps > 0) step.spec.steps = args.steps;
       if (args.zero_grad) step.spec.zero_grad = true;
       if (args.keep_grad) step.spec.zero_grad = false;
+      if (!args.device.empty()) step.spec.device = args.device;
       report.optimizer = step.optimizer;
       result = SimulatingStepFile(args.file, [&] {
         return peakmem::SimulateTrainingStep(step.forward, step.backward,
@@ -683,6 +690,15 @@ CLI::App* AddStep(CLI::App& app, StepArgs& args) {
   CLI::Option* zero = step->add_flag("--zero-grad", args.zero_grad, "zero_grad(set_to_none=True) after each step");
   step->add_flag("--keep-grad", args.keep_grad, "Keep .grad between steps (accumulate)")->excludes(zero);
   step->add_option("--budget", args.budget, "Bytes the step must fit in (a size such as 80GiB)");
+  step->add_option("--device", args.device,
+                   "Whose kernels run the traced step's op scratch: cpu, cuda (a Hopper GPU), cuda:h100, "
+                   "cuda:h200, cuda:a100 (default: the file's, else each tensor's own device)")
+      ->check(
+          [](const std::string& value) {
+            std::string error;
+            return peakmem::ParseTargetDevice(value, &error) ? std::string() : error;
+          },
+          "DEVICE");
   step->add_option("-o,--output", args.output, "Write the report to this file, not stdout");
   return step;
 }

@@ -199,6 +199,23 @@ TEST_F(Cli, StepReadsARecordedStepFile) {
                 "step runs, and the file holds one run): plan it in Python with peakmem.estimate_step(..., "
                 "frontend='eager', recompute=BUDGET), and write the planned step's file with "
                 "peakmem.export_step(..., frontend='eager', recompute=BUDGET)");
+  ExpectFailure("step " + ShellQuote(path) + " --device cuda", 1,
+                "a recorded step's kernels were chosen when it was recorded (--device does not apply)");
+  std::remove(path.c_str());
+}
+
+// --device: the traced step's op scratch as the named device's kernels
+// allocate it (execution_context.h); the step's traces are the CPU's, which
+// the report says; an unknown name is a usage error naming the known ones.
+TEST_F(Cli, StepTakesATargetDevice) {
+  const std::string path = TempPath("step_device.json");
+  WriteFile(path, testing_util::StepFileJson().dump());
+  const CliResult cuda = RunCli("step " + ShellQuote(path) + " --device cuda:h100");
+  ASSERT_EQ(cuda.exit_code, 0) << cuda.err;
+  EXPECT_NE(cuda.out.find("the trace's tensors are on the CPU: its program is predicted with CUDA's kernels"),
+            std::string::npos)
+      << cuda.out;
+  ExpectFailure("step " + ShellQuote(path) + " --device tpu", 2, "unknown device 'tpu'");
   std::remove(path.c_str());
 }
 

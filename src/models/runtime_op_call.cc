@@ -674,7 +674,7 @@ void RuntimeModel::DiagnoseCpuOnlyRule(const Statement& s, std::string_view rule
 //   - convolutions (cuDNN's workspace) and the other CPU kernels' rules:
 //     not known, diagnosed and not counted.
 ScratchEstimate RuntimeModel::CudaScratch(const Statement& s, const OpInfo* op) {
-  if (!said_cpu_trace_on_cuda_ && options_.context.target) {
+  if (!said_cpu_trace_on_cuda_ && options_.note_cpu_trace_on_cuda && options_.context.target) {
     const ObjectId first = ArgObject(s, 0);
     if (first != kNone && objects_[first].kind == Object::Kind::kTensor &&
         objects_[first].type->device.rfind("cpu", 0) == 0) {

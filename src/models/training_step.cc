@@ -230,7 +230,8 @@ void StepSimulation::RunPrograms(const ParsedTrace& forward, const ParsedTrace& 
           ": a parameter without a gradient, or an input that requires one, is not modelled yet "
           "with an optimizer");
     }
-    const RuntimeOptions plain = Options(CallingConvention::kPlain, spec_);
+    RuntimeOptions plain = Options(CallingConvention::kPlain, spec_);
+    plain.note_cpu_trace_on_cuda = false;  // peakmem's own program, for whichever device
     out_.optimizer_first = Analyze(*optimizer_first, "runtime", plain, report_options);
     if (!out_.optimizer_first->diagnostics.empty()) {  // the program is peakmem's own: every op must be known
       throw std::runtime_error("the " + spec_.optimizer_name +

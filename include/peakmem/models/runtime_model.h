@@ -65,6 +65,10 @@ struct RuntimeOptions {
   // Whose kernels' rules apply (execution_context.h). Default: each
   // tensor's own device as the trace names it, `meta` the CPU's.
   ExecutionContext context;
+  // With a CUDA `context` over a trace of CPU tensors: a diagnostic says
+  // that the program was traced for the CPU (Thunder's CUDA trace can
+  // differ). Off for programs peakmem writes itself (the optimizer's).
+  bool note_cpu_trace_on_cuda = true;
   // Default empty: every argument tensor is a storage of its own, made by
   // the caller (see CallingConvention). Entries override that per argument.
   std::vector<ArgumentTensor> argument_tensors;

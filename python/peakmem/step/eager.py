@@ -497,13 +497,26 @@ def _categorize(recorder: _Recorder, tensors: list, category: int, names: list[s
             entry[3] = name.rsplit(" ", 1)[-1].rpartition(".")[0]
 
 
+def _factories_on_the_models_device(recorder: _Recorder) -> Any:
+    """A tensor the forward makes without a device (``torch.ones(T, T,
+    dtype=torch.bool).triu(1)`` for a causal mask, ``torch.arange(T)``) is on
+    the default device, the CPU: on a CPU step that is the model's device,
+    so it is made on ``meta`` like the model's stand-ins (else the step
+    mixes CPU and meta tensors and cannot be recorded). On a CUDA target it
+    stays a CPU tensor, as on the GPU."""
+    import torch
+
+    return contextlib.nullcontext() if recorder.target.cuda else torch.device("meta")
+
+
 def _forward(recorder: _Recorder, k: int, step: dict) -> Any:
     """The forward and loss, recorded; returns the loss."""
     model, inputs, kwargs = step["model"], step["inputs"], step["kwargs"]
     first = len(recorder.record.statements)
     made_before = len(recorder.record.storages)
-    out = model(*inputs, **kwargs)
-    loss = _loss(out, step["loss_fn"], inputs, kwargs)
+    with _factories_on_the_models_device(recorder):
+        out = model(*inputs, **kwargs)
+        loss = _loss(out, step["loss_fn"], inputs, kwargs)
     del out
     recorder.statement("forward returns", "the model's output other than the loss released")
     loss_index = recorder.index_of(loss) if hasattr(loss, "untyped_storage") else None
