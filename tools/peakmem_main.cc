@@ -704,19 +704,21 @@ CLI::App* AddStep(CLI::App& app, StepArgs& args) {
 }
 
 // Levenshtein distance (small words: the quadratic table is fine).
+// Two adjacent letters swapped count as one edit (`stpe` is one edit from
+// `step`): the optimal string alignment distance.
 std::size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
     }
   }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
 // The closest of `candidates` to `word` when it is a likely typo (at most
@@ -801,8 +803,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // The suggestion first: it is the line a user reads (CLI11's own
+    // message and its "Run with --help" follow).
+    if (e.get_exit_code() != 0) SuggestSpelling(app, argc, argv);
     const int code = app.exit(e);
-    if (code != 0) SuggestSpelling(app, argc, argv);
     return code == 0 ? kExitOk : kExitUsage;
   }
   if (analyze->parsed()) return RunAnalyze(analyze_args);

@@ -77,7 +77,15 @@ TEST_F(Cli, StepWritesEveryFormatAndTakesTheCachingAllocator) {
 TEST_F(Cli, AMistypedCommandOrOptionGetsASuggestion) {
   const CliResult command = RunCli("analyse " + ShellQuote(kReferenceTrace));
   EXPECT_EQ(command.exit_code, 2);
-  EXPECT_NE(command.err.find("peakmem: did you mean 'analyze'?"), std::string::npos) << command.err;
+  // The suggestion is the first line, before CLI11's own message.
+  EXPECT_EQ(command.err.rfind("peakmem: did you mean 'analyze'?\n", 0), 0u) << command.err;
+  // Two letters swapped are one edit.
+  EXPECT_EQ(RunCli("stpe x.json").err.rfind("peakmem: did you mean 'step'?\n", 0), 0u);
+  // A step file given to analyze points to `peakmem step`.
+  const std::string step_file = TempPath("a_step.json");
+  WriteFile(step_file, testing_util::StepFileJson().dump());
+  ExpectFailure("analyze " + ShellQuote(step_file), 1, "this is a training step's file, not a trace: run `peakmem step FILE`");
+  std::remove(step_file.c_str());
   const CliResult option = RunCli("analyze " + ShellQuote(kReferenceTrace) + " --fromat json");
   EXPECT_EQ(option.exit_code, 2);
   EXPECT_NE(option.err.find("peakmem: --fromat: did you mean '--format'?"), std::string::npos) << option.err;

@@ -58,22 +58,29 @@ def _referenced(fn: Callable) -> list[tuple[str, Any, str]]:
     return found
 
 
-def check_loss_fn_captures(loss_fn: Callable | None, model: Any, inputs: tuple) -> None:
+def check_loss_fn_captures(loss_fn: Callable | None, model: Any, inputs: tuple, frontend: str = "thunder") -> None:
     """ValueError naming each tensor `loss_fn` reads from outside its
-    arguments that is not one of the model's parameters or buffers or an input."""
+    arguments that is not one of the model's parameters or buffers or an
+    input. Under Thunder it would be an extra argument of the traced step;
+    on the eager front end, a real tensor among the step's meta stand-ins
+    (a ``meta`` one is allowed there: it is a stand-in too)."""
     import torch
 
     if loss_fn is None:
         return
     known = {id(t) for t in (*model.parameters(), *model.buffers(), *inputs) if isinstance(t, torch.Tensor)}
     outside = [(name, v, how) for name, v, how in _referenced(loss_fn)
-               if isinstance(v, torch.Tensor) and id(v) not in known]
+               if isinstance(v, torch.Tensor) and id(v) not in known
+               and not (frontend == "eager" and v.device.type == "meta")]
     if not outside:
         return
     named = ", ".join(f"`{name}` (shape {tuple(v.shape)}, {how})" for name, v, how in outside)
+    why = ("Thunder makes it an extra argument of the traced step, which is neither a parameter nor an input, "
+           "and peakmem cannot place it" if frontend == "thunder" else
+           "the eager front end records the step on meta stand-ins of the step's own tensors, and a real tensor "
+           "from outside cannot meet them (make it on meta to leave it out of the step's memory)")
     raise ValueError(
-        f"loss_fn reads a tensor that is not an input of the step: {named}. Thunder makes it an extra "
-        "argument of the traced step, which is neither a parameter nor an input, and peakmem cannot place "
-        "it. Pass it as an input instead: estimate_step(model, x, targets, loss_fn=lambda output, x, targets: "
-        "...) calls model(x, targets) and loss_fn(output, x, targets), so the model's forward takes it too "
+        f"loss_fn reads a tensor that is not an input of the step: {named}. {why}. Pass it as an input "
+        "instead: estimate_step(model, x, targets, loss_fn=lambda output, x, targets: ...) calls "
+        "model(x, targets) and loss_fn(output, x, targets), so the model's forward takes it too "
         "(def forward(self, x, targets=None))")

@@ -595,6 +595,9 @@ Trace JsonReader::Read() {
       std::string_view key = field.unescaped_key();
       od::value value = field.value();
       const SourceLocation at = At(value);
+      if (key == "peakmem_step" || key == "peakmem_recorded_step") {
+        Fail({1, 1}, "this is a training step's file, not a trace: run `peakmem step FILE` (docs/step-file.md)");
+      }
       if (key == "format") {
         if (String(value, "'format'") != "peakmem.trace") {
           Fail(at, "'format' must be \"peakmem.trace\"");

@@ -43,6 +43,22 @@ def test_targets_captured_by_a_loss_fn_closure_are_named_not_taken_for_tied_weig
     assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
 
 
+def test_targets_captured_by_a_closure_are_named_on_the_eager_front_end():
+    # Recorded on meta stand-ins, the step cannot mix in a real tensor from
+    # outside: named, with the fix, instead of torch's device error.
+    import peakmem
+
+    model, x, y = Regressor(), torch.randn(8, 16), torch.randn(8, 4)
+    with pytest.raises(ValueError, match=r"loss_fn reads a tensor that is not an input of the step: `y` "
+                                         r"\(shape \(8, 4\), captured by its closure\).*meta stand-ins.*"
+                                         r"Pass it as an input"):
+        peakmem.estimate_step(model, x, loss_fn=lambda output, x: F.mse_loss(output, y), frontend="eager")
+    fixed = {"loss_fn": lambda output, x, targets: (output - targets).pow(2).sum(), "frontend": "eager"}
+    estimate = peakmem.estimate_step(model, x, y, **fixed)
+    measured = peakmem.measure_step(model, x, y, **fixed)
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+
+
 def test_a_tensor_bound_by_functools_partial_is_named():
     import functools
 
@@ -90,3 +106,20 @@ def test_a_cpu_model_with_meta_inputs_is_refused_at_once_naming_both_devices(thu
     on_meta = peakmem.estimate_step(copy.deepcopy(model).to("meta"), x.to("meta"), **loss, frontend="thunder")
     measured = peakmem.measure_step(model, x, **loss, frontend="thunder")
     assert (on_meta.peak_bytes, on_meta.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+
+
+def test_a_forward_returning_a_tuple_gets_a_hint_to_pass_loss_fn():
+    import peakmem
+
+    class Pair(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return y, y.detach()
+
+    with pytest.raises(ValueError, match=r"the loss must be a tensor; the step returned a tuple \(the model's "
+                                         r"output: pass loss_fn=lambda output, \*inputs: \.\.\."):
+        peakmem.estimate_step(Pair(), torch.randn(2, 4), frontend="eager")

@@ -42,8 +42,10 @@ def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, limit: int | 
     """The eager front end's estimate (peakmem.step.eager): the step recorded and simulated."""
     from .eager import estimate_eager_step
 
+    from ..step_checks import check_loss_fn_captures
     from .device_target import device_target
 
+    check_loss_fn_captures(step.loss_fn, model, (*inputs, *dict(step.kwargs or {}).values()), "eager")
     target = device_target(step.device, model)
     recomputation = None
     if step.recompute is not None:

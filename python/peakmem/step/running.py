@@ -22,7 +22,10 @@ def _backward(loss: Any, gradient: str | None) -> int:
     import torch
 
     if not isinstance(loss, torch.Tensor):
-        raise ValueError(f"the loss must be a tensor; the step returned a {type(loss).__name__}")
+        hint = (" (the model's output: pass loss_fn=lambda output, *inputs: ... that picks or computes the loss "
+                "from it, e.g. output[0].sum())" if isinstance(loss, (tuple, list, dict)) else
+                " (pass loss_fn=lambda output, *inputs: ... that returns a scalar tensor)")
+        raise ValueError(f"the loss must be a tensor; the step returned a {type(loss).__name__}{hint}")
     if gradient is None and loss.dim() != 0:
         raise ValueError(
             f"the loss must be a scalar tensor; the step returned shape {tuple(loss.shape)} "
