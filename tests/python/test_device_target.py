@@ -105,8 +105,10 @@ def test_a_7b_llama_sized_for_an_h100_from_meta():
     assert at_peak["temporaries"] == trainable + LOSS_BYTES
     assert at_peak["workspaces"] == WORKSPACES
     assert r.peak_bytes == sum(at_peak.values())
-    # The step's attention is flagged: CUDA's fused backends are not modelled.
-    assert any("scaled_dot_product_attention (32 calls)" in d for d in r.report.diagnostics)
+    # float32 attention without a mask on an H100: cuDNN and flash take
+    # fp16/bf16 only, so the memory-efficient kernel, in every layer; its
+    # workspaces are named as not counted.
+    assert any("scaled_dot_product_attention (32 on efficient)" in d for d in r.report.diagnostics)
 
 
 def _saved(record) -> list[tuple[int, str]]:
@@ -150,6 +152,70 @@ def test_what_a_cuda_target_does_not_model_yet_is_named():
         r = peakmem.estimate_step(Block().to("meta"), q, loss_fn=lambda out, q: out.sum(), frontend="eager",
                                   device="cuda")
     said = "\n".join(r.report.diagnostics)
-    assert "scaled_dot_product_attention (1 calls)" in said
+    assert "scaled_dot_product_attention (1 on efficient)" in said
     assert "F.rms_norm (1 calls)" in said
     assert "torch.autocast('cuda') (1 regions)" in said
+
+
+def _qkv(dtype=torch.bfloat16, b=2, h=4, s=256, d=64, hk=None):
+    q = torch.empty(b, h, s, d, device="meta", dtype=dtype, requires_grad=True)
+    k = torch.empty(b, hk or h, s, d, device="meta", dtype=dtype, requires_grad=True)
+    return q, k, torch.empty_like(k, requires_grad=True)
+
+
+@pytest.mark.parametrize("case, arch, expected", [
+    # By torch 2.13's select_sdp_backend (peakmem.step.cuda_attention):
+    # sm90 tries cuDNN first; bf16 without a mask qualifies.
+    ("bf16", 90, "cudnn"),
+    # sm80 keeps the default order: flash first.
+    ("bf16", 80, "flash"),
+    # float32: neither cuDNN nor flash (fp16/bf16 only); memory-efficient.
+    ("f32", 90, "efficient"),
+    # float32 head dim 6: not a multiple of 4, so not memory-efficient either.
+    ("f32 d6", 90, "math"),
+    # A 3-D mask: cuDNN takes 2-D or 4-D ones, flash none: memory-efficient.
+    ("bf16 mask3d", 90, "efficient"),
+    # Grouped heads with a mask on an A100: flash takes no mask, 2.13's
+    # memory-efficient kernel no grouped heads: math.
+    ("bf16 gqa mask", 80, "math"),
+])
+def test_the_attention_backend_is_cudas(case, arch, expected):
+    from peakmem.step.cuda_attention import backend
+
+    q, k, v = _qkv(torch.float32 if case.startswith("f32") else torch.bfloat16, d=6 if "d6" in case else 64,
+                   hk=2 if "gqa" in case else None)
+    mask = None
+    if "mask3d" in case:
+        mask = torch.empty(4, 256, 256, device="meta", dtype=torch.bool)
+    if "gqa mask" in case:
+        mask = torch.empty(256, 256, device="meta", dtype=torch.bool)
+    assert backend(q, k, v, mask, 0.0, False, "gqa" in case, arch) == expected
+
+
+def test_fused_attention_saves_no_attention_matrix_on_a_cuda_target():
+    # A causal float32 attention, q/k/v [2, 4, 256, 64] from one Linear:
+    # the memory-efficient kernel saves its output (2*256*4*64*4 = 524,288
+    # bytes) and log-sum-exp [2, 4, ceil(256/32)*32] in float32 (8,192);
+    # its philox seed and offset are CPU tensors (host memory). The math
+    # kernel, which meta would run, saves the [2, 4, 256, 256] float32
+    # attention (2,097,152 bytes) instead.
+    from peakmem.step.device_target import device_target
+    from peakmem.step.eager import record_step
+
+    class Attention(torch.nn.Module):
+        def __init__(self, d=256, heads=4):
+            super().__init__()
+            self.qkv, self.heads = torch.nn.Linear(d, 3 * d), heads
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.qkv(x).split(C, 2)
+            q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    model, x = Attention().to("meta"), torch.empty(2, 256, 256, device="meta")
+    record = record_step(model, x, loss_fn=lambda out, x: out.sum(), target=device_target("cuda", model))
+    saved = _saved(record)
+    attention = sorted(b for b, what in saved if "efficient_attention" in what)
+    assert attention == [0, 0, 8192, 524288]
+    assert not any(b == 2_097_152 for b, _ in saved)

@@ -10,9 +10,9 @@ a bool tensor saved for the backward (aten/src/ATen/native/Dropout.cpp
 CPU's ``_dropout_impl`` saves a noise tensor in the input's dtype.
 It is patched as a module attribute (as ``nn.Dropout`` calls it), so a
 checkpointed block's recomputation inside ``loss.backward()`` takes the
-same kernel. What is not yet recorded as CUDA runs it is counted and named
-in the report: ``scaled_dot_product_attention`` (the fused backends CUDA
-picks), ``F.rms_norm`` (CUDA's ``_fused_rms_norm`` keeps an fp32 ``rstd``
+same kernel. ``scaled_dot_product_attention`` runs the backend CUDA picks
+(peakmem.step.cuda_attention). What is not yet recorded as CUDA runs it is
+counted and named in the report: ``F.rms_norm`` (CUDA's ``_fused_rms_norm`` keeps an fp32 ``rstd``
 of one element a row where the composite keeps fp32 copies of the input;
 on ``meta`` ``_fused_rms_norm`` itself decomposes into the composite) and
 ``torch.autocast("cuda")`` (off on a host without CUDA, so its casts are
@@ -34,16 +34,22 @@ def _on_meta(x: Any) -> bool:
 
 
 @contextlib.contextmanager
-def cuda_kernels(diagnostics: list[str], target_name: str) -> Iterator[None]:
-    """Routes the functions above to CUDA's kernels on ``meta`` tensors;
-    appends to `diagnostics` what the step met that is not modelled."""
+def cuda_kernels(recorder: Any) -> Iterator[None]:
+    """Routes the functions above to CUDA's kernels on ``meta`` tensors for
+    `recorder` (peakmem.step.eager's: its ``target``, ``to_host`` and
+    ``record.diagnostics``); appends to the diagnostics what the step met
+    that is not modelled."""
     import torch
     import torch.nn.functional as F
     from torch.overrides import TorchFunctionMode
 
+    from .cuda_attention import attention
+
+    target, diagnostics = recorder.target, recorder.record.diagnostics
     dropout, rms_norm, sdpa = F.dropout, F.rms_norm, F.scaled_dot_product_attention
     autocast_enter = torch.amp.autocast_mode.autocast.__enter__
-    met = {"attention": 0, "autocast": 0, "rms_norm": 0}
+    met = {"autocast": 0, "rms_norm": 0}
+    backends: dict[str, int] = {}
 
     def cuda_dropout(input, p=0.5, training=True, inplace=False):
         if (_on_meta(input) and training and not inplace and 0 < p < 1 and input.numel() > 0
@@ -64,34 +70,48 @@ def cuda_kernels(diagnostics: list[str], target_name: str) -> Iterator[None]:
         finally:
             inside[0] = False
 
+    def chosen(backend: str) -> None:
+        backends[backend] = backends.get(backend, 0) + 1
+
+    def routed_attention(query, *args, **kwargs):
+        if not _on_meta(query):
+            return sdpa(query, *args, **kwargs)
+        with torch._C.DisableTorchFunction():
+            return attention(query, *args, **kwargs, arch=target.cuda_arch, to_host=recorder.to_host,
+                             chosen=chosen)
+
     def counted_autocast_enter(self):
         if getattr(self, "device", None) == "cuda":
             met["autocast"] += 1
         return autocast_enter(self)
 
-    class CountedAttention(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            met["attention"] += func is sdpa
-            return func(*args, **(kwargs or {}))
+    class CudaAttention(TorchFunctionMode):
+        """Catches calls through an alias of the function (``from
+        torch.nn.functional import scaled_dot_product_attention``)."""
 
-    F.dropout, F.rms_norm = cuda_dropout, counted_rms_norm
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            return routed_attention(*args, **kwargs) if func is sdpa else func(*args, **kwargs)
+
+    F.dropout, F.rms_norm, F.scaled_dot_product_attention = cuda_dropout, counted_rms_norm, routed_attention
     torch.amp.autocast_mode.autocast.__enter__ = counted_autocast_enter
     try:
-        with CountedAttention():
+        with CudaAttention():
             yield
     finally:
-        F.dropout, F.rms_norm = dropout, rms_norm
+        F.dropout, F.rms_norm, F.scaled_dot_product_attention = dropout, rms_norm, sdpa
         torch.amp.autocast_mode.autocast.__enter__ = autocast_enter
-        if met["attention"]:
+        if backends:
+            calls = ", ".join(f"{n} on {b}" for b, n in sorted(backends.items()))
             diagnostics.append(
-                f"scaled_dot_product_attention ({met['attention']} calls) is recorded with the math kernel; on "
-                f"{target_name} PyTorch picks a fused backend (flash, memory-efficient or cuDNN) where the "
-                "dtype, shapes and mask allow, whose saved tensors and scratch are not modelled yet")
+                f"scaled_dot_product_attention ({calls}): the backends {target.name} picks, with their outputs "
+                "and saved tensors; the workspaces their kernels allocate and free inside (cuDNN's, flash's "
+                "split-KV and backward accumulators, the memory-efficient backward's) are not counted")
         if met["rms_norm"]:
             diagnostics.append(
-                f"F.rms_norm ({met['rms_norm']} calls) is recorded with the composite; on {target_name} the fused "
+                f"F.rms_norm ({met['rms_norm']} calls) is recorded with the composite; on {target.name} the fused "
                 "kernel runs, saving an fp32 rstd of one element a row instead: not modelled yet")
         if met["autocast"]:
             diagnostics.append(
                 f"torch.autocast('cuda') ({met['autocast']} regions) is off on this host, so the step is recorded "
-                f"without its casts and cast cache; on {target_name} they run: not modelled yet")
+                f"without its casts and cast cache; on {target.name} they run: not modelled yet")

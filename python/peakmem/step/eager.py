@@ -135,6 +135,16 @@ class _Recorder:
     def index_of(self, t: Any) -> int | None:
         return self.live.get(id(t.untyped_storage()))
 
+    def to_host(self, t: Any) -> None:
+        """`t`, recorded as a device storage, is a CPU tensor on the target
+        (a kernel's output the meta function puts on the device: the
+        memory-efficient attention's philox seed and offset): its bytes are
+        host memory (``host_bytes``), none on the device."""
+        index = self.index_of(t)
+        if index is not None and self.record.storages[index][0]:
+            self.host_bytes += self.record.storages[index][0]
+            self.record.storages[index][0] = 0
+
     def _freed(self, key: int) -> None:
         index = self.live.pop(key, None)
         self._refs.pop(key, None)
@@ -611,8 +621,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.collect()
     gc.disable()
     try:
-        kernels = (cuda_kernels(recorder.record.diagnostics, recorder.target.name) if recorder.target.cuda
-                   else _cpu_attention())
+        kernels = cuda_kernels(recorder) if recorder.target.cuda else _cpu_attention()
         with cuda_kernel_choices(recorder.target), kernels, _rng_states(recorder), _dispatch_mode(recorder):
             for k in range(1, steps + 1):
                 _run_iteration(recorder, k, step)
@@ -623,8 +632,8 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
             gc.enable()
     if recorder.host_bytes:
         recorder.record.diagnostics.append(
-            f"{recorder.host_bytes:,} bytes of CPU tensors (Adam's step counters, saved numbers) are host "
-            f"memory on {recorder.target.name}: not counted in the device's bytes")
+            f"{recorder.host_bytes:,} bytes of CPU tensors (Adam's step counters, saved numbers, attention's "
+            f"philox seeds) are host memory on {recorder.target.name}: not counted in the device's bytes")
     if recorder.unknown_ops:
         recorder.record.diagnostics.append(
             f"{len(recorder.unknown_ops)} ATen ops are not in peakmem's registry; what their "
