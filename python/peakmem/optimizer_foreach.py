@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .optimizer_program import ParamInfo, Writer, adam_arguments, dtype_attr, num, sgd_arguments, type_of
+from .optimizer_writing import ParamInfo, Writer, adam_arguments, dtype_attr, num, sgd_arguments, type_of
 
 __all__ = ["adam_foreach", "sgd_foreach"]
 
