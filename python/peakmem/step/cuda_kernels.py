@@ -101,17 +101,22 @@ def cuda_kernels(recorder: Any) -> Iterator[None]:
     finally:
         F.dropout, F.rms_norm, F.scaled_dot_product_attention = dropout, rms_norm, sdpa
         torch.amp.autocast_mode.autocast.__enter__ = autocast_enter
-        if backends:
-            calls = ", ".join(f"{n} on {b}" for b, n in sorted(backends.items()))
-            diagnostics.append(
-                f"scaled_dot_product_attention ({calls}): the backends {target.name} picks, with their outputs "
-                "and saved tensors; the workspaces their kernels allocate and free inside (cuDNN's, flash's "
-                "split-KV and backward accumulators, the memory-efficient backward's) are not counted")
-        if met["rms_norm"]:
-            diagnostics.append(
-                f"F.rms_norm ({met['rms_norm']} calls) is recorded with the composite; on {target.name} the fused "
-                "kernel runs, saving an fp32 rstd of one element a row instead: not modelled yet")
-        if met["autocast"]:
-            diagnostics.append(
-                f"torch.autocast('cuda') ({met['autocast']} regions) is off on this host, so the step is recorded "
-                f"without its casts and cast cache; on {target.name} they run: not modelled yet")
+        diagnostics += _what_was_met(target.name, backends, met)
+
+
+def _what_was_met(target_name: str, backends: dict[str, int], met: dict[str, int]) -> list[str]:
+    """The report's lines on what cuda_kernels met: the attention backends
+    picked, and what is not modelled yet."""
+    out = []
+    if backends:
+        calls = ", ".join(f"{n} on {b}" for b, n in sorted(backends.items()))
+        out.append(f"scaled_dot_product_attention ({calls}): the backends {target_name} picks, with their outputs "
+                   "and saved tensors; the workspaces their kernels allocate and free inside (cuDNN's, flash's "
+                   "split-KV and backward accumulators, the memory-efficient backward's) are not counted")
+    if met["rms_norm"]:
+        out.append(f"F.rms_norm ({met['rms_norm']} calls) is recorded with the composite; on {target_name} the fused "
+                   "kernel runs, saving an fp32 rstd of one element a row instead: not modelled yet")
+    if met["autocast"]:
+        out.append(f"torch.autocast('cuda') ({met['autocast']} regions) is off on this host, so the step is recorded "
+                   f"without its casts and cast cache; on {target_name} they run: not modelled yet")
+    return out
