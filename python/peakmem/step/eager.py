@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .cuda_kernels import cuda_kernels
+from .shadow_values import DataDependentError, ShadowValues
 from .device_target import GEMM_OPS, DeviceTarget, cuda_kernel_choices
 
 __all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
@@ -103,6 +104,7 @@ class _Recorder:
         self.target = target or DeviceTarget(name="cpu", kind="cpu")
         self.host_bytes = 0
         self.workspaces_made = False
+        self.shadows = ShadowValues()  # the real values the step reads (shadow_values.py)
         self.record = RecordedStep()
         self.live: dict[int, int] = {}  # id(untyped storage) -> storage index
         self._refs: dict[int, Any] = {}
@@ -243,6 +245,15 @@ def _arguments(func: Any, args: tuple, kwargs: dict, op: str, known: Callable[[A
     return out, wraps
 
 
+def _data_dependent(error: Exception) -> bool:
+    """Whether a meta call failed for want of the data (``.item()``,
+    ``nonzero``, a data-dependent output shape), not for a mistake."""
+    text = str(error)
+    return isinstance(error, (RuntimeError, NotImplementedError)) and (
+        "meta tensors" in text or "data-dependent" in text or "meta device" in text
+        or "data dependent" in text or "data-independent" in text or "Cannot copy out of meta tensor" in text)
+
+
 def _describe(x: Any) -> str:
     import torch
 
@@ -270,7 +281,15 @@ def _dispatch_mode(recorder: _Recorder):
             kwargs = kwargs or {}
             op = str(func)
             recorder.saved_numbers()
-            out = func(*args, **kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except DataDependentError:
+                raise
+            except Exception as e:  # a value or shape meta cannot give: from the shadows, or a clear error
+                if not _data_dependent(e):
+                    raise
+                out = recorder.shadows.instead(func, args, kwargs, e)
+            recorder.shadows.follow(func, args, kwargs, out)
             events: list[int] = []
             device = "cpu"
             for t in tree_leaves(out):
@@ -449,10 +468,13 @@ def _meta_stand_ins(tensors: list, made: dict) -> None:
         made[id(t)] = m
 
 
-def meta_replica(model: Any, inputs: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:
+def meta_replica(model: Any, inputs: tuple, kwargs: dict,
+                 shadows: ShadowValues | None = None) -> tuple[Any, tuple, dict]:
     """The model, inputs and keyword inputs with every tensor a meta stand-in
     (deep copies of the containers, the tensors' data not copied); those
-    already on meta are used as they are."""
+    already on meta are used as they are. `shadows`, when given, keeps the
+    real integer and boolean tensors' values beside their stand-ins
+    (peakmem.step.shadow_values)."""
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -462,6 +484,8 @@ def meta_replica(model: Any, inputs: tuple, kwargs: dict) -> tuple[Any, tuple, d
         return model, inputs, kwargs
     made: dict[int, Any] = {}
     _meta_stand_ins(given, made)
+    if shadows is not None:
+        shadows.give_inputs([(made[id(t)], t) for t in given if id(t) in made])
     memo = {k: v for k, v in made.items()}
     return copy.deepcopy((model, inputs, kwargs), memo)
 
@@ -588,8 +612,8 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     `target`: the device the step is recorded for (device_target.py; None:
     the CPU)."""
     kwargs = dict(kwargs or {})
-    model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs)
     recorder = _Recorder(target)
+    model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs, recorder.shadows)
     named = list(model.named_parameters())
     for name, p in named:
         recorder.storage(p, f"parameter {name}", _PARAMETERS)

@@ -1,0 +1,63 @@
+"""Steps that read a value from their data (peakmem.step.shadow_values):
+``transformers``' mask code reads its position ids (``.all()`` of the
+packed-sequence check, with ``use_cache=False``) and, for ``sdpa``, its
+attention mask (``padding_mask.all()``). The eager front end takes those
+values from the real integer inputs and the tensors made from them, so the
+estimate equals the step run for real (measure_step, the profiler on the
+CPU); a value that comes from floating-point data is a clear error naming
+the call and the model's line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import peakmem
+
+transformers = pytest.importorskip("transformers")
+
+
+def _model(family: str, attention: str):
+    torch.manual_seed(0)
+    if family == "llama":
+        config = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                          use_cache=False)
+    else:
+        config = transformers.GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=128,
+                                         use_cache=False, bos_token_id=0, eos_token_id=0)
+    config._attn_implementation = attention
+    return transformers.AutoModelForCausalLM.from_config(config)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("mask", [None, "padded"])
+def test_a_step_that_reads_its_ids_and_mask_is_estimated_as_it_runs(family, attention, mask):
+    model = _model(family, attention)
+    ids = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
+    kwinputs = {"input_ids": ids, "labels": ids}
+    if mask == "padded":  # a tokenizer's mask of a shorter second sequence
+        kwinputs["attention_mask"] = torch.ones(2, 32, dtype=torch.long)
+        kwinputs["attention_mask"][1, 24:] = 0
+    step = {"kwinputs": kwinputs, "optimizer": torch.optim.AdamW, "frontend": "eager"}
+    measured = peakmem.measure_step(model, **step)
+    estimated = peakmem.estimate_step(model, **step)
+    assert (estimated.peak_bytes, estimated.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+
+
+def test_a_value_of_floating_point_data_is_named_with_its_line():
+    class Branching(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.lin(x)
+            if y.sum().item() > 0:
+                return y.sum()
+            return (2 * y).sum()
+
+    with pytest.raises(ValueError, match=r"aten._local_scalar_dense.default needs a tensor's value.*"
+                                         r"test_eager_data_dependent.py:\d+ \(if y.sum\(\).item\(\) > 0:\)"):
+        peakmem.estimate_step(Branching(), torch.randn(2, 4), frontend="eager")
