@@ -246,6 +246,16 @@ void TuneMallocForOneShot() {
 
 namespace {
 
+// --device's check: a name ParseTargetDevice knows (its error lists them).
+CLI::Validator DeviceName() {
+  return CLI::Validator(
+      [](const std::string& value) {
+        std::string error;
+        return peakmem::ParseTargetDevice(value, &error) ? std::string() : error;
+      },
+      "DEVICE");
+}
+
 // --model, --convention, --no-scratch, --torch-threads and --device, which analyze, diff and plan share.
 void AddModelOptions(CLI::App* command, std::string* model, std::string* convention,
                      bool* no_scratch, int* torch_threads, std::string* device) {
@@ -277,12 +287,7 @@ void AddModelOptions(CLI::App* command, std::string* model, std::string* convent
                    "Runtime model: whose kernels run the trace: 'auto' each tensor's own device "
                    "(meta stands for the CPU), 'cpu', or a CUDA GPU ('cuda', 'cuda:h100', 'cuda:h200', "
                    "'cuda:a100'): the op scratch CUDA's kernels allocate instead of the CPU's")
-      ->check(
-          [](const std::string& value) {
-            std::string error;
-            return peakmem::ParseTargetDevice(value, &error) ? std::string() : error;
-          },
-          "DEVICE")
+      ->check(DeviceName())
       ->capture_default_str();
 }
 
@@ -693,12 +698,7 @@ CLI::App* AddStep(CLI::App& app, StepArgs& args) {
   step->add_option("--device", args.device,
                    "Whose kernels run the traced step's op scratch: cpu, cuda (a Hopper GPU), cuda:h100, "
                    "cuda:h200, cuda:a100 (default: the file's, else each tensor's own device)")
-      ->check(
-          [](const std::string& value) {
-            std::string error;
-            return peakmem::ParseTargetDevice(value, &error) ? std::string() : error;
-          },
-          "DEVICE");
+      ->check(DeviceName());
   step->add_option("-o,--output", args.output, "Write the report to this file, not stdout");
   return step;
 }
