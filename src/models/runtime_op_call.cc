@@ -12,6 +12,7 @@
 #include "peakmem/semantics/blas_operands.h"
 #include "peakmem/ir/dtensor_layout.h"
 #include "peakmem/semantics/convolution_scratch.h"
+#include "peakmem/semantics/cuda_scratch_rules.h"
 #include "peakmem/semantics/fusion.h"
 #include "peakmem/semantics/scratch.h"
 #include "peakmem/semantics/view_strides.h"
@@ -656,23 +657,7 @@ void RuntimeModel::DiagnoseCpuOnlyRule(const Statement& s, std::string_view rule
            "modelled yet)");
 }
 
-// What each scratch rule is when CUDA's kernels run the call:
-//   - the kernels' own `.contiguous()` of an operand are CUDA's too
-//     (cuda/SoftMax.cu host_softmax, DilatedMaxPool2d.cu, Embedding.cu's
-//     embedding_dense_backward_cuda: `grad_.contiguous()`);
-//   - elementwise: a Python number stays a CPU scalar TensorIterator hands
-//     the kernel, and operands of another dtype are cast inside the kernel
-//     (TensorIterator.cpp compute_types promotes inputs through temporaries
-//     only when the common device is the CPU): nothing;
-//   - where(cond, x, 2.0): at::scalar_tensor of the result's dtype on the
-//     operand's device (TensorCompare.cpp), as on the CPU;
-//   - Thunder's `*_vjp` gradients recompute their forward on any device;
-//   - matrix products: cuBLAS takes row- and column-major operands as CPU
-//     BLAS does (cuBlasCommonArgs.h prepare_matrix_for_cublas), and
-//     matmul's folding and batching are the same composite
-//     (LinearAlgebra.cpp _matmul_impl);
-//   - convolutions (cuDNN's workspace) and the other CPU kernels' rules:
-//     not known, diagnosed and not counted.
+// CUDA's kernels (cuda_scratch_rules.h says what each rule is there).
 ScratchEstimate RuntimeModel::CudaScratch(const Statement& s, const OpInfo* op) {
   if (!said_cpu_trace_on_cuda_ && options_.note_cpu_trace_on_cuda && options_.context.target) {
     const ObjectId first = ArgObject(s, 0);
@@ -684,33 +669,27 @@ ScratchEstimate RuntimeModel::CudaScratch(const Statement& s, const OpInfo* op) 
     }
   }
   ScratchEstimate out;
-  out.with_outputs = ContiguousArgumentCopy(s, op);
+  out.with_outputs = ContiguousArgumentCopy(s, op);  // the kernels' own .contiguous(): CUDA's too
   if (op == nullptr) return out;
-  switch (op->scratch) {
-    case ScratchRule::kNone:
-    case ScratchRule::kWrappedScalars:
-    case ScratchRule::kWrappedBase:
+  switch (CudaScratchOf(op->scratch)) {
+    case CudaScratch::kNone:
       return out;
-    case ScratchRule::kWhereScalar:
-    case ScratchRule::kRecomputedForward: {
+    case CudaScratch::kAsOnTheCpu: {
       const ScratchEstimate rule = EstimateScratch(trace_, s, op);
       out.before_outputs += rule.before_outputs;
-      out.with_outputs += rule.with_outputs;
+      out.with_outputs += rule.with_outputs + MatmulOperandClones(s, op);
       return out;
     }
-    case ScratchRule::kBlasOperandClones:
-      out.with_outputs += MatmulOperandClones(s, op);
-      return out;
-    case ScratchRule::kConvolution:
-    case ScratchRule::kConvolutionBackward:
+    case CudaScratch::kCudnnWorkspace:
       DiagnoseCpuOnlyRule(s, "cuDNN's workspace");
       return out;
-    default: {
+    case CudaScratch::kNotModelled: {
       const ScratchEstimate cpu = EstimateScratch(trace_, s, op);
       if (cpu.before_outputs + cpu.with_outputs > 0) DiagnoseCpuOnlyRule(s, "the CPU kernel's scratch rule");
       return out;
     }
   }
+  return out;
 }
 
 void RuntimeModel::ExecuteCall(const Statement& s) {

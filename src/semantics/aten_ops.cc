@@ -4,6 +4,7 @@
 
 #include "peakmem/semantics/blas_operands.h"
 #include "peakmem/semantics/convolution_scratch.h"
+#include "peakmem/semantics/cuda_scratch_rules.h"
 
 namespace peakmem {
 namespace {
@@ -192,36 +193,29 @@ bool DTypeRuleApplies(ScratchRule rule, std::span<const AtenArgument> arguments)
   return d == "f16" || d == "bf16";  // kHalfGather, kHalfIndexAdd
 }
 
-// The same rules as CUDA's kernels run them (the runtime model's
-// RuntimeModel::CudaScratch says why each is what it is): elementwise
-// kernels wrap and cast nothing on the device, where() makes its 0-d
-// scalar_tensor there, cuBLAS takes what CPU BLAS takes, and cuDNN's
-// workspaces and the other CPU kernels' rules are not known.
+// The registry's rules as CUDA's kernels run them (cuda_scratch_rules.h).
 ScratchEstimate CudaAtenScratch(const OpInfo& op, std::string_view base, std::span<const AtenArgument> arguments,
                                 std::string* why_not) {
-  switch (op.scratch) {
-    case ScratchRule::kNone:
-    case ScratchRule::kWrappedScalars:
-    case ScratchRule::kWrappedBase:
+  switch (CudaScratchOf(op.scratch)) {
+    case CudaScratch::kNone:
       return {};
-    case ScratchRule::kWhereScalar:
-      return WhereScratch(arguments);
-    case ScratchRule::kBlasOperandClones:
-      return ProductScratch(base, arguments, why_not);
-    case ScratchRule::kConvolution:
-    case ScratchRule::kConvolutionBackward:
+    case CudaScratch::kAsOnTheCpu:
+      return op.scratch == ScratchRule::kWhereScalar ? WhereScratch(arguments)
+                                                     : ProductScratch(base, arguments, why_not);
+    case CudaScratch::kCudnnWorkspace:
       *why_not = "cuDNN's workspace is not modelled";
       return {};
-    case ScratchRule::kReductionCast:
-    case ScratchRule::kHalfGather:
-    case ScratchRule::kHalfIndexAdd:
-      if (!DTypeRuleApplies(op.scratch, arguments)) return {};
-      [[fallthrough]];
-    default:
+    case CudaScratch::kNotModelled:
+      if ((op.scratch == ScratchRule::kReductionCast || op.scratch == ScratchRule::kHalfGather ||
+           op.scratch == ScratchRule::kHalfIndexAdd) &&
+          !DTypeRuleApplies(op.scratch, arguments)) {
+        return {};
+      }
       *why_not = "what CUDA's kernel for " + std::string(base) + " allocates inside (" + DescribeOp(op) +
                  " on the CPU) is not modelled";
       return {};
   }
+  return {};
 }
 
 }  // namespace
