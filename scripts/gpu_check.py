@@ -87,6 +87,11 @@ QUICK_STEPS = ("mlp", "gpt_block_sgd_3_steps", "mlp_adamw_foreach_3_steps")
 # optimizer (foreach AdamW), dropout's mask, attention (math on meta: its
 # CUDA backends are not modelled, so a difference there is expected).
 QUICK_EAGER_STEPS = ("mlp_adamw_3_steps", "gpt_block", "llama_block_bf16_adamw")
+# (--eager-steps also takes tests/python/transformers_steps.py's hf_* entries:
+# tiny GPT-2 and Llama, sdpa and eager attention, float32 and bf16 autocast,
+# AdamW foreach, for-loop and fused; in the default and "all" sets where
+# transformers is installed.)
+QUICK_HF_STEPS = ("hf_llama_sdpa", "hf_gpt2_sdpa_bf16_autocast")
 
 # The allocator figures compared, as both reports name them.
 ALLOCATOR_KEYS = ("allocated_peak_bytes", "allocated_final_bytes", "reserved_peak_bytes", "reserved_final_bytes")
@@ -184,6 +189,27 @@ def program_names() -> list[str]:
 
 def step_names() -> list[str]:
     return [e.name for e in step_models().ENTRIES]
+
+
+def transformers_steps():
+    """tests/python/transformers_steps.py (it imports step_models by name)."""
+    step_models()
+    return _load(REPO / "tests" / "python" / "transformers_steps.py", "transformers_steps")
+
+
+def eager_step_names() -> list[str]:
+    """The step corpus and, where transformers is installed, its tiny models' steps."""
+    names = step_names()
+    if importlib.util.find_spec("transformers") is not None:
+        names += [e.name for e in transformers_steps().ENTRIES]
+    return names
+
+
+def _entry(name: str):
+    entries = step_models().ENTRIES
+    if name.startswith("hf_"):
+        entries = transformers_steps().ENTRIES
+    return next(e for e in entries if e.name == name)
 
 
 # ---------------------------------------------------------------------------
@@ -401,12 +427,14 @@ def check_step(result: Result, name: str, device: Any, frontend: str = "thunder"
     import peakmem
     import torch
 
-    entry = next(e for e in step_models().ENTRIES if e.name == name)
+    entry = _entry(name)
     torch.manual_seed(0)
-    model, inputs = entry.make(), entry.inputs()
+    model, inputs, setup = entry.make(), entry.inputs(), dict(entry.setup)
     _clean(torch, device)
     with _private_pool(torch, device):
         inputs = _on_device(inputs, device)
+        if "kwinputs" in setup:
+            setup["kwinputs"] = _on_device(setup["kwinputs"], device)
     before = _cuda_current(torch, device) if device.type == "cuda" else None
     model = model.to(device)
     after = _cuda_current(torch, device) if device.type == "cuda" else None
@@ -418,9 +446,9 @@ def check_step(result: Result, name: str, device: Any, frontend: str = "thunder"
         if target.cuda:
             target = target.libraries_warm()
     estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, allocator="cuda-caching",
-                                      **entry.setup, frontend=frontend, device=target)
+                                      **setup, frontend=frontend, device=target)
     _clean(torch, device)
-    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend=frontend)
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **setup, frontend=frontend)
     # The segments now: the parameters' and those the measured steps made
     # (measure_step emptied the cache before them, and nothing has since).
     segments = None if before is None else _cuda_current(torch, device)["segment"] - before["segment"]
@@ -698,6 +726,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("programs:", " ".join(program_names()))
         print("steps (Thunder's and the eager front end's):", " ".join(step_names()))
+        print("eager steps only:", " ".join(n for n in eager_step_names() if n not in step_names()))
         return OK
     import torch
 
@@ -713,7 +742,9 @@ def main(argv: list[str] | None = None) -> int:
             device = torch.device(device.type, torch.cuda.current_device())
     programs = _names(args.programs, QUICK_PROGRAMS, program_names(), args.quick, "program")
     steps = _names(args.steps, QUICK_STEPS, step_names(), args.quick, "step")
-    eager_steps = _names(args.eager_steps, QUICK_EAGER_STEPS, step_names(), args.quick, "step")
+    every_eager = eager_step_names()
+    quick_eager = QUICK_EAGER_STEPS + tuple(n for n in QUICK_HF_STEPS if n in every_eager)
+    eager_steps = _names(args.eager_steps, quick_eager, every_eager, args.quick, "step")
     budget = args.time_budget if args.time_budget is not None else None if args.dry_run else GPU_TIME_BUDGET
     result = run(device, programs, steps, executors=args.executors, time_budget=budget or None,
                  outputs=args.output, eager_steps=eager_steps)

@@ -219,3 +219,16 @@ def test_fused_attention_saves_no_attention_matrix_on_a_cuda_target():
     attention = sorted(b for b, what in saved if "efficient_attention" in what)
     assert attention == [0, 0, 8192, 524288]
     assert not any(b == 2_097_152 for b, _ in saved)
+
+
+def test_fused_adamw_on_the_cpu_is_estimated_as_it_runs():
+    # The CPU has fused AdamW kernels; meta, which the recording runs on,
+    # had none, and torch refused fused=True there. Now the estimate runs
+    # it as the CPU does: equal to the step measured on the CPU.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    step = {"loss_fn": lambda out, x: out.sum(), "optimizer": torch.optim.AdamW,
+            "optimizer_kwargs": {"fused": True}, "frontend": "eager", "steps": 2}
+    x = torch.randn(16, 64)
+    estimated, measured = peakmem.estimate_step(model, x, **step), peakmem.measure_step(model, x, **step)
+    assert (estimated.peak_bytes, estimated.final_bytes) == (measured.peak_bytes, measured.final_bytes)

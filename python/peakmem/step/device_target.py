@@ -7,10 +7,12 @@ workspaces), the estimate for a CUDA target decides as CUDA would:
 
 * **the optimizer**: ``torch.optim``'s ``_default_to_fused_or_foreach``
   picks the foreach implementation for CUDA parameters (the for-loop one
-  for the CPU and ``meta``), and accepts ``fused=True`` for them. While a
-  CUDA target is recorded, torch's lists of the devices with foreach and
-  fused kernels name ``meta`` too, so PyTorch's own rule chooses, with the
-  user's ``foreach=``/``fused=``/``differentiable=`` honoured as on the GPU;
+  for the CPU and ``meta``), and accepts ``fused=True`` for them (and for
+  the CPU's). While a step is recorded, torch's list of the devices with
+  fused kernels names ``meta`` too, and on a CUDA target its list of those
+  with foreach kernels (``kernel_choices``), so PyTorch's own rule chooses,
+  with the user's ``foreach=``/``fused=``/``differentiable=`` honoured as
+  on the device;
   ``clip_grad_norm_`` takes its ``_foreach_norm`` path likewise. Adam's
   ``step`` counters are then CPU tensors (not capturable, not fused), as on
   CUDA: host memory, left out of the device's bytes;
@@ -102,17 +104,18 @@ def cuda_target_name(device: Any) -> str:
 
 
 @contextlib.contextmanager
-def cuda_kernel_choices(target: DeviceTarget) -> Iterator[None]:
-    """While recording for a CUDA target: torch's lists of the devices with
-    foreach and fused optimizer kernels name ``meta`` (see the module
-    docstring). Nothing changes for another target."""
-    if not target.cuda:
-        yield
-        return
+def kernel_choices(target: DeviceTarget) -> Iterator[None]:
+    """While recording: ``meta`` is among torch's devices with fused
+    optimizer kernels (the CPU and CUDA have them, so ``fused=True`` is
+    accepted as on the device), and on a CUDA target among those with
+    foreach kernels too (see the module docstring); PyTorch's own rules then
+    choose as on the device."""
     import torch.optim.optimizer as optimizer_module
     import torch.utils._foreach_utils as foreach_utils
 
-    names = ("_get_foreach_kernels_supported_devices", "_get_fused_kernels_supported_devices")
+    names = ["_get_fused_kernels_supported_devices"]
+    if target.cuda:
+        names.append("_get_foreach_kernels_supported_devices")
     saved = {(module, name): getattr(module, name) for module in (optimizer_module, foreach_utils)
              for name in names if hasattr(module, name)}
     for (module, name), original in saved.items():

@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 from .cuda_kernels import cuda_kernels
 from .shadow_values import DataDependentError, ShadowValues
-from .device_target import GEMM_OPS, DeviceTarget, cuda_kernel_choices
+from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 
 __all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
 
@@ -646,7 +646,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.disable()
     try:
         kernels = cuda_kernels(recorder) if recorder.target.cuda else _cpu_attention()
-        with cuda_kernel_choices(recorder.target), kernels, _rng_states(recorder), _dispatch_mode(recorder):
+        with kernel_choices(recorder.target), kernels, _rng_states(recorder), _dispatch_mode(recorder):
             for k in range(1, steps + 1):
                 _run_iteration(recorder, k, step)
     finally:
