@@ -232,3 +232,14 @@ def test_fused_adamw_on_the_cpu_is_estimated_as_it_runs():
     x = torch.randn(16, 64)
     estimated, measured = peakmem.estimate_step(model, x, **step), peakmem.measure_step(model, x, **step)
     assert (estimated.peak_bytes, estimated.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+
+
+def test_thunders_optimizer_program_is_cudas_choice_on_a_cuda_target():
+    # torch.optim.optimizer._default_to_fused_or_foreach: CUDA parameters
+    # get foreach unless the user chose (foreach=False) or differentiable.
+    from peakmem.optimizer_program import resolve_optimizer
+
+    assert resolve_optimizer(torch.optim.AdamW, {}, cuda=True).group["foreach"] is True
+    assert resolve_optimizer(torch.optim.AdamW, {}).group["foreach"] is None  # the CPU: the for-loop
+    assert resolve_optimizer(torch.optim.AdamW, {"foreach": False}, cuda=True).group["foreach"] is False
+    assert resolve_optimizer(torch.optim.SGD, {"lr": 0.1}, cuda=True).group["foreach"] is True
