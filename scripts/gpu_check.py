@@ -140,6 +140,13 @@ class Result:
     not_run: list[str] = field(default_factory=list)  # left for the time budget
     held_before: tuple[int, int] | None = None  # the last measurement's, see check_trace
     seconds: float = 0.0
+    # --keep: where the programs go, and each program's label -> how to
+    # predict it again (a trace or step file's name in that folder, or
+    # "eager ENTRY TARGET": the eager front end's estimate of a step-corpus
+    # entry for that target in a warm process); tests/python/test_gpu_recorded.py
+    # reads them.
+    keep: Path | None = None
+    kept: dict[str, str] = field(default_factory=dict)
 
     @property
     def mismatches(self) -> list[Row]:
@@ -157,7 +164,7 @@ class Result:
             "status": self.status,
             "rows": [{**asdict(r), "difference": r.difference, "mismatch": r.mismatch} for r in self.rows],
             "notes": self.notes, "failures": [{"program": p, "error": e} for p, e in self.failures],
-            "not_run": self.not_run,
+            "not_run": self.not_run, "kept": self.kept,
         }
 
 
@@ -345,6 +352,10 @@ def check_trace(result: Result, label: str, trace: Any, device: Any) -> None:
 
     report = peakmem.analyze(trace, allocator="cuda-caching")
     a = report.allocator
+    if result.keep is not None:
+        name = label.replace(" ", "_") + ".trace"
+        (result.keep / name).write_text(str(trace))
+        result.kept[label] = name
     got = measure_trace(trace, device)
     m = got.m
     result.rows += [
@@ -447,12 +458,19 @@ def check_step(result: Result, name: str, device: Any, frontend: str = "thunder"
             target = target.libraries_warm()
     estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, allocator="cuda-caching",
                                       **setup, frontend=frontend, device=target)
+    label = f"step {name}" if frontend == "thunder" else f"eager {name}"
+    if result.keep is not None and frontend == "thunder":
+        file = f"step_{name}.step.json"
+        peakmem.export_step(model, *inputs, loss_fn=entry.loss_fn, **setup, frontend=frontend,
+                            path=str(result.keep / file))
+        result.kept[label] = file
+    elif result.keep is not None:
+        result.kept[label] = f"eager {name} {target.name}"
     _clean(torch, device)
     measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **setup, frontend=frontend)
     # The segments now: the parameters' and those the measured steps made
     # (measure_step emptied the cache before them, and nothing has since).
     segments = None if before is None else _cuda_current(torch, device)["segment"] - before["segment"]
-    label = f"step {name}" if frontend == "thunder" else f"eager {name}"
     result.rows += [
         Row(label, "requested peak", estimated.peak_bytes, measured.peak_bytes),
         Row(label, "requested final", estimated.final_bytes, measured.final_bytes),
@@ -551,7 +569,7 @@ def versions(device: Any) -> dict[str, str]:
 
 def run(device: Any, programs: list[str], steps: list[str], *, executors: str = "default",
         time_budget: float | None = None, outputs: tuple[Path, ...] = (), log: Any = sys.stderr,
-        eager_steps: list[str] = ()) -> Result:
+        eager_steps: list[str] = (), keep: Path | None = None) -> Result:
     """Checks `programs` (corpus names), then `steps` (step-corpus names,
     Thunder's front end), then `eager_steps` (the same entries on the eager
     front end) on `device`; stops starting new ones once `time_budget`
@@ -561,7 +579,9 @@ def run(device: Any, programs: list[str], steps: list[str], *, executors: str = 
 
     start = time.monotonic()
     import_thunder()
-    result = Result(device=str(device), versions=versions(device))
+    result = Result(device=str(device), versions=versions(device), keep=keep)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
     if device.type == "cuda":
         import torch
 
@@ -701,6 +721,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "none in a dry run); 0: no limit")
     p.add_argument("--output", type=Path, action="append", default=[], metavar="PATH",
                    help="also write the table (after every program): PATH.json as JSON, else markdown; repeatable")
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="keep each program checked in DIR (its trace or step file) and the table as DIR/table.json, "
+                        "so that CI predicts the rows again (tests/python/test_gpu_recorded.py); on a GPU the "
+                        "default is tests/data/gpu/DATE-GPU")
     p.add_argument("--wheelhouse", type=Path, metavar="DIR",
                    help="first install, offline, the wheels in DIR this Python lacks (and peakmem-*.whl)")
     p.add_argument("--site", type=Path, default=REPO / "build" / "gpu-check-site", metavar="DIR",
@@ -746,10 +770,15 @@ def main(argv: list[str] | None = None) -> int:
     quick_eager = QUICK_EAGER_STEPS + tuple(n for n in QUICK_HF_STEPS if n in every_eager)
     eager_steps = _names(args.eager_steps, quick_eager, every_eager, args.quick, "step")
     budget = args.time_budget if args.time_budget is not None else None if args.dry_run else GPU_TIME_BUDGET
+    keep = args.keep
+    if keep is None and device.type == "cuda":
+        gpu = torch.cuda.get_device_name(device).replace("NVIDIA ", "").replace(" ", "-").lower()
+        keep = REPO / "tests" / "data" / "gpu" / f"{time.strftime('%Y-%m-%d')}-{gpu}"
+    outputs = [*args.output, *([keep / "table.json"] if keep is not None else [])]
     result = run(device, programs, steps, executors=args.executors, time_budget=budget or None,
-                 outputs=args.output, eager_steps=eager_steps)
+                 outputs=outputs, eager_steps=eager_steps, keep=keep)
     print(report_text(result), end="")
-    for path in args.output:
+    for path in outputs:
         write_output(result, path)
     return result.status
 

@@ -74,15 +74,18 @@ class ShadowValues:
         self._refs.pop(key, None)
 
     def of(self, t: Any) -> Any:
-        """`t`'s shadow; a real (not meta) tensor is its own."""
-        return self._real.get(id(t)) if t.device.type == "meta" else t
+        """`t`'s shadow; a real CPU tensor is its own (the shadows are CPU
+        tensors: another device's has none)."""
+        if t.device.type == "meta":
+            return self._real.get(id(t))
+        return t if t.device.type == "cpu" else None
 
     def give_inputs(self, pairs: list[tuple[Any, Any]]) -> None:
         """(stand-in, real) of the step's given tensors: the integer and
         boolean ones are their stand-ins' shadows."""
         for stand_in, real in pairs:
-            if not (real.is_floating_point() or real.is_complex()) and real.device.type == "cpu":
-                self.give(stand_in, real)
+            if not (real.is_floating_point() or real.is_complex()) and real.numel() <= MAX_SHADOW_ELEMENTS:
+                self.give(stand_in, real.detach().cpu())
 
     def _real_arguments(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         """The call's arguments with each tensor its shadow (None: one has
