@@ -97,7 +97,7 @@ def test_real_check(thunder, tmp_path):
     # fails on a GPU naming those rows: it is the check that says when they
     # are fixed, not a check that passes.
     out = tmp_path / "table.json"
-    p = run_script("--quick", "--output", str(out), timeout=600)
+    p = run_script("--quick", "--output", str(out), "--keep", str(tmp_path / "kept"), timeout=600)
     data = json.loads(out.read_text())
     assert data["device"].startswith("cuda") and data["rows"]
     assert any(r["quantity"] == "reserved peak" and r["measured"] is not None for r in data["rows"])
