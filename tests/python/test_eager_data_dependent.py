@@ -15,19 +15,12 @@ import torch
 import peakmem
 
 transformers = pytest.importorskip("transformers")
+from transformers_steps import tiny_config  # noqa: E402 (after the import it needs)
 
 
 def _model(family: str, attention: str):
     torch.manual_seed(0)
-    if family == "llama":
-        config = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                          use_cache=False)
-    else:
-        config = transformers.GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=128,
-                                         use_cache=False, bos_token_id=0, eos_token_id=0)
-    config._attn_implementation = attention
-    return transformers.AutoModelForCausalLM.from_config(config)
+    return transformers.AutoModelForCausalLM.from_config(tiny_config(family, attention))
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
@@ -35,7 +28,7 @@ def _model(family: str, attention: str):
 @pytest.mark.parametrize("mask", [None, "padded"])
 def test_a_step_that_reads_its_ids_and_mask_is_estimated_as_it_runs(family, attention, mask):
     model = _model(family, attention)
-    ids = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 512, (2, 32), generator=torch.Generator().manual_seed(1))
     kwinputs = {"input_ids": ids, "labels": ids}
     if mask == "padded":  # a tokenizer's mask of a shorter second sequence
         kwinputs["attention_mask"] = torch.ones(2, 32, dtype=torch.long)

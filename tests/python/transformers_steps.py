@@ -14,7 +14,8 @@ import torch
 from step_models import Entry
 
 
-def _config(family: str, attention: str):
+def tiny_config(family: str, attention: str):
+    """A tiny random config of `family` (gpt2, llama) with `attention`, use_cache off."""
     import transformers
 
     if family == "llama":
@@ -44,7 +45,7 @@ def _make(family: str, attention: str, autocast: bool):
     def make() -> torch.nn.Module:
         import transformers
 
-        model = transformers.AutoModelForCausalLM.from_config(_config(family, attention))
+        model = transformers.AutoModelForCausalLM.from_config(tiny_config(family, attention))
         return _Autocast(model) if autocast else model
 
     return make
