@@ -146,6 +146,7 @@ peakmem::AtenArgument AtenArgumentOf(const nb::tuple& item, const std::string& o
   } else if (nb::isinstance<nb::float_>(v)) {
     a.kind = peakmem::AtenArgument::Kind::kNumber;
     a.number = peakmem::NumberKind::kFloat;
+    a.real = nb::cast<double>(v);
   } else if (PyComplex_Check(v.ptr())) {
     a.kind = peakmem::AtenArgument::Kind::kNumber;
     a.number = peakmem::NumberKind::kComplex;
@@ -227,13 +228,15 @@ void BindStep(nb::module_& m) {
         args.reserve(arguments.size());
         for (nb::handle item : arguments) args.push_back(AtenArgumentOf(nb::cast<nb::tuple>(item), name));
         std::string why_not;
-        const peakmem::KernelDevice kernels =
-            device == "cuda" ? peakmem::KernelDevice::kCuda : peakmem::KernelDevice::kCpu;
-        const peakmem::ScratchEstimate s = peakmem::EstimateAtenScratch(name, args, threads, &why_not, kernels);
+        std::string error;
+        const std::optional<peakmem::ExecutionContext> context = peakmem::ParseTargetDevice(device, &error);
+        if (!context) throw std::invalid_argument(error);
+        const peakmem::ScratchEstimate s = peakmem::EstimateAtenScratch(name, args, threads, &why_not, *context);
         return nb::make_tuple(s.before_outputs, s.with_outputs, why_not, peakmem::FindAtenOp(name) != nullptr);
       },
       nb::arg("name"), nb::arg("arguments"), nb::arg("threads"), nb::arg("device") = "cpu",
-      "The registry's scratch of one ATen call on `device`'s kernels, 'cpu' or 'cuda' "
+      "The registry's scratch of one ATen call on `device`'s kernels ('cpu', or a CUDA target such as "
+      "'cuda:h100': execution_context.h) "
       "(peakmem/semantics/aten_ops.h). arguments: "
       "(name, value) in schema order, value a bool, int, float or complex, a list of ints, "
       "('tensor', dtype short name, shape, strides, wrapped), or None for anything else. Returns "

@@ -5,6 +5,7 @@
 #include "peakmem/semantics/blas_operands.h"
 #include "peakmem/semantics/convolution_scratch.h"
 #include "peakmem/semantics/cuda_scratch_rules.h"
+#include "peakmem/semantics/fused_attention_scratch.h"
 
 namespace peakmem {
 namespace {
@@ -193,9 +194,53 @@ bool DTypeRuleApplies(ScratchRule rule, std::span<const AtenArgument> arguments)
   return d == "f16" || d == "bf16";  // kHalfGather, kHalfIndexAdd
 }
 
+// A fused attention call's workspaces (fused_attention_scratch.h), its
+// operands read by their schema names: query, key, value (and grad_out,
+// out for a backward), dropout_p.
+ScratchEstimate FusedAttentionScratch(std::string_view base, std::span<const AtenArgument> arguments,
+                                      const ExecutionContext& context, std::string* why_not) {
+  if (base.find("cudnn") != std::string_view::npos) {
+    *why_not = "cuDNN's attention workspace (sized by cuDNN's heuristics) is not modelled";
+    return {};
+  }
+  const AtenArgument* q = Named(arguments, "query");
+  const AtenArgument* k = Named(arguments, "key");
+  const AtenArgument* v = Named(arguments, "value");
+  if (q == nullptr || k == nullptr || v == nullptr || q->kind != AtenArgument::Kind::kTensor ||
+      q->type.shape.size() != 4 || k->type.shape.size() != 4 || v->type.shape.size() != 4) {
+    *why_not = "its query, key and value are not 4-d tensors";
+    return {};
+  }
+  AttentionCall call;
+  call.batch = q->type.shape[0], call.heads = q->type.shape[1], call.q_len = q->type.shape[2];
+  call.qk_dim = q->type.shape[3], call.kv_heads = k->type.shape[1], call.kv_len = k->type.shape[2];
+  call.v_dim = v->type.shape[3];
+  call.itemsize = q->type.dtype->bits / 8;
+  call.half = q->type.dtype->short_name == "f16" || q->type.dtype->short_name == "bf16";
+  call.sm_count = context.sm_count > 0 ? context.sm_count : 132;
+  if (const AtenArgument* p = Named(arguments, "dropout_p"); p != nullptr && p->kind == AtenArgument::Kind::kNumber) {
+    call.dropout = p->real;
+  }
+  const bool backward = base.size() > 9 && base.substr(base.size() - 9) == "_backward";
+  if (backward) {
+    const AtenArgument* grad = Named(arguments, "grad_out");
+    if (grad == nullptr) grad = Named(arguments, "grad_out_");
+    const AtenArgument* out = Named(arguments, "out");
+    if (grad != nullptr && grad->kind == AtenArgument::Kind::kTensor) {
+      call.grad_out_bshd = IsTransposedBshd(grad->type.shape, grad->strides);
+    }
+    if (out != nullptr && out->kind == AtenArgument::Kind::kTensor) {
+      call.out_bshd = IsTransposedBshd(out->type.shape, out->strides);
+    }
+  }
+  const bool flash = base.find("flash") != std::string_view::npos;
+  if (flash) return backward ? FlashAttentionBackwardScratch(call) : FlashAttentionForwardScratch(call);
+  return backward ? EfficientAttentionBackwardScratch(call) : EfficientAttentionForwardScratch(call);
+}
+
 // The registry's rules as CUDA's kernels run them (cuda_scratch_rules.h).
 ScratchEstimate CudaAtenScratch(const OpInfo& op, std::string_view base, std::span<const AtenArgument> arguments,
-                                std::string* why_not) {
+                                const ExecutionContext& context, std::string* why_not) {
   switch (CudaScratchOf(op.scratch)) {
     case CudaScratch::kNone:
       return {};
@@ -205,6 +250,8 @@ ScratchEstimate CudaAtenScratch(const OpInfo& op, std::string_view base, std::sp
     case CudaScratch::kCudnnWorkspace:
       *why_not = "cuDNN's workspace is not modelled";
       return {};
+    case CudaScratch::kFusedAttention:
+      return FusedAttentionScratch(base, arguments, context, why_not);
     case CudaScratch::kNotModelled:
       if ((op.scratch == ScratchRule::kReductionCast || op.scratch == ScratchRule::kHalfGather ||
            op.scratch == ScratchRule::kHalfIndexAdd) &&
@@ -223,11 +270,11 @@ ScratchEstimate CudaAtenScratch(const OpInfo& op, std::string_view base, std::sp
 const OpInfo* FindAtenOp(std::string_view aten_name) { return FindOp(SplitAtenName(aten_name).first); }
 
 ScratchEstimate EstimateAtenScratch(std::string_view aten_name, std::span<const AtenArgument> arguments,
-                                    int threads, std::string* why_not, KernelDevice device) {
+                                    int threads, std::string* why_not, const ExecutionContext& context) {
   const auto [base, overload] = SplitAtenName(aten_name);
   const OpInfo* op = FindOp(base);
   if (op == nullptr) return {};
-  if (device == KernelDevice::kCuda) return CudaAtenScratch(*op, base, arguments, why_not);
+  if (context.target == KernelDevice::kCuda) return CudaAtenScratch(*op, base, arguments, context, why_not);
   switch (op->scratch) {
     case ScratchRule::kWrappedScalars:
     case ScratchRule::kWrappedBase:

@@ -20,12 +20,14 @@ std::optional<ExecutionContext> ParseTargetDevice(std::string_view text, std::st
   struct Gpu {
     std::string_view name;
     int arch;
+    int sm_count;
   };
-  constexpr Gpu kGpus[] = {{"cuda", 90}, {"cuda:h100", 90}, {"cuda:h200", 90}, {"cuda:a100", 80}};
+  constexpr Gpu kGpus[] = {{"cuda", 90, 132}, {"cuda:h100", 90, 132}, {"cuda:h200", 90, 132}, {"cuda:a100", 80, 108}};
   for (const Gpu& g : kGpus) {
     if (text == g.name) {
       c.target = KernelDevice::kCuda;
       c.cuda_arch = g.arch;
+      c.sm_count = g.sm_count;
       return c;
     }
   }

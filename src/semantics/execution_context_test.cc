@@ -47,6 +47,11 @@ TEST(ExecutionContext, CublasWorkspacesAreWhatAnH200Kept) {
   EXPECT_EQ(CublasWorkspaceBytes(*ParseTargetDevice("cpu", &error)).cublas, 0);
 }
 
+ExecutionContext Cuda() {
+  std::string error;
+  return *ParseTargetDevice("cuda:h100", &error);
+}
+
 AtenArgument F32(std::string name, std::vector<std::int64_t> shape) {
   AtenArgument a;
   a.name = std::move(name);
@@ -70,7 +75,7 @@ TEST(ExecutionContext, CudasElementwiseKernelsWrapNothingOnTheDevice) {
   std::string why_not;
   const std::vector<AtenArgument> div = {F32("self", {128, 128}), Float("other")};
   EXPECT_EQ(EstimateAtenScratch("aten.div.Tensor", div, 1, &why_not).with_outputs, 12);
-  EXPECT_EQ(EstimateAtenScratch("aten.div.Tensor", div, 1, &why_not, KernelDevice::kCuda).with_outputs, 0);
+  EXPECT_EQ(EstimateAtenScratch("aten.div.Tensor", div, 1, &why_not, Cuda()).with_outputs, 0);
   EXPECT_EQ(why_not, "");
 }
 
@@ -81,13 +86,13 @@ TEST(ExecutionContext, WhereMakesItsScalarTensorOnCudaToo) {
   condition.type = *MakeTensorType("meta", "b8", Dims{4}, false, nullptr);
   const std::vector<AtenArgument> where = {condition, F32("self", {4}), Float("other")};
   std::string why_not;
-  EXPECT_EQ(EstimateAtenScratch("aten.where.ScalarOther", where, 1, &why_not, KernelDevice::kCuda).with_outputs, 4);
+  EXPECT_EQ(EstimateAtenScratch("aten.where.ScalarOther", where, 1, &why_not, Cuda()).with_outputs, 4);
 }
 
 TEST(ExecutionContext, ACudaConvolutionNamesCudnnsWorkspaceAsNotCounted) {
   std::vector<AtenArgument> conv = {F32("input", {1, 3, 8, 8}), F32("weight", {4, 3, 3, 3})};
   std::string why_not;
-  const ScratchEstimate s = EstimateAtenScratch("aten.convolution.default", conv, 1, &why_not, KernelDevice::kCuda);
+  const ScratchEstimate s = EstimateAtenScratch("aten.convolution.default", conv, 1, &why_not, Cuda());
   EXPECT_EQ(s.before_outputs + s.with_outputs, 0);
   EXPECT_EQ(why_not, "cuDNN's workspace is not modelled");
 }

@@ -400,6 +400,15 @@ std::vector<OpInfo> BuildTable() {
   // ATen's convolution_backward (autograd's ConvolutionBackward0): oneDNN's
   // or slow_conv2d's buffers (convolution_scratch.h CpuConvolutionBackwardEvents).
   Find(ops, "convolution_backward").scratch = ScratchRule::kConvolutionBackward;
+  // CUDA's fused attention (the eager front end's CUDA target runs them on
+  // meta): outputs by their meta functions, workspaces by the rule.
+  for (const char* n : {"_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
+                        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+                        "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward"}) {
+    OpInfo op{n, E::kAllocates, L::kContiguous};
+    op.scratch = ScratchRule::kFusedAttention;
+    ops.push_back(op);
+  }
   // flip runs through TensorIterator: its output takes the input's layout
   // (a flipped permuted weight stays permuted, measured by the zoo's ResNet
   // backward, where the convolution then copies it).
@@ -521,10 +530,11 @@ std::string DescribeOp(const OpInfo& op) {
                                                   "mean's wrapped count, half types in float32",
                                                   "half types' float32 accumulation buffer",
                                                   "oneDNN reorders or unfolded columns",
-                                                  "the backward's oneDNN reorders or unfolded columns"};
+                                                  "the backward's oneDNN reorders or unfolded columns",
+                                                  "fused attention's workspaces"};
   static_assert(std::size(kEffects) == static_cast<std::size_t>(OpEffect::kFusion) + 1);
   static_assert(std::size(kLayouts) == static_cast<std::size_t>(LayoutRule::kUnknown) + 1);
-  static_assert(std::size(kScratch) == static_cast<std::size_t>(ScratchRule::kConvolutionBackward) + 1);
+  static_assert(std::size(kScratch) == static_cast<std::size_t>(ScratchRule::kFusedAttention) + 1);
   std::string out(kEffects[static_cast<int>(op.effect)]);
   if (op.effect == OpEffect::kAllocates || op.effect == OpEffect::kViewOfInput ||
       op.effect == OpEffect::kMaybeView) {

@@ -39,6 +39,7 @@ struct AtenArgument {
   Kind kind = Kind::kOther;
   NumberKind number = NumberKind::kNone;  // kNumber; a kTensor that is a wrapped number
   std::int64_t integer = 0;               // kNumber of an integral or boolean kind
+  double real = 0;                        // kNumber of a floating kind
   std::vector<std::int64_t> ints;         // kInts
   ValueType type;                         // kTensor: dtype, shape (device "cpu")
   Dims strides;                           // kTensor
@@ -48,13 +49,14 @@ struct AtenArgument {
 
 // The scratch the call allocates and frees before it returns, by the
 // registry's rule for the op (none for an op without one or not in the
-// registry), as it runs on `device`'s kernels (execution_context.h), on the
-// CPU with `threads` intra-op threads.
+// registry), as it runs on `context`'s kernels (execution_context.h: the
+// CPU's unless its target is CUDA), on the CPU with `threads` intra-op
+// threads.
 // `aten_name` is the full name: the overload decides true division
 // ("div.Tensor" divides integers into floats, "div.Tensor_mode" does not).
 // `why_not` is set when the op has a rule that does not cover this call
 // (then nothing is counted for it: the caller says so).
 ScratchEstimate EstimateAtenScratch(std::string_view aten_name, std::span<const AtenArgument> arguments,
-                                    int threads, std::string* why_not, KernelDevice device = KernelDevice::kCpu);
+                                    int threads, std::string* why_not, const ExecutionContext& context = {});
 
 }  // namespace peakmem

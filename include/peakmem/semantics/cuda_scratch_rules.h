@@ -15,6 +15,9 @@
 //     composite for both (LinearAlgebra.cpp _matmul_impl);
 //   - kCudnnWorkspace: cuDNN's convolution workspace, whose size cuDNN's
 //     heuristics choose (Conv_v8.cpp run_conv_plan): not counted, named;
+//   - kFusedAttention: the fused attention kernels' workspaces
+//     (fused_attention_scratch.h), which need the call's arguments by name
+//     (the ATen path; a trace's call is named as not counted);
 //   - kNotModelled: the CPU kernels' other rules, whose CUDA kernels are
 //     not read yet: not counted, named.
 #pragma once
@@ -23,7 +26,7 @@
 
 namespace peakmem {
 
-enum class CudaScratch : unsigned char { kNone, kAsOnTheCpu, kCudnnWorkspace, kNotModelled };
+enum class CudaScratch : unsigned char { kNone, kAsOnTheCpu, kCudnnWorkspace, kFusedAttention, kNotModelled };
 
 constexpr CudaScratch CudaScratchOf(ScratchRule rule) {
   switch (rule) {
@@ -38,6 +41,8 @@ constexpr CudaScratch CudaScratchOf(ScratchRule rule) {
     case ScratchRule::kConvolution:
     case ScratchRule::kConvolutionBackward:
       return CudaScratch::kCudnnWorkspace;
+    case ScratchRule::kFusedAttention:
+      return CudaScratch::kFusedAttention;
     default:
       return CudaScratch::kNotModelled;
   }

@@ -30,6 +30,9 @@ struct ExecutionContext {
   // The CUDA GPU's compute capability, major * 10 + minor (90: H100 and
   // H200, 80: A100); 0 when the target is not a GPU model.
   int cuda_arch = 0;
+  // Its streaming multiprocessors (flash attention's split heuristic):
+  // 132 on an H100 SXM and an H200, 108 on an A100; 0 off a GPU model.
+  int sm_count = 0;
   // The name the user gave ("cuda:h100"), for reports; empty: as traced.
   std::string name;
 

@@ -68,6 +68,9 @@ enum class ScratchRule : unsigned char {
                        // native kernel's columns (convolution_scratch.h; needs strides and threads)
   kConvolutionBackward,  // CPU convolution_backward (ATen's; the eager front end): the same backends'
                          // buffers for the gradients asked for (convolution_scratch.h)
+  kFusedAttention,       // CUDA's fused attention kernels (ATen's _scaled_dot_product_{flash,efficient,
+                         // cudnn}_attention and their backwards; the eager front end on a CUDA target):
+                         // their workspaces (fused_attention_scratch.h); they never run on the CPU
 };
 
 // Where an op's outputs get their types when the printed trace omits them.

@@ -33,10 +33,10 @@ attention.cpp) does before it:
 
 The ops' meta functions give the CUDA kernels' outputs (shapes, dtypes,
 strides, the flash kernel's CUDA RNG state), so what autograd saves is
-what the GPU saves. Not modelled, and said in the report: the workspaces
-the kernels allocate and free inside (cuDNN's graph workspace, flash's
-split-KV accumulators and backward ``softmax_d``/``dq_accum``, the
-memory-efficient backward's ``delta`` and workspace).
+what the GPU saves; the workspaces the flash and memory-efficient kernels
+allocate and free inside are the registry's rule for those ops
+(semantics/fused_attention_scratch.h). Not modelled, and said in the
+report: cuDNN's attention workspace (sized by cuDNN's heuristics).
 """
 
 from __future__ import annotations

@@ -110,9 +110,9 @@ def _what_was_met(target_name: str, backends: dict[str, int], met: dict[str, int
     out = []
     if backends:
         calls = ", ".join(f"{n} on {b}" for b, n in sorted(backends.items()))
-        out.append(f"scaled_dot_product_attention ({calls}): the backends {target_name} picks, with their outputs "
-                   "and saved tensors; the workspaces their kernels allocate and free inside (cuDNN's, flash's "
-                   "split-KV and backward accumulators, the memory-efficient backward's) are not counted")
+        out.append(f"scaled_dot_product_attention ({calls}): the backends {target_name} picks, with their outputs, "
+                   "saved tensors and the flash and memory-efficient kernels' workspaces as PyTorch's source sizes "
+                   "them (not yet measured on a GPU); cuDNN's attention workspace is not counted")
     if met["rms_norm"]:
         out.append(f"F.rms_norm ({met['rms_norm']} calls) is recorded with the composite; on {target_name} the fused "
                    "kernel runs, saving an fp32 rstd of one element a row instead: not modelled yet")

@@ -274,7 +274,7 @@ def _dispatch_mode(recorder: _Recorder):
     import torch
 
     threads = torch.get_num_threads()
-    kernels = recorder.target.kind
+    kernels = recorder.target.name if recorder.target.cuda else "cpu"  # the device aten_scratch takes
 
     class RecordingMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
