@@ -27,6 +27,12 @@ off the objects once each phase ends: a storage that is a parameter's
 one the forward made that outlives it (autograd saved it) an activation;
 the rest are temporaries.
 
+The device the step is recorded for (``device=``, device_target.py)
+decides the kernels' choices and rules (cuda_kernels.py, cuda_attention.py
+on a CUDA target); the real values of the step's integer and boolean
+inputs ride beside their stand-ins for the calls that read them
+(shadow_values.py).
+
 What the recording cannot see: memory a kernel allocates inside itself
 beyond the registry's rules (a CPU convolution's oneDNN buffers, BLAS
 operand copies of strided matmuls): see docs/eager-front-end.md.
@@ -43,8 +49,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .cuda_kernels import cuda_kernels
-from .shadow_values import DataDependentError, ShadowValues
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
+from .shadow_values import DataDependentError, ShadowValues
 
 __all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
 
