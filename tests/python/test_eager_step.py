@@ -289,3 +289,29 @@ def test_checkpointed_attention_blocks_are_the_measured_step(selective):
     estimate = peakmem.estimate_step(model, idx, targets, frontend="eager")
     measured = peakmem.measure_step(model, idx, targets, frontend="eager")
     assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+
+
+def test_attention_with_a_learned_bias_takes_the_kernel_the_cpu_takes():
+    # A mask that requires grad (a learned attention bias, as T5's relative
+    # positions): the CPU's flash kernel takes none, so the step runs the
+    # math kernel. The stand-ins the choice is asked on carry requires_grad,
+    # so the recording takes it too (it raised "not differentiable with
+    # respect to argument 'attn_mask'" before), and the bias gets its grad.
+    from peakmem.step.eager import record_step
+
+    class Biased(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(64, 192)
+            self.bias = torch.nn.Parameter(torch.zeros(1, 4, 32, 32))
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = (t.view(B, T, 4, 16).transpose(1, 2) for t in self.qkv(x).split(C, 2))
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.bias).sum()
+
+    record = record_step(Biased(), torch.randn(2, 32, 64))
+    ops = [op for op, _, _ in record.statements]
+    assert "aten._safe_softmax.default" in ops  # the math kernel's softmax
+    assert not any("flash_attention" in op for op in ops)
+    assert any(name == "grad of bias" for _, name, *_ in record.storages)

@@ -359,9 +359,13 @@ def _cpu_attention():
     flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
     def on_cpu(x: Any) -> Any:
+        # requires_grad too: the CPU's flash kernel takes no mask that
+        # requires grad (a learned attention bias), so the choice reads it.
         if not isinstance(x, torch.Tensor):
             return x
         row = torch.zeros(x.shape[-1] if x.dim() else (), dtype=x.dtype)
+        if x.requires_grad and (x.is_floating_point() or x.is_complex()):
+            row.requires_grad_(True)
         return row.expand(x.shape) if x.dim() == 0 or x.stride(-1) == 1 else row[:1].expand(x.shape)
 
     def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
