@@ -155,5 +155,20 @@ TEST(AtenOps, ACpuConvolutionsOneDnnBuffers) {
   EXPECT_EQ(s.with_outputs, 8192);            // the blocked output, beside the result
 }
 
+TEST(AtenOps, AFloatBmmClonesOneBatchsMatrixItCannotTakeAtATime) {
+  // Measured (torch 2.13, the profiler): bmm of f32 [8, 32, 16] with
+  // strides (1024, 32, 2) (a column slice: neither row- nor column-major)
+  // and a contiguous [8, 16, 32]: inside, eight clones of 2,048 bytes (one
+  // [32, 16] matrix each), each freed before the next; net the output.
+  AtenArgument sliced = Tensor("self", "f32", {8, 32, 16});
+  sliced.strides = {1024, 32, 2};
+  EXPECT_EQ(Scratch("aten.bmm.default", {sliced, Tensor("mat2", "f32", {8, 16, 32})}).with_outputs, 2048);
+  // Products under 400 multiply-adds take the naive kernel: no clone
+  // (measured: [8, 4, 4] sliced from [8, 4, 8] by [8, 4, 4]: the output only).
+  AtenArgument small = Tensor("self", "f32", {8, 4, 4});
+  small.strides = {32, 8, 2};
+  EXPECT_EQ(Scratch("aten.bmm.default", {small, Tensor("mat2", "f32", {8, 4, 4})}).with_outputs, 0);
+}
+
 }  // namespace
 }  // namespace peakmem
