@@ -686,6 +686,8 @@ ScratchEstimate RuntimeModel::CudaScratch(const Statement& s, const OpInfo* op) 
     case CudaScratch::kFusedAttention:
       DiagnoseCpuOnlyRule(s, "the fused attention kernel's workspace");
       return out;
+    case CudaScratch::kLayerNormBackward:
+      return out;  // (ATen's op only: Thunder's traces decompose layer norm)
     case CudaScratch::kNotModelled: {
       const ScratchEstimate cpu = EstimateScratch(trace_, s, op);
       if (cpu.before_outputs + cpu.with_outputs > 0) DiagnoseCpuOnlyRule(s, "the CPU kernel's scratch rule");

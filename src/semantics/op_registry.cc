@@ -400,6 +400,7 @@ std::vector<OpInfo> BuildTable() {
   // ATen's convolution_backward (autograd's ConvolutionBackward0): oneDNN's
   // or slow_conv2d's buffers (convolution_scratch.h CpuConvolutionBackwardEvents).
   Find(ops, "convolution_backward").scratch = ScratchRule::kConvolutionBackward;
+  Find(ops, "native_layer_norm_backward").scratch = ScratchRule::kLayerNormBackward;
   // CUDA's fused attention (the eager front end's CUDA target runs them on
   // meta): outputs by their meta functions, workspaces by the rule.
   for (const char* n : {"_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
@@ -531,6 +532,7 @@ std::string DescribeOp(const OpInfo& op) {
                                                   "half types' float32 accumulation buffer",
                                                   "oneDNN reorders or unfolded columns",
                                                   "the backward's oneDNN reorders or unfolded columns",
+                                                  "dgamma's and dbeta's per-thread partial sums",
                                                   "fused attention's workspaces"};
   static_assert(std::size(kEffects) == static_cast<std::size_t>(OpEffect::kFusion) + 1);
   static_assert(std::size(kLayouts) == static_cast<std::size_t>(LayoutRule::kUnknown) + 1);

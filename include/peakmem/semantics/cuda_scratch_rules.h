@@ -18,6 +18,10 @@
 //   - kFusedAttention: the fused attention kernels' workspaces
 //     (fused_attention_scratch.h), which need the call's arguments by name
 //     (the ATen path; a trace's call is named as not counted);
+//   - kLayerNormBackward: layer_norm_backward_cuda's gamma and beta
+//     gradients take no buffer up to 65,536 rows; above, partial sums
+//     (LaunchGammaBetaBackwardCUDAKernel's dgamma_blocks) that are not
+//     modelled, named;
 //   - kNotModelled: the CPU kernels' other rules, whose CUDA kernels are
 //     not read yet: not counted, named.
 #pragma once
@@ -26,7 +30,14 @@
 
 namespace peakmem {
 
-enum class CudaScratch : unsigned char { kNone, kAsOnTheCpu, kCudnnWorkspace, kFusedAttention, kNotModelled };
+enum class CudaScratch : unsigned char {
+  kNone,
+  kAsOnTheCpu,
+  kCudnnWorkspace,
+  kFusedAttention,
+  kLayerNormBackward,
+  kNotModelled
+};
 
 constexpr CudaScratch CudaScratchOf(ScratchRule rule) {
   switch (rule) {
@@ -43,6 +54,8 @@ constexpr CudaScratch CudaScratchOf(ScratchRule rule) {
       return CudaScratch::kCudnnWorkspace;
     case ScratchRule::kFusedAttention:
       return CudaScratch::kFusedAttention;
+    case ScratchRule::kLayerNormBackward:
+      return CudaScratch::kLayerNormBackward;
     default:
       return CudaScratch::kNotModelled;
   }

@@ -59,10 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, help="directory to write each shrunk mismatch to as a regression case")
     parser.add_argument("--steps", action="store_true",
                         help="whole training steps (estimate_step against measure_step)")
+    parser.add_argument("--frontend", choices=("thunder", "eager"), default="thunder",
+                        help="--steps: the front end both run the step on (default thunder)")
     args = parser.parse_args(argv)
     if args.steps:
         stats = {"steps_run": 0}
-        return _run(args, step_programs(), lambda p: check_step(p.source()), StepMismatch, stats)
+        return _run(args, step_programs(), lambda p: check_step(p.source(), args.frontend), StepMismatch, stats)
     stats = {"programs_run": 0, "traces_compared": 0}
 
     def differential(program: Program) -> None:

@@ -131,8 +131,9 @@ class StepMismatch(AssertionError):
         self.source = source
 
 
-def run_step_source(source: str) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(measured, estimated) (peak, final) of the step a StepProgram's source describes."""
+def run_step_source(source: str, frontend: str = "thunder") -> tuple[tuple[int, int], tuple[int, int]]:
+    """(measured, estimated) (peak, final) of the step a StepProgram's source
+    describes, on `frontend` ("thunder" or "eager")."""
     import torch
 
     import peakmem
@@ -143,12 +144,12 @@ def run_step_source(source: str) -> tuple[tuple[int, int], tuple[int, int]]:
     model = namespace["Model"]().to(namespace["DTYPE"])
     inputs = namespace["inputs"]()
     setup = namespace["SETUP"]
-    m = peakmem.measure_step(model, *inputs, **setup, frontend="thunder")
-    e = peakmem.estimate_step(model, *inputs, **setup, frontend="thunder")
+    m = peakmem.measure_step(model, *inputs, **setup, frontend=frontend)
+    e = peakmem.estimate_step(model, *inputs, **setup, frontend=frontend)
     return (m.peak_bytes, m.final_bytes), (e.peak_bytes, e.final_bytes)
 
 
-def check_step(source: str) -> None:
-    measured, estimated = run_step_source(source)
+def check_step(source: str, frontend: str = "thunder") -> None:
+    measured, estimated = run_step_source(source, frontend)
     if measured != estimated:
         raise StepMismatch(source, measured, estimated)
