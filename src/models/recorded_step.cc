@@ -88,6 +88,9 @@ TrainingStepResult SimulateRecordedStep(const RecordedStep& step, bool events, c
     phases.push_back({p.name, p.iteration, p.first, p.end});
   }
   FinishTrainingStep(stream, phases, modules, allocator, &out);
+  // A recorded step has no programs apart: what a phase holds around it is
+  // what is live as it starts.
+  for (TrainingStepPhase& p : out.phases) p.around = stream.LiveBefore(p.first);
   out.step.diagnostics = step.diagnostics;
   return out;
 }

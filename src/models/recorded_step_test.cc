@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "peakmem/models/step_stream.h"
+#include "peakmem/models/training_step_report.h"
 
 namespace peakmem {
 namespace {
@@ -47,6 +48,34 @@ TEST(RecordedStep, TheRecordIsTheStream) {
   EXPECT_EQ(by_category["temporaries"], 4);
   std::map<std::string, std::int64_t> by_module(r.by_module.begin(), r.by_module.end());
   EXPECT_EQ(by_module["lin"], 64 + 32 + 64);
+}
+
+// Each phase's peak is the highest live bytes inside it, read off the one
+// stream; what it holds around it is what is live as it starts. By hand,
+// from Example's live bytes: forward [0, 2) starts at 80 (w + input), peaks
+// at 124 inside sum (the scratch); backward [2, 3) starts at 116, peaks at
+// 180 when the gradient is made before the activation goes; the optimizer
+// [3, 4) starts at 148 and only frees the loss, so its peak is 148.
+TEST(RecordedStep, EachPhasePeaksWhereItsStatementsDo) {
+  RecordedStep step = Example();
+  step.diagnostics = {"aten.foo.default: not modelled"};
+  const TrainingStepResult r = SimulateRecordedStep(step, true);
+  ASSERT_EQ(r.phases.size(), 3u);
+  EXPECT_EQ(r.phases[0].peak, 124);
+  EXPECT_EQ(r.phases[0].around, 80);
+  EXPECT_EQ(r.phases[1].peak, 180);
+  EXPECT_EQ(r.phases[1].around, 116);
+  EXPECT_EQ(r.phases[2].peak, 148);
+  EXPECT_EQ(r.phases[2].around, 148);
+  // `peakmem step FILE` prints those figures, and the record's diagnostics.
+  const std::string text = TrainingStepToText(r, {"example.json", "", std::nullopt, 10});
+  EXPECT_NE(text.find("forward   step 1   peak            124  around             80"), std::string::npos) << text;
+  EXPECT_NE(text.find("backward  step 1   peak            180  around            116"), std::string::npos) << text;
+  EXPECT_NE(text.find("optimizer step 1   peak            148  around            148"), std::string::npos) << text;
+  EXPECT_NE(text.find("diagnostics:\n  aten.foo.default: not modelled"), std::string::npos) << text;
+  const std::string json = TrainingStepToJson(r, {"example.json", "", std::nullopt, 10}, -1);
+  EXPECT_NE(json.find(R"({"phase":"backward","step":1,"peak_bytes":180,"around_bytes":116})"), std::string::npos)
+      << json;
 }
 
 TEST(RecordedStep, TheCachingAllocatorPricesTheStream) {

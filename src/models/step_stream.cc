@@ -39,6 +39,7 @@ void StepStream::Free(StorageId id) {
 
 void StepStream::Begin() {
   live_before_ = live();
+  statement_starts_.push_back(live_before_);
   stream_.BeginStep(next_step_);
 }
 
@@ -54,8 +55,23 @@ void StepStream::End(std::string_view label, std::string_view op, std::string_vi
     row.peak_bytes = stream_.counter().step_peak();
     rows_out_.push_back(row);
   }
+  statement_peaks_.push_back(stream_.counter().step_peak());
   stream_.EndStep();
   ++next_step_;
+}
+
+std::int64_t StepStream::LiveBefore(std::int32_t first) const {
+  if (first < 0 || static_cast<std::size_t>(first) >= statement_starts_.size()) return live();
+  return statement_starts_[first];
+}
+
+std::int64_t StepStream::PeakWithin(std::int32_t first, std::int32_t end) const {
+  const auto size = static_cast<std::int32_t>(statement_peaks_.size());
+  first = std::clamp(first, 0, size);
+  end = std::clamp(end, first, size);
+  std::int64_t peak = 0;
+  for (std::int32_t i = first; i < end; ++i) peak = std::max(peak, statement_peaks_[i]);
+  return peak;
 }
 
 Report StepStream::Finish(const std::vector<ReportPhase>& phases) {
@@ -130,6 +146,7 @@ void FinishTrainingStep(StepStream& stream, const std::vector<ReportPhase>& phas
   out->step = stream.Finish(phases);
   out->peak_bytes = out->step.peak_bytes;
   out->final_bytes = out->step.final_bytes;
+  for (TrainingStepPhase& p : out->phases) p.peak = stream.PeakWithin(p.first, p.end);
   for (const ReportPhase& p : phases) {
     if (out->step.peak_step >= p.first && out->step.peak_step < p.end) {
       out->phase_at_peak = p.name;

@@ -10,20 +10,13 @@
 namespace peakmem {
 namespace {
 
-const Report& ProgramOf(const TrainingStepResult& step, int program) {
-  switch (program) {
-    case 0: return step.forward;
-    case 1: return step.backward;
-    case 2: return *step.optimizer_first;
-    default: return *step.optimizer_later;
-  }
-}
-
-// Each program's diagnostics once, prefixed by its phase.
+// Each program's diagnostics once, prefixed by its phase, then the step's
+// own (a recorded step's: it has no programs apart).
 std::vector<std::string> Diagnostics(const TrainingStepResult& step) {
   std::vector<std::string> out;
   for (const std::string& d : step.forward.diagnostics) out.push_back("forward: " + d);
   for (const std::string& d : step.backward.diagnostics) out.push_back("backward: " + d);
+  for (const std::string& d : step.step.diagnostics) out.push_back(d);
   return out;
 }
 
@@ -49,10 +42,9 @@ std::string TrainingStepToText(const TrainingStepResult& step, const TrainingSte
     }
   }
   if (step.step.allocator != nullptr) out += AllocatorSummaryText(step.step);
-  out += "\nphases (each trace's peak, with what the step holds around it):\n";
+  out += "\nphases (the highest live bytes inside each, and what the step holds around it):\n";
   for (const TrainingStepPhase& p : step.phases) {
-    out += fmt::format("  {:<9} step {:<3} peak {:>14}  around {:>14}\n", p.phase, p.step,
-                       p.around + ProgramOf(step, p.program).peak_bytes, p.around);
+    out += fmt::format("  {:<9} step {:<3} peak {:>14}  around {:>14}\n", p.phase, p.step, p.peak, p.around);
   }
   const std::vector<std::string> diagnostics = Diagnostics(step);
   if (!diagnostics.empty()) {
@@ -90,7 +82,7 @@ std::string TrainingStepToJson(const TrainingStepResult& step, const TrainingSte
   j["phases"] = nlohmann::ordered_json::array();
   for (const TrainingStepPhase& p : step.phases) {
     j["phases"].push_back({{"phase", p.phase}, {"step", p.step},
-                           {"peak_bytes", p.around + ProgramOf(step, p.program).peak_bytes},
+                           {"peak_bytes", p.peak},
                            {"around_bytes", p.around}});
   }
   j["diagnostics"] = Diagnostics(step);

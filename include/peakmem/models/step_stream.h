@@ -83,6 +83,12 @@ class StepStream {
   Report Finish(const std::vector<ReportPhase>& phases);
 
   const AllocLog& log() const { return log_; }
+  // The highest live bytes inside statements [first, end) (scratch
+  // included); 0 for an empty range.
+  std::int64_t PeakWithin(std::int32_t first, std::int32_t end) const;
+  // The live bytes just before statement `first` began (the stream's live
+  // bytes now when no such statement ran).
+  std::int64_t LiveBefore(std::int32_t first) const;
   const std::array<std::int64_t, kStepCategoryCount>& at_peak() const { return at_peak_; }
 
   // The bytes of each module live at the peak, largest first (ties: by name).
@@ -108,6 +114,8 @@ class StepStream {
   std::int64_t live_before_ = 0;
   std::int32_t next_step_ = 0;
   std::vector<Step> rows_out_;
+  std::vector<std::int64_t> statement_peaks_;   // one a statement, rows or not
+  std::vector<std::int64_t> statement_starts_;  // the live bytes at each Begin
 };
 
 // Ends a step emitted into `stream`: `out`'s step Report (with `phases`),

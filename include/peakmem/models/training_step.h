@@ -56,6 +56,9 @@ struct TrainingStepPhase {
   // (the cotangent before the backward, AccumulateGrad after it, zero_grad
   // after the optimizer).
   std::int32_t first = 0, end = 0;
+  // The highest live bytes of the step inside [first, end), scratch
+  // included: the phase's peak, read off the step's one stream.
+  std::int64_t peak = 0;
 };
 
 struct TrainingStepResult {
