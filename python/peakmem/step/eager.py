@@ -48,6 +48,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .compiled import compiled_regions_refused
 from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .shadow_values import DataDependentError, ShadowValues
@@ -656,7 +657,8 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.disable()
     try:
         kernels = cuda_kernels(recorder) if recorder.target.cuda else _cpu_attention()
-        with kernel_choices(recorder.target), kernels, _rng_states(recorder), _dispatch_mode(recorder):
+        with kernel_choices(recorder.target), kernels, _rng_states(recorder), compiled_regions_refused(), \
+                _dispatch_mode(recorder):
             for k in range(1, steps + 1):
                 _run_iteration(recorder, k, step)
     finally:

@@ -14,7 +14,9 @@ runs it:
 * any other module is one its user runs eagerly: ``"eager"``
   (peakmem.step.eager).
 
-``frontend="thunder"`` or ``"eager"`` says it outright. Either way a
+A model that runs torch.compile'd code is refused on every front end
+(peakmem.step.compiled): its memory is the compiled program's, not modelled
+yet. ``frontend="thunder"`` or ``"eager"`` says it outright. Either way a
 ``ThunderModule`` stands for the module it wraps: the Thunder path jits that
 module itself (with the transforms the step's options ask for), and the
 eager path runs it without Thunder.
@@ -74,7 +76,11 @@ def resolve_frontend(model: Any, frontend: Frontend | None, kwargs: dict | None 
     the options only the Thunder path takes, by name, with their values
     (a false value is not given). ValueError for a front end that is
     neither, keyword inputs to Thunder's (it calls ``model(*inputs)``), or
-    Thunder's options with ``frontend="eager"``."""
+    Thunder's options with ``frontend="eager"``; CompiledStepError (a
+    ValueError) for a compiled model."""
+    from .compiled import refuse_compiled
+
+    refuse_compiled(model)
     if frontend not in (None, *FRONTENDS):
         raise ValueError(f"frontend must be None (what the model runs: a thunder.jit module under Thunder, "
                          f"any other eagerly), 'thunder' or 'eager', got {frontend!r}")

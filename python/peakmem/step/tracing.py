@@ -14,6 +14,7 @@ from ..step_checks import check_devices, check_loss_fn_captures
 from .budget import _budget
 from .holdings import (_distinct_storages, _held_by_module, _input_tensors, _printed_device, _rank_and_world_size,
                        _storage_bytes, _storage_key, _storage_nbytes)
+from .compiled import compiled_regions_refused
 from .running import _backward, _import_torch_and_thunder, _step_failure
 from .training_step import TrainingStep
 
@@ -82,7 +83,8 @@ def _trace_step(thunder: Any, module: Any, inputs: tuple, transform: Callable | 
     params = list(holder.parameters())
     grads_before = [p.grad for p in params]
     try:
-        loss = jm(*inputs)
+        with compiled_regions_refused():
+            loss = jm(*inputs)
         cotangent_bytes = _backward(loss, gradient)
         relaid = _gradients_placed_otherwise(holder, dict(zip(map(id, params), grads_before)))
     except ValueError:
