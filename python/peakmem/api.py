@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Any, Literal
 
-from . import _core
+from ._core import Report, analyze_file, analyze_live, analyze_text, trace_to_json
 from ._deprecation import renamed
 
 # The values analyze's (and plan's, estimate_step's) string options take.
@@ -39,7 +39,7 @@ def to_json_export(trace: Any) -> str:
     """
     if not _is_trace_ctx(trace):
         raise TypeError(f"expected a Thunder TraceCtx, got {type(trace).__name__}")
-    return _core.trace_to_json(trace)
+    return trace_to_json(trace)
 
 
 # Long: its docstring documents every option where help() shows it; the body is twenty lines.
@@ -59,7 +59,7 @@ def analyze(
     dtensor_layout: str = "",
     model: MemoryModel | None = None,
     device: str = "auto",
-) -> _core.Report:
+) -> Report:
     """Analyses a trace with one memory model and returns a Report.
 
     `memory_model` is ``"runtime"`` (None, the default: what PyTorch really
@@ -131,17 +131,17 @@ def analyze(
     rank_and_threads = {"rank": rank, "world_size": world_size, "torch_threads": _torch_threads(torch_threads),
                         "dtensor_layout": dtensor_layout, "device": device}
     if _is_trace_ctx(trace):
-        return _core.analyze_live(trace, *options, events=events, **rank_and_threads)
+        return analyze_live(trace, *options, events=events, **rank_and_threads)
     if isinstance(trace, os.PathLike):
         trace = os.fspath(trace)
     if isinstance(trace, bytes):
         raise TypeError("pass trace text as str, not bytes")
     if isinstance(trace, str):
         if "\n" in trace:
-            return _core.analyze_text(trace, "<string>", *options, events=events, **rank_and_threads)
+            return analyze_text(trace, "<string>", *options, events=events, **rank_and_threads)
         if not os.path.exists(trace):
             raise FileNotFoundError(f"no such trace file: {trace!r}")
-        return _core.analyze_file(trace, *options, events=events, **rank_and_threads)
+        return analyze_file(trace, *options, events=events, **rank_and_threads)
     raise TypeError(
         "peakmem.analyze expects a Thunder TraceCtx, trace text or a path, "
         f"got {type(trace).__name__}"

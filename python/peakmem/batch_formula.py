@@ -248,14 +248,14 @@ class PeakFormula:
         ``fits`` (the budget the device's capacity unless the formula was
         given ``device_memory``), as estimate_step's ``fits`` is. No events:
         the quickest simulation."""
-        from . import _core
+        from ._core import simulate_step
         from .step.budget import _budget, _pricing
 
         limit = _budget(budget)
         p = self.program(n)
         pricing = _pricing(self.pricing["allocator"], self.pricing["alloc_conf"],
                            self.pricing["device_memory"], limit)
-        r = _core.simulate_step(p.forward, p.backward, p.optimizer_first, p.optimizer_later, p.spec, **pricing)
+        r = simulate_step(p.forward, p.backward, p.optimizer_first, p.optimizer_later, p.spec, **pricing)
         if limit is None:
             return r["peak_bytes"], None
         allocator = r["step"].allocator
@@ -390,7 +390,7 @@ def _verify(formula: PeakFormula, program: Any, n: int) -> None:
     """StructureChanges unless the formula at `n` is Thunder's `program` at
     `n`: the same texts (integers included), spec and optimizer, and the same
     simulated peak and final bytes."""
-    from . import _core
+    from ._core import simulate_step
 
     derived = formula.program(n)
     for name, mine, thunders in (("forward", formula._forward, program.forward),
@@ -403,7 +403,7 @@ def _verify(formula: PeakFormula, program: Any, n: int) -> None:
         raise StructureChanges(f"the spec derived for n={n} differs from Thunder's in {', '.join(keys)}")
     if (derived.optimizer_first, derived.optimizer_later) != (program.optimizer_first, program.optimizer_later):
         raise StructureChanges(f"the optimizer's step() program at n={n} differs")
-    results = [_core.simulate_step(p.forward, p.backward, p.optimizer_first, p.optimizer_later, p.spec)
+    results = [simulate_step(p.forward, p.backward, p.optimizer_first, p.optimizer_later, p.spec)
                for p in (derived, program)]
     got, want = ((r["peak_bytes"], r["final_bytes"]) for r in results)
     if got != want:

@@ -119,19 +119,19 @@ def nccl_estimate(world_size: int, collectives: list[str], **options: Any) -> di
     NCCL_LL128_BUFFSIZE), cumem (True). Returns {"total_bytes", "ring_bytes",
     "tree_bytes", "nvls_bytes", "channel_structures_bytes", "crosses_nodes",
     "assumptions"}."""
-    from . import _core
+    from ._core import nccl_estimate as native_estimate
 
-    return _core.nccl_estimate(world_size, list(collectives), **options)
+    return native_estimate(world_size, list(collectives), **options)
 
 
 def traces_collectives(*traces: Any) -> list[str]:
     """The NCCL collectives the Thunder traces call, each once, in order."""
-    from . import _core
+    from ._core import nccl_collective_of
 
     out: list[str] = []
     for trace in traces:
         for b in trace.bound_symbols:
-            c = _core.nccl_collective_of(b.sym.name)
+            c = nccl_collective_of(b.sym.name)
             if c and c not in out:
                 out.append(c)
     return out

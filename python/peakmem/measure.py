@@ -225,11 +225,11 @@ def _int64_index_arguments(trace: Any) -> set:
     argument of which op is one, the op registry says
     (OpInfo::int64_indices_argument): ATen's forward made it int64, though
     Thunder types it like the pooled input."""
-    from . import _core
+    from ._core import op_int64_indices_argument
 
     names = set()
     for bsym in getattr(trace, "bound_symbols", ()) if trace is not None else ():
-        at = _core.op_int64_indices_argument(bsym.sym.name)
+        at = op_int64_indices_argument(bsym.sym.name)
         if 0 <= at < len(bsym.args) and hasattr(bsym.args[at], "name"):
             names.add(bsym.args[at].name)
     return names

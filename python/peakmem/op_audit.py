@@ -155,12 +155,11 @@ def audit_trace(trace: Any, *, seed: int = 0) -> TraceAudit:
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
 
-    import peakmem
-
+    from .api import analyze
     from .measure import _InputMaker, _make_call_args, detect_convention
 
     rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-    report = peakmem.analyze(trace, memory_model="runtime", rank=rank)
+    report = analyze(trace, memory_model="runtime", rank=rank)
     fn = _instrumented(trace)
     maker = _InputMaker(torch.device("cpu"), seed, trace)
     convention = detect_convention(trace)
@@ -438,11 +437,11 @@ class OpTally:
 
 def tally(audits: Iterable[tuple[str, str, TraceAudit]], grid: bool, into: dict[str, OpTally]) -> None:
     """Adds each call of each (where, kind, audit) to the op's tally."""
-    from . import _core
+    from ._core import op_rule
 
     for where, kind, audit in audits:
         for c in audit.calls + audit.unattributed:
-            t = into.setdefault(c.op, OpTally(_core.op_rule(c.op)))
+            t = into.setdefault(c.op, OpTally(op_rule(c.op)))
             if grid:
                 t.grid_calls += 1
                 t.grid_exact += c.exact

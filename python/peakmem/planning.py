@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _core
+from ._core import plan_live, plan_text
 from .api import Allocator, Convention, _is_trace_ctx, _torch_threads
 
 __all__ = ["Plan", "plan", "plan_transform"]
@@ -162,7 +162,7 @@ def plan(
         alloc_conf=alloc_conf,
     )
     if _is_trace_ctx(trace):
-        result = _core.plan_live(trace, **options)
+        result = plan_live(trace, **options)
         try:
             planned = _rebuild_trace_ctx(trace, result)
         except ValueError as e:  # a bound symbol the plan cannot place: keep the trace
@@ -177,7 +177,7 @@ def plan(
             name = text_in
             with open(text_in, encoding="utf-8") as f:
                 text_in = f.read()
-        result = _core.plan_text(text_in, name=name, **options)
+        result = plan_text(text_in, name=name, **options)
         planned, text = None, result["text"]
     return Plan(
         trace=planned,

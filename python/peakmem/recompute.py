@@ -134,7 +134,7 @@ def candidates(fw: Any) -> list[_Candidate]:
     with every statement back to what the backward has (matmuls and
     softmax included). Each step is matched to its bound symbol by the
     first value it makes (a value has one producer in a trace)."""
-    from . import _core
+    from ._core import recompute_candidates
 
     _, data, saved, _other = _return_parts(fw)
     bsyms = list(fw.bound_symbols)
@@ -142,7 +142,7 @@ def candidates(fw: Any) -> list[_Candidate]:
     for i, b in enumerate(bsyms):
         for p in b.flat_proxy_outs:
             producer.setdefault(p.name, i)
-    listed = _core.recompute_candidates(fw, [t.name for t in saved],
+    listed = recompute_candidates(fw, [t.name for t in saved],
                                         [p.name for p in _flat_proxies(data.get("output"))],
                                         [p.name for p in _flat_proxies(data.get("flat_args"))])
     out = []
@@ -367,7 +367,7 @@ def search(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], budget: int | 
     The rounds are planning/recompute_search.h's (``_core.recompute_search``,
     which ``peakmem plan STEP.json --recompute`` runs too); this side rewrites
     the traces each variant it asks for and keeps the wall-time bound."""
-    from . import _core
+    from ._core import recompute_search
 
     start = time.perf_counter()
     pool = candidates(fw)
@@ -382,7 +382,7 @@ def search(fw: Any, bw: Any, simulate: Callable[[Any, Any], int], budget: int | 
     def out_of_time() -> bool:
         return time.perf_counter() - start > time_budget
 
-    r = _core.recompute_search([c.flops for c in pool], peak, budget, max_simulations,
+    r = recompute_search([c.flops for c in pool], peak, budget, max_simulations,
                                None if time_budget is None else out_of_time, [int(c.expensive) for c in pool])
     chosen = [pool[i].name for i in r["chosen"]]
     traces = rewrite(fw, bw, chosen, by_name, frees) if chosen else (fw, bw)

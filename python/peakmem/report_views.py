@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from . import _core
+from ._core import Report
 
 # The html report's colours (src/report/writers/html_writer.cc), so that the
 # plot and the page read alike.
@@ -28,20 +28,20 @@ CATEGORY_COLOURS = {
 PEAK_COLOUR = "#e0102f"
 
 
-def _require_events(report: _core.Report, what: str) -> None:
+def _require_events(report: Report, what: str) -> None:
     if not report.has_events:
         raise ValueError(
             f"{what} needs the report's allocation events: analyse with peakmem.analyze(..., events=True)"
         )
 
 
-def to_html(report: _core.Report) -> str:
+def to_html(report: Report) -> str:
     """The self-contained HTML page `peakmem analyze --format html` writes."""
     _require_events(report, "to_html()")
     return report.write("html")
 
 
-def repr_html(report: _core.Report) -> str:
+def repr_html(report: Report) -> str:
     """Jupyter's view: the HTML page in an iframe (so that several reports in
     one notebook keep their own script and element ids)."""
     if not report.has_events:
@@ -61,7 +61,7 @@ def pyplot(what: str) -> Any:
     return plt
 
 
-def plot(report: _core.Report, ax: Any = None) -> Any:
+def plot(report: Report, ax: Any = None) -> Any:
     """Draws the live bytes after every statement, stacked by category, the
     most bytes live inside each statement as a dashed line, and the peak
     marked, on matplotlib Axes `ax` (new ones if None). Returns the Axes."""

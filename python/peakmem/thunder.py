@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core
+from ._core import thunder_alloc_memory
 from .api import _is_trace_ctx, analyze
 
 
 def get_alloc_memory(trace: Any) -> tuple[int, dict[str, int]]:
     if _is_trace_ctx(trace):
         # The live reader (in C++) and the thunder model, peak and breakdown only.
-        return _core.thunder_alloc_memory(trace)
+        return thunder_alloc_memory(trace)
     report = analyze(trace, memory_model="thunder")
     return report.peak_bytes, report.breakdown
 

@@ -15,9 +15,9 @@ def _budget(budget: int | str | None) -> int | None:
     if isinstance(budget, bool) or not isinstance(budget, (int, str)):
         raise TypeError(f"budget must be a number of bytes or a size such as '80GiB', got {budget!r}")
     if isinstance(budget, str):
-        from .. import _core
+        from .._core import parse_byte_size
 
-        return _core.parse_byte_size(budget)
+        return parse_byte_size(budget)
     if budget < 0:
         raise ValueError(f"budget must not be negative, got {budget}")
     return budget

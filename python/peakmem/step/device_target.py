@@ -79,7 +79,7 @@ def device_target(device: str | None, model: Any) -> DeviceTarget:
     ``"cuda"``, ``"cuda:h100"``, ``"cuda:h200"``, ``"cuda:a100"``); None or
     ``"auto"``: the device `model`'s parameters are on, ``meta`` standing
     for the CPU; a DeviceTarget as it is. ValueError for another name."""
-    from .. import _core
+    from .._core import target_device
 
     if isinstance(device, DeviceTarget):
         return device
@@ -88,7 +88,7 @@ def device_target(device: str | None, model: Any) -> DeviceTarget:
         device = cuda_target_name(on) if on is not None and on.type == "cuda" else "cpu"
     if not isinstance(device, str):
         raise ValueError(f"device must be a name such as 'cuda:h100' or 'cpu', got {device!r}")
-    parsed = _core.target_device(device)
+    parsed = target_device(device)
     return DeviceTarget(name=parsed["name"] or device, kind=parsed["kind"], cuda_arch=parsed["cuda_arch"],
                         cublas_workspace_bytes=parsed["cublas_workspace_bytes"],
                         cublas_lt_workspace_bytes=parsed["cublas_lt_workspace_bytes"])

@@ -276,7 +276,7 @@ def _dispatch_mode(recorder: _Recorder):
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
-    from .. import _core
+    from .._core import aten_scratch
 
     import torch
 
@@ -307,7 +307,7 @@ def _dispatch_mode(recorder: _Recorder):
                     if index is not None:
                         events.append(index)
             arguments, wraps = _arguments(func, args, kwargs, op, lambda t: recorder.index_of(t) is not None)
-            before, with_outputs, why_not, known = _core.aten_scratch(op, arguments, threads, kernels)
+            before, with_outputs, why_not, known = aten_scratch(op, arguments, threads, kernels)
             if not known and func.namespace == "aten":
                 recorder.unknown_ops.add(op)
             if why_not:
@@ -690,12 +690,12 @@ def estimate_eager_step(model: Any, inputs: tuple, step: Any, pricing: dict,
     """`step` (a peakmem.step.TrainingStep) recorded for `target` and
     simulated (``_core.simulate_recorded_step``'s dict), and the seconds the
     recording took."""
-    from .. import _core
+    from .._core import simulate_recorded_step
 
     start = time.perf_counter()
     record = _record(model, inputs, step, target)
     recording = time.perf_counter() - start
-    result = _core.simulate_recorded_step(record.storages, record.held, record.statements, record.phases,
+    result = simulate_recorded_step(record.storages, record.held, record.statements, record.phases,
                                           record.diagnostics, events=True, **pricing)
     return result, recording
 
@@ -704,14 +704,14 @@ def recorded_step_file(model: Any, inputs: tuple, step: Any, target: DeviceTarge
     """`step` (a peakmem.step.TrainingStep) recorded, as a recorded step
     file's JSON object (docs/step-file.md, "Recorded steps"): what
     ``peakmem step`` reads, written by C++ (frontend/recorded_step_file.h)."""
-    from .. import _core
+    from .._core import recorded_step_file_json
 
     record = _record(model, inputs, step, target)
     description = None
     if step.optimizer is not None:
         name = getattr(step.optimizer, "__name__", type(step.optimizer).__name__)
         description = f"{name}({', '.join(f'{k}={v!r}' for k, v in (step.optimizer_kwargs or {}).items())})"
-    return _core.recorded_step_file_json(record.storages, record.held, record.statements, record.phases,
+    return recorded_step_file_json(record.storages, record.held, record.statements, record.phases,
                                          record.diagnostics, description or "")
 
 

@@ -341,7 +341,7 @@ def plan_eager_recomputation(model: Any, inputs: tuple, step: Any, budget: int |
     on a meta replica)."""
     import copy
 
-    from .. import _core
+    from .._core import save_search
     from .eager import estimate_eager_step, meta_replica
 
     blocks = repeated_blocks(model)
@@ -392,7 +392,7 @@ def plan_eager_recomputation(model: Any, inputs: tuple, step: Any, budget: int |
 
     # Without a budget: the lowest peak (every block checkpointed, nothing
     # saved), keeping saved whatever does not raise it.
-    r = _core.save_search(candidates, simulate, budget, max_simulations)
+    r = save_search(candidates, simulate, budget, max_simulations)
     chosen = plan_of(r["kept"])
     return EagerRecomputation(
         blocks=tuple(blocks), saved=tuple(None if s is None else tuple(sorted(s)) for s in chosen),

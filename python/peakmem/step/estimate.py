@@ -21,10 +21,10 @@ def _simulate(program: _StepProgram, pricing: dict | None = None) -> tuple[StepR
     """The step simulated (models/training_step.h) as one event stream, its
     timeline read from it, priced by `pricing`'s allocator; and the seconds
     the simulation took."""
-    from .. import _core
+    from .._core import simulate_step
 
     start = time.perf_counter()
-    r = _core.simulate_step(program.forward, program.backward, program.optimizer_first,
+    r = simulate_step(program.forward, program.backward, program.optimizer_first,
                             program.optimizer_later, program.spec, events=True, **(pricing or {}))
     simulating = time.perf_counter() - start
     whole = r["step"]

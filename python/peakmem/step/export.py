@@ -19,7 +19,7 @@ def _traced_step_file(model: Any, inputs: tuple, step: TrainingStep) -> dict:
     written by C++ from the step's spec (frontend/step_file.h): the traces
     Thunder runs with `step`'s plan and recomputation, as estimate_step
     simulates them."""
-    from .. import _core
+    from .._core import step_file_json
 
     _torch, thunder = _import_torch_and_thunder()
     opt_spec = step.optimizer_spec()
@@ -27,7 +27,7 @@ def _traced_step_file(model: Any, inputs: tuple, step: TrainingStep) -> dict:
     program, _ = _step_program(thunder, module, inputs, step, opt_spec, step.plan, later_program=True)
     if step.recompute is not None:
         program = _recomputed(program, step.recompute)
-    return _core.step_file_json(str(program.forward), str(program.backward), program.spec,
+    return step_file_json(str(program.forward), str(program.backward), program.spec,
                                 program.optimizer_first, program.optimizer_later, program.optimizer)
 
 

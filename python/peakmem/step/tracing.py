@@ -268,7 +268,8 @@ def _recomputed(program: _StepProgram, options: dict) -> _StepProgram:
     (peakmem.recompute.search, judged by the step's peak, or the names
     given: peakmem.recompute.apply); the choice is kept as its
     ``recomputation``."""
-    from .. import _core, recompute
+    from .._core import simulate_step
+    from .. import recompute
 
     # The search simulates without the module breakdown: the peak is the same.
     lean = {k: v for k, v in program.spec.items() if k != "modules"}
@@ -277,7 +278,7 @@ def _recomputed(program: _StepProgram, options: dict) -> _StepProgram:
 
     def peak(fw: Any, bw: Any) -> int:
         spec = {**lean, **_trace_names(fw, bw)}
-        return _core.simulate_step(fw, bw, program.optimizer_first, program.optimizer_later, spec)["peak_bytes"]
+        return simulate_step(fw, bw, program.optimizer_first, program.optimizer_later, spec)["peak_bytes"]
 
     budget = _budget(options.get("budget"))
     if "names" in options:
