@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Prints the README's accuracy tables: every corpus and model-zoo trace, measured vs predicted.
+"""Prints the manual's accuracy tables (docs/manual.md): every corpus and model-zoo trace, measured vs predicted.
 
     .venv/bin/python scripts/accuracy_table.py            # print the table
-    .venv/bin/python scripts/accuracy_table.py --check    # exit 1 if README.md differs
+    .venv/bin/python scripts/accuracy_table.py --check    # exit 1 if docs/manual.md differs
 
 Measured numbers are the stored CPU measurements (tests/data/{corpus,zoo}/*/measured.json,
 made by peakmem.measure); predictions are made now from the stored JSON traces.
@@ -76,11 +76,11 @@ def table(root: Path = CORPUS) -> str:
 def main() -> int:
     text = table(CORPUS) + "\n\n" + table(ZOO)
     if "--check" in sys.argv:
-        readme = (REPO / "README.md").read_text()
+        readme = (REPO / "docs" / "manual.md").read_text()
         start, end = readme.find(BEGIN), readme.find(END)
         current = readme[start + len(BEGIN):end].strip() if start >= 0 and end > start else None
         if current != text.strip():
-            print("README.md's accuracy table is out of date; run scripts/accuracy_table.py", file=sys.stderr)
+            print("docs/manual.md's accuracy table is out of date; run scripts/accuracy_table.py", file=sys.stderr)
             return 1
         return 0
     print(text)

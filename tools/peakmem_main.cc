@@ -710,8 +710,10 @@ CLI::App* AddStep(CLI::App& app, StepArgs& args) {
 int main(int argc, char** argv) {
   TuneMallocForOneShot();
   CLI::App app{
-      "peakmem: predicts the memory a tensor program (a Lightning Thunder execution trace)\n"
-      "will use: the peak, what is held when it returns, and the live bytes after every op."};
+      "peakmem: predicts the memory a PyTorch training step will take before it runs (the\n"
+      "peak, what stays held, the live bytes after every op, what holds the peak), from a step\n"
+      "file (`peakmem step`; written by peakmem.export_step for an eager or Thunder step) or\n"
+      "a Lightning Thunder trace (`peakmem analyze`). Python: peakmem.estimate_step."};
   app.require_subcommand(1);
   std::string format_names;  // "text|json|..."
   for (const peakmem::ReportWriter* writer : peakmem::AllWriters()) {

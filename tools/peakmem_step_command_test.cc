@@ -23,8 +23,8 @@ TEST_F(Cli, StepSimulatesAStepFile) {
   const FileState before = StateOf(path);
   const CliResult text = RunCli("step " + ShellQuote(path) + " --budget 512");
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("peak 520 bytes in the backward of step 1; final 256 bytes"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("budget 512 bytes: does not fit, headroom -8 bytes"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("peak 520 bytes (520 B) in the backward of step 1; final 256 bytes (256 B)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("budget 512 bytes (512 B): does not fit, headroom -8 bytes (-8 B)"), std::string::npos) << text.out;
   const CliResult json = RunCli("step " + ShellQuote(path) + " --format json --steps 2 --keep-grad");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const nlohmann::ordered_json j = nlohmann::ordered_json::parse(json.out);

@@ -1,4 +1,6 @@
-"""peakmem: predicts the memory a tensor program will use, to the byte.
+"""peakmem: predicts the memory a PyTorch training step (eager or Lightning
+Thunder) will take before it runs, to the byte; estimate_step is where to
+start (README.md).
 
 Public API:
     analyze(trace, *, memory_model="runtime", convention="auto", scratch=True, events=True) -> Report

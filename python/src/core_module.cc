@@ -10,6 +10,7 @@
 #include "peakmem/analyze.h"
 #include "peakmem/frontend/trace_json_writer.h"
 #include "peakmem/allocators/nccl_buffers.h"
+#include "peakmem/report/human_bytes.h"
 #include "peakmem/semantics/op_registry.h"
 #include "thunder_drop_in.h"
 
@@ -95,6 +96,10 @@ NB_MODULE(_core, m) {
       "The positional argument of the op that is the int64 indices tensor ATen made where Thunder "
       "types it like the pooled input (OpInfo::int64_indices_argument), or -1 for none (unknown "
       "ops included).");
+
+  m.def("human_bytes", &peakmem::HumanBytes, nb::arg("bytes"),
+        "A byte count in binary units as the reports print it beside the bytes: '512 B', '59.6 KiB', "
+        "'1.2 MiB', '3.45 GiB'.");
 
   m.def(
       "parse_byte_size",

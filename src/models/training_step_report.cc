@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "peakmem/report/allocator_summary.h"
+#include "peakmem/report/human_bytes.h"
 #include "peakmem/report/report.h"
 
 namespace peakmem {
@@ -25,12 +26,14 @@ std::vector<std::string> Diagnostics(const TrainingStepResult& step) {
 std::string TrainingStepToText(const TrainingStepResult& step, const TrainingStepReportOptions& options) {
   std::string out = fmt::format("peakmem step: {}\n", options.name);
   if (!options.optimizer.empty()) out += fmt::format("optimizer: {}\n", options.optimizer);
-  out += fmt::format("peak {} bytes in the {} of step {}; final {} bytes\n", step.peak_bytes,
-                     step.phase_at_peak, step.step_at_peak, step.final_bytes);
+  out += fmt::format("peak {} bytes ({}) in the {} of step {}; final {} bytes ({})\n", step.peak_bytes,
+                     HumanBytes(step.peak_bytes), step.phase_at_peak, step.step_at_peak, step.final_bytes,
+                     HumanBytes(step.final_bytes));
   if (options.budget) {
     const std::int64_t headroom = *options.budget - step.peak_bytes;
-    out += fmt::format("budget {} bytes: {}, headroom {} bytes\n", *options.budget,
-                       headroom >= 0 ? "fits" : "does not fit", headroom);
+    out += fmt::format("budget {} bytes ({}): {}, headroom {} bytes ({})\n", *options.budget,
+                       HumanBytes(*options.budget), headroom >= 0 ? "fits" : "does not fit", headroom,
+                       HumanBytes(headroom));
   }
   out += "\nat the peak, by category:\n";
   for (const auto& [category, bytes] : step.by_category) out += fmt::format("  {:<16} {:>14}\n", category, bytes);

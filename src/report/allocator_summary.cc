@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "writers/registry.h"
+#include "peakmem/report/human_bytes.h"
 
 namespace peakmem {
 
@@ -47,10 +47,10 @@ std::string AllocatorSummaryText(const Report& report) {
                       a.device == "all" ? "no CUDA tensors in the trace: every storage priced as on one GPU"
                                         : "the storages on " + a.device);
   *out += fmt::format("  allocated: peak {} bytes ({}){}; final {} bytes\n",
-                      s.allocated_bytes_peak, writers::HumanBytes(s.allocated_bytes_peak),
+                      s.allocated_bytes_peak, HumanBytes(s.allocated_bytes_peak),
                       AtStep(s.allocated_peak_step), s.allocated_bytes);
   *out += fmt::format("  reserved:  peak {} bytes ({}){}; final {} bytes\n",
-                      s.reserved_bytes_peak, writers::HumanBytes(s.reserved_bytes_peak),
+                      s.reserved_bytes_peak, HumanBytes(s.reserved_bytes_peak),
                       AtStep(s.reserved_peak_step), s.reserved_bytes);
   *out += fmt::format("  segments:  peak {}, final {}; {} cudaMalloc, {} cudaFree, {} retries\n",
                       s.segments_peak, s.segments, s.num_device_alloc, s.num_device_free,
@@ -69,8 +69,8 @@ std::string AllocatorSummaryText(const Report& report) {
         a.device_capacity > 0 ? fmt::format(" of a {}-byte device", a.device_capacity) : "");
   } else if (a.device_capacity > 0) {
     *out += fmt::format("  fits a {}-byte device ({}): headroom {} bytes ({})\n", a.device_capacity,
-                        writers::HumanBytes(a.device_capacity), a.device_capacity - s.reserved_bytes_peak,
-                        writers::HumanBytes(a.device_capacity - s.reserved_bytes_peak));
+                        HumanBytes(a.device_capacity), a.device_capacity - s.reserved_bytes_peak,
+                        HumanBytes(a.device_capacity - s.reserved_bytes_peak));
   }
   return text;
 }

@@ -267,7 +267,7 @@ class SmallCNN(nn.Module):
 def class_zero_loss(output, images):
     # Cross-entropy against class 0 for every image: the images are the only
     # input (Thunder 0.2.6 cannot trace an in-place buffer update, batch
-    # norm's running statistics, with two meta inputs: see README, Training step).
+    # norm's running statistics, with two meta inputs: see docs/manual.md, "A training step").
     return F.cross_entropy(output, torch.zeros(output.shape[0], dtype=torch.long, device=output.device))
 
 

@@ -9,7 +9,7 @@ The sample here is derandomized: every run tests the same programs, so the
 suite is deterministic (Hypothesis then keeps no example database; the long
 run does). A failure is shrunk by Hypothesis and printed as a program. The
 long run is `python -m tests.python.difftest --count 5000` from the
-repository root (see README, Testing).
+repository root (see docs/manual.md, "Testing").
 
 The regression cases in tests/data/regressions/ are mismatches the tester
 (or the corpus) found once; each is re-measured and re-predicted here.

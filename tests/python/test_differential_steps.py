@@ -5,7 +5,7 @@ estimate_step must equal measure_step, peak and final, to the byte.
 200 programs in SHARDS tests of fixed seeds (every run tests the same
 programs; separate tests so that pytest-xdist's workers share them). The
 long run is `python -m tests.python.difftest --steps --count 2000` from the
-repository root (README, Testing).
+repository root (docs/manual.md, "Testing").
 """
 
 from __future__ import annotations

@@ -1,19 +1,23 @@
-"""The README is what the tools do today: its accuracy table is current,
-every ```python block runs as written, and every command line of its shell
-blocks runs (the peakmem ones with the built CLI on bundled files, the
-install lines checked against pyproject.toml's pins and extras).
+"""The README and the manual (docs/manual.md) are what the tools do today:
+the accuracy table is current, every ```python block runs as written and
+prints what the ```text block right after it shows (when one follows), and
+every command line of the shell blocks runs (the peakmem ones with the built
+CLI on bundled files, the install lines checked against pyproject.toml's
+pins and extras).
 
 A block is left out only with a visible marker on the line before its fence,
 ``<!-- readme-test: skip: REASON -->``; a marker without a reason fails."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
 import re
 import shlex
 import subprocess
 import sys
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,19 +26,28 @@ from conftest import cli
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+DOCUMENTS = (README, REPO / "docs" / "manual.md")
 SKIP = re.compile(r"<!-- readme-test: skip(?:: (?P<reason>.*\S))? -->")
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Block:
     language: str
     line: int  # of the opening fence, 1-based
     text: str
     skip_reason: str | None
+    document: str = "README.md"
+    end: int = 0  # the line after the closing fence, 1-based
+    output: str | None = None  # a python block's printed output: the text block right after it
+
+    @property
+    def where(self) -> str:
+        return f"{self.document}:{self.line}"
 
 
-def _blocks() -> list[Block]:
-    lines = README.read_text().splitlines()
+def _blocks(path: Path) -> list[Block]:
+    document = str(path.relative_to(REPO))
+    lines = path.read_text().splitlines()
     blocks, i = [], 0
     while i < len(lines):
         m = re.match(r"^```(\w*)\s*$", lines[i])
@@ -44,14 +57,19 @@ def _blocks() -> list[Block]:
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
         marker = SKIP.search(lines[i - 1]) if i > 0 else None
         if marker is not None and not marker.group("reason"):
-            raise AssertionError(f"README.md:{i}: a readme-test skip marker without a reason")
-        blocks.append(Block(m.group(1), i + 1, "\n".join(lines[i + 1:end]) + "\n",
-                            marker.group("reason") if marker else None))
+            raise AssertionError(f"{document}:{i}: a readme-test skip marker without a reason")
+        text = "\n".join(lines[i + 1:end]) + "\n"
+        if m.group(1) == "text" and blocks and blocks[-1].language == "python" and blocks[-1].output is None \
+                and all(not ln.strip() for ln in lines[blocks[-1].end:i]):
+            blocks[-1] = dataclasses.replace(blocks[-1], output=text)
+        else:
+            blocks.append(Block(m.group(1), i + 1, text, marker.group("reason") if marker else None, document,
+                                end + 1))
         i = end + 1
     return blocks
 
 
-BLOCKS = _blocks()
+BLOCKS = [b for path in DOCUMENTS for b in _blocks(path)]
 PYTHON = [b for b in BLOCKS if b.language == "python"]
 SHELL = [b for b in BLOCKS if b.language in ("sh", "console")]
 
@@ -64,11 +82,14 @@ def test_accuracy_table_is_current():
 
 def test_blocks_are_found_and_none_is_skipped():
     # Today no block needs leaving out; a skip marker added later must say why (above).
-    assert len(PYTHON) >= 7 and len(SHELL) >= 6
-    assert [b.line for b in BLOCKS if b.skip_reason] == []
+    assert len(PYTHON) >= 9 and len(SHELL) >= 8
+    assert [b.where for b in BLOCKS if b.skip_reason] == []
+    # The README's first screen: install, size a model, the largest batch, each with its output.
+    front = [b for b in PYTHON if b.document == "README.md"]
+    assert len(front) == 2 and all(b.output for b in front)
 
 
-@pytest.mark.parametrize("block", PYTHON, ids=lambda b: f"README.md:{b.line}")
+@pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.where)
 def test_python_block_runs_as_written(thunder, block: Block, tmp_path, monkeypatch):
     import matplotlib
 
@@ -77,8 +98,13 @@ def test_python_block_runs_as_written(thunder, block: Block, tmp_path, monkeypat
     # repository's tests/ (its bundled data) is where the README says.
     (tmp_path / "tests").symlink_to(REPO / "tests")
     monkeypatch.chdir(tmp_path)
-    code = compile(block.text, f"README.md:{block.line}", "exec")
-    exec(code, {"__name__": "__readme__"})
+    code = compile(block.text, block.where, "exec")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(code, {"__name__": "__readme__"})
+    if block.output is not None:
+        assert printed.getvalue().rstrip() == block.output.rstrip(), \
+            f"{block.where}: the block printed\n{printed.getvalue()}\nthe text block after it shows\n{block.output}"
 
 
 # Placeholders in the README's command lines and the bundled files they stand for.
@@ -120,12 +146,12 @@ def _install_line_is_pinned(words: list[str], where: str) -> None:
                 f"{where}: {word} is not pyproject's [thunder] pin {sorted(pins)} and requirements-test.txt's"
 
 
-@pytest.mark.parametrize("block", SHELL, ids=lambda b: f"README.md:{b.line}")
+@pytest.mark.parametrize("block", SHELL, ids=lambda b: b.where)
 def test_shell_block_command_lines_run(block: Block, tmp_path):
     commands = _commands(block)
-    assert commands, f"README.md:{block.line}: no command line"
+    assert commands, f"{block.where}: no command line"
     for line, text, shown in commands:
-        where = f"README.md:{line}"
+        where = f"{block.document}:{line}"
         words = shlex.split(text, comments=True)
         if words[0] in ("./scripts/demo", "./scripts/test"):
             path = REPO / words[0]
@@ -150,7 +176,7 @@ def test_shell_block_command_lines_run(block: Block, tmp_path):
 
 def test_the_bundled_step_file_gives_its_measured_peak():
     # tests/data/steps/README.md records the step measured by measure_step
-    # when the file was written; the README's console block shows the CLI's.
+    # when the file was written; the manual's console block shows the CLI's.
     recorded = (REPO / "tests/data/steps/README.md").read_text()
     peak, final = (int(v.replace(",", "")) for v in
                    re.search(r"peak ([\d,]+) bytes, final ([\d,]+) bytes", recorded).groups())

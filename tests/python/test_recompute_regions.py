@@ -49,7 +49,7 @@ def _model(cls):
     return cls(layers=LAYERS)
 
 
-# Long (scripts/test leaves it out; README, "Longer checks"): per model, four
+# Long (scripts/test leaves it out; docs/manual.md, "Longer checks"): per model, four
 # checkpointed steps measured, four searches and four plans measured, about
 # 5 minutes a case on 2 cores. test_cli_chooses_the_same_regions samples the
 # regions in every run.

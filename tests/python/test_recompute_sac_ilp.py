@@ -21,7 +21,7 @@ its prediction (SAC's and checkpointing's too), its added FLOPs are
 counted as the engine runs it (and equal what the planner predicts), and
 the loss and gradients are bit-identical to the plain step's.
 
-Long (README, "Longer checks"; scripts/test leaves it out): about 10
+Long (docs/manual.md, "Longer checks"; scripts/test leaves it out): about 10
 minutes for both models on each engine on 2 cores. Needs pulp and pwlf
 (bench/requirements-sac-ilp.txt)."""
 

@@ -140,7 +140,12 @@ def test_max_batch_size_with_the_allocator_fits_reserved_bytes(thunder):
 def test_the_repr_is_a_summary_and_to_json_its_data(step):
     measured, priced = step
     text = repr(priced)
-    assert text.startswith(f"StepReport(estimated: peak {priced.peak_bytes:,} bytes in the {priced.phase_at_peak}")
+    # Bytes, with binary units beside them (KiB and MiB to one decimal, GiB to two).
+    b = priced.peak_bytes
+    unit = (f"{b} B" if b < 2**10 else f"{b / 2**10:.1f} KiB" if b < 2**20 else f"{b / 2**20:.1f} MiB"
+            if b < 2**30 else f"{b / 2**30:.2f} GiB")
+    assert text.startswith(f"StepReport(estimated: peak {priced.peak_bytes:,} bytes ({unit}) in the "
+                           f"{priced.phase_at_peak}"), text
     assert f"reserved peak {priced.allocator['reserved_peak_bytes']:,}" in text
     assert len(text.splitlines()) <= 4  # the timeline stays behind .timeline
     data = json.loads(priced.to_json())

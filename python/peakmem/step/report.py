@@ -133,21 +133,27 @@ class StepReport:
         return self.text()
 
     def text(self) -> str:
-        """The figures as the repr shows them: ``write("text")``'s, for a measured step."""
+        """The figures as the repr shows them: ``write("text")``'s, for a
+        measured step. Each size in bytes, with binary units beside it."""
+        from .._core import human_bytes
+
+        def size(b: int) -> str:
+            return f"{b:,} bytes ({human_bytes(b)})"
+
         kind = "measured" if self.measured else "estimated"
-        lines = [f"StepReport({kind}: peak {self.peak_bytes:,} bytes in the {self.phase_at_peak} of "
-                 f"step {self.step_at_peak}; final {self.final_bytes:,} bytes"]
+        lines = [f"StepReport({kind}: peak {size(self.peak_bytes)} in the {self.phase_at_peak} of "
+                 f"step {self.step_at_peak}; final {size(self.final_bytes)}"]
         if self.budget is not None:
             verdict = "fits" if self.fits else "does not fit"
             if self.headroom_bytes is not None:
-                verdict += f", headroom {self.headroom_bytes:,} bytes"
+                verdict += f", headroom {size(self.headroom_bytes)}"
             oom = (self.allocator or {}).get("out_of_memory")
             if oom:
-                verdict += f"; the allocator runs out of memory at {oom['op']} ({oom['requested_bytes']:,} bytes)"
-            lines.append(f"  budget {self.budget:,} bytes: {verdict}")
+                verdict += f"; the allocator runs out of memory at {oom['op']} ({size(oom['requested_bytes'])})"
+            lines.append(f"  budget {size(self.budget)}: {verdict}")
         if self.allocator is not None and "reserved_peak_bytes" in self.allocator:
-            lines.append(f"  allocator: allocated peak {self.allocator['allocated_peak_bytes']:,}, "
-                         f"reserved peak {self.allocator['reserved_peak_bytes']:,} bytes")
+            lines.append(f"  allocator: allocated peak {size(self.allocator['allocated_peak_bytes'])}, "
+                         f"reserved peak {size(self.allocator['reserved_peak_bytes'])}")
         if self.by_category:
             lines.append("  at the peak: " + ", ".join(f"{c} {b:,}" for c, b in self.by_category.items()))
         return "\n".join(lines) + ")"

@@ -41,6 +41,17 @@ using writers::kFlushBytes;
 
 namespace {
 
+// "\n" and `spaces` blanks ("" when indent < 0). Appended, not `"\n" +
+// std::string(...)`: GCC 12 warns falsely (-Wrestrict, its bug 105651) on
+// that operator+ once inlined.
+std::string NewlinePad(int indent, int spaces) {
+  std::string pad;
+  if (indent < 0) return pad;
+  pad += '\n';
+  pad.append(static_cast<std::size_t>(spaces), ' ');
+  return pad;
+}
+
 // Writes `items` as a JSON array or object in nlohmann::json's layout
 // (dump(indent)): one element per line at `level`+1, or compact when
 // indent < 0. `write(i, out)` appends element i. Output goes to the sink
@@ -54,7 +65,7 @@ void AppendJsonList(std::size_t count, int indent, int level, char open, char cl
     *out += close;
     return;
   }
-  const std::string pad = indent >= 0 ? "\n" + std::string((level + 1) * indent, ' ') : "";
+  const std::string pad = NewlinePad(indent, (level + 1) * indent);
   for (std::size_t i = 0; i < count; ++i) {
     if (i) *out += ',';
     *out += pad;
@@ -205,7 +216,7 @@ void WriteReportJson(const Report& report, int indent, const ReportSink& sink,
       },
       &out, sink);
   out.append(head, b_end, st_end - 4 - b_end);
-  const std::string field_pad = indent >= 0 ? "\n" + std::string(3 * indent, ' ') : "";
+  const std::string field_pad = NewlinePad(indent, 3 * indent);
   AppendJsonList(
       report.steps.size(), indent, 1, '[', ']',
       [&](std::size_t i, std::string* out) {

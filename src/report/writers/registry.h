@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "peakmem/report/human_bytes.h"
 #include "peakmem/report/writer.h"
 
 namespace peakmem::writers {
@@ -18,9 +19,6 @@ const ReportWriter& AnnotatedWriter();
 const ReportWriter& ChromeTraceWriter();
 const ReportWriter& SnapshotWriter();
 const ReportWriter& HtmlWriter();
-
-// A size as people read it: "512 B", "59.6 KiB", "1.2 MiB", "3.45 GiB".
-std::string HumanBytes(std::int64_t bytes);
 
 // Writers build their output in a buffer handed to the sink whenever it
 // passes this size.

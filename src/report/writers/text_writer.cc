@@ -17,20 +17,6 @@
 
 namespace peakmem {
 
-namespace writers {
-
-std::string HumanBytes(std::int64_t bytes) {
-  const double b = static_cast<double>(bytes < 0 ? -bytes : bytes);
-  const char* sign = bytes < 0 ? "-" : "";
-  if (b < 1024) return fmt::format("{}{} B", sign, static_cast<std::int64_t>(b));
-  if (b < 1024.0 * 1024) return fmt::format("{}{:.1f} KiB", sign, b / 1024);
-  if (b < 1024.0 * 1024 * 1024) return fmt::format("{}{:.1f} MiB", sign, b / (1024.0 * 1024));
-  return fmt::format("{}{:.2f} GiB", sign, b / (1024.0 * 1024 * 1024));
-}
-
-}  // namespace writers
-
-using writers::HumanBytes;
 using writers::kFlushBytes;
 
 namespace {
