@@ -79,8 +79,15 @@ def install() -> None:
 
 
 def import_thunder():
-    """Imports and returns the `thunder` package, patching torch first if needed."""
+    """Imports and returns the `thunder` package, patching torch first if
+    needed. Thunder's warning that the optional transformer_engine package
+    is missing is left out: peakmem uses no executor of it (Thunder's
+    defaults run without it), so it would only be noise on every estimate."""
+    import warnings
+
     patch_torch()
-    import thunder
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="transformer_engine module not found", category=UserWarning)
+        import thunder
 
     return thunder

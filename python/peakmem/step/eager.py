@@ -615,6 +615,27 @@ def _release(recorder: _Recorder, step: dict, box: list) -> None:
     recorder.statement("step() returns", "the loss released")
 
 
+@contextlib.contextmanager
+def _transformers_quiet() -> Any:
+    """`transformers` logs notes about the model's config at its first forward
+    (``loss_type=None ... Using the default loss``): the model's, printed
+    when the user trains it, not the estimate's. While the step is recorded
+    only its errors are shown."""
+    import sys
+
+    if "transformers" not in sys.modules:
+        yield
+        return
+    from transformers.utils import logging
+
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+
+
 def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: Callable | None = None,
                 gradient: str | None = None, optimizer: Any = None, optimizer_kwargs: dict | None = None,
                 steps: int = 1, zero_grad: bool = True, target: DeviceTarget | None = None) -> RecordedStep:
@@ -658,7 +679,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     try:
         kernels = cuda_kernels(recorder) if recorder.target.cuda else _cpu_attention()
         with kernel_choices(recorder.target), kernels, _rng_states(recorder), compiled_regions_refused(), \
-                _dispatch_mode(recorder):
+                _transformers_quiet(), _dispatch_mode(recorder):
             for k in range(1, steps + 1):
                 _run_iteration(recorder, k, step)
     finally:
