@@ -39,4 +39,33 @@ void UnknownOps::AppendDiagnostics(std::vector<std::string>* out, const std::str
   }
 }
 
+std::string UntypedUnpackMessage(const Trace& trace, const Statement& unpack) {
+  std::vector<bool> unpacked(trace.values.size(), false);  // collections: their contents are what is unknown
+  for (const Statement& st : trace.statements)
+    if (st.kind == StatementKind::kUnpack) unpacked[st.source] = true;
+  std::string names;
+  for (ValueId v = 0; v < trace.values.size(); ++v) {
+    const Value& value = trace.values[v];
+    if (value.type->kind != ValueKind::kUnknown || unpacked[v] || value.name == "_" ||
+        value.defined_at.line < unpack.at.line) {
+      continue;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(value.name);
+  }
+  return "cannot unpack '" + std::string(trace.values[unpack.source].name) + "' into " +
+         std::to_string(unpack.outputs.items.size()) +
+         " targets: the trace never says what it holds (no type comments on what is unpacked from "
+         "it, as an older Thunder printer writes a backward), so the sizes of " +
+         (names.empty() ? std::string("its elements") : names) +
+         " are unknown. Print the trace with a newer Thunder, or export the live TraceCtx "
+         "(peakmem.to_json_export), which carries every type";
+}
+
+const Statement* FirstUnpackOf(const Trace& trace, ValueId collection) {
+  for (const Statement& st : trace.statements) {
+    if (st.kind == StatementKind::kUnpack && st.source == collection) return &st;
+  }
+  return nullptr;
+}
+
 }  // namespace peakmem

@@ -157,27 +157,7 @@ void RuntimeModel::BindPattern(const Pattern& pattern, ObjectId object, int dept
   }
 }
 
-void RuntimeModel::FailUnknownContents(const Statement& s) const {
-  std::vector<bool> unpacked(trace_.values.size(), false);  // collections: their contents are what is unknown
-  for (const Statement& st : trace_.statements)
-    if (st.kind == StatementKind::kUnpack) unpacked[st.source] = true;
-  std::string names;
-  for (ValueId v = 0; v < trace_.values.size(); ++v) {
-    const Value& value = trace_.values[v];
-    if (value.type->kind != ValueKind::kUnknown || unpacked[v] || value.name == "_" ||
-        value.defined_at.line < s.at.line) {
-      continue;
-    }
-    names += (names.empty() ? "" : ", ") + std::string(value.name);
-  }
-  Fail(s.at, "cannot unpack '" + std::string(ValueOf(s.source).name) + "' into " +
-                 std::to_string(s.outputs.items.size()) +
-                 " targets: the trace never says what it holds (no type comments on what is unpacked from "
-                 "it, as an older Thunder printer writes a backward), so the sizes of " +
-                 (names.empty() ? std::string("its elements") : names) +
-                 " are unknown. Print the trace with a newer Thunder, or export the live TraceCtx "
-                 "(peakmem.to_json_export), which carries every type");
-}
+void RuntimeModel::FailUnknownContents(const Statement& s) const { Fail(s.at, UntypedUnpackMessage(trace_, s)); }
 
 ObjectId RuntimeModel::BuildReturned(const Expr& e, int depth) {
   if (depth > 1000) Fail(e.at, "returned value nested too deeply");

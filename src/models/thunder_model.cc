@@ -181,6 +181,10 @@ void ThunderModel::CountArgument(ValueId id, std::int64_t* allocated, int depth)
       return;
     case ValueKind::kUnknown:
       if (IsUsed(id)) {
+        // An untyped collection the trace unpacks: name what has no size.
+        if (const Statement* unpack = FirstUnpackOf(trace_, id)) {
+          errors_.Fail(unpack->at, UntypedUnpackMessage(trace_, *unpack));
+        }
         errors_.Fail(v.defined_at, "argument '" + std::string(v.name) + "' has no type comment");
       }
       // Thunder prints no type for an argument the trace never uses.

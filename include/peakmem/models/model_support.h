@@ -42,6 +42,15 @@ class ModelErrors {
   const ParsedTrace& parsed_;
 };
 
+// The error for unpacking `unpack.source`, a collection whose contents the
+// trace never types (an older Thunder printer writes a backward so): it
+// names every value of unknown size from that statement on, the unpacked
+// tensors and what is made from them. Both models raise it.
+std::string UntypedUnpackMessage(const Trace& trace, const Statement& unpack);
+
+// The first statement that unpacks `collection` (nullptr: none does).
+const Statement* FirstUnpackOf(const Trace& trace, ValueId collection);
+
 // The op registry entry of each call, found once per distinct call symbol
 // (Trace::call_symbols) rather than by hashing the name on every statement.
 class OpLookup {
