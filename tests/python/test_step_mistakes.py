@@ -123,3 +123,19 @@ def test_a_forward_returning_a_tuple_gets_a_hint_to_pass_loss_fn():
     with pytest.raises(ValueError, match=r"the loss must be a tensor; the step returned a tuple \(the model's "
                                          r"output: pass loss_fn=lambda output, \*inputs: \.\.\."):
         peakmem.estimate_step(Pair(), torch.randn(2, 4), frontend="eager")
+
+
+def test_a_size_without_a_unit_is_refused_and_an_int_is_bytes():
+    import peakmem
+
+    model, x = torch.nn.Linear(16, 4), torch.randn(8, 16)
+    loss = lambda output, x: output.sum()  # noqa: E731
+    with pytest.raises(ValueError, match=r"budget='80' has no unit: give a size such as '80GiB'.*budget=80\)"):
+        peakmem.estimate_step(model, x, loss_fn=loss, budget="80")
+    with pytest.raises(ValueError, match=r"device_memory='1.5' has no unit"):
+        peakmem.estimate_step(model, x, loss_fn=loss, allocator="cuda-caching", device_memory="1.5")
+    with pytest.raises(ValueError, match="has no unit"):
+        peakmem.max_batch_size(model, lambda n: (torch.randn(n, 16),), "80", loss_fn=loss, progress=False)
+    # An int is bytes; a size with its unit is read as written (80 GiB = 80 x 2^30 bytes).
+    assert peakmem.estimate_step(model, x, loss_fn=loss, budget=80).budget == 80
+    assert peakmem.estimate_step(model, x, loss_fn=loss, budget="80GiB").budget == 80 * 2**30

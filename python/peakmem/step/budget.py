@@ -8,6 +8,17 @@ a budget but no device memory, the budget is the capacity."""
 
 from __future__ import annotations
 
+import re
+
+
+def _with_unit(name: str, text: str) -> str:
+    """`text` when it names its unit; ValueError for a bare number ("80" is
+    80 bytes to the parser, rarely what was meant: bytes are an int)."""
+    if re.fullmatch(r"\s*[\d.]+\s*", text):
+        raise ValueError(f"{name}={text!r} has no unit: give a size such as '{text.strip()}GiB' (or '{text.strip()}B'), "
+                         f"or the bytes as an int ({name}={text.strip().split('.')[0]})")
+    return text
+
 
 def _budget(budget: int | str | None) -> int | None:
     if budget is None:
@@ -17,7 +28,7 @@ def _budget(budget: int | str | None) -> int | None:
     if isinstance(budget, str):
         from .._core import parse_byte_size
 
-        return parse_byte_size(budget)
+        return parse_byte_size(_with_unit("budget", budget))
     if budget < 0:
         raise ValueError(f"budget must not be negative, got {budget}")
     return budget
@@ -31,4 +42,6 @@ def _pricing(allocator: str, alloc_conf: str | None, device_memory: str | int | 
         device_memory = budget
     if isinstance(device_memory, int):
         device_memory = str(device_memory)
+    elif isinstance(device_memory, str):
+        device_memory = _with_unit("device_memory", device_memory)
     return {"allocator": allocator, "alloc_conf": alloc_conf, "device_memory": device_memory}
