@@ -1,5 +1,6 @@
 """estimate_step against measure_step on the training-step corpus
-(step_models.py), to the byte, and the estimate on meta inputs equal to it.
+(step_models.py), to the byte, on both front ends (Thunder's traces and the
+eager recording), and the estimate on meta inputs equal to it.
 
 measure_step is the truth: the step run for real on the CPU under the
 PyTorch profiler, parameters and inputs added (peakmem/step.py says how).
@@ -45,13 +46,28 @@ def check_timeline(report, setup: dict) -> None:
     assert all(t.total(i) <= t.statement_peak[i] for i in range(len(t.statement_peak)))
 
 
+# What the eager front end does not model yet on these steps, each named in
+# the estimate's diagnostics (never a silent difference): the test checks
+# that the estimate differs from the measurement only there, and that the
+# diagnostics say why.
+EAGER_GAPS = {
+    # oneDNN's scratchpad for a strided convolution's input gradient.
+    "cnn_sgd_momentum_2_steps": "a strided convolution's input gradient runs a oneDNN kernel",
+}
+
+
+@pytest.mark.parametrize("frontend", ["thunder", "eager"])
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
-def test_estimate_equals_measurement(thunder, entry: Entry):
+def test_estimate_equals_measurement(thunder, entry: Entry, frontend: str):
     import peakmem
 
     model, inputs = _fresh(entry)
-    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
-    estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
+    measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend=frontend)
+    estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend=frontend)
+    if frontend == "eager" and entry.name in EAGER_GAPS:
+        assert estimated.peak_bytes != measured.peak_bytes, f"{entry.name} is exact now: take it off EAGER_GAPS"
+        assert any(EAGER_GAPS[entry.name] in d for d in estimated.report.diagnostics), estimated.report.diagnostics
+        return
     assert (estimated.peak_bytes, estimated.final_bytes) == (measured.peak_bytes, measured.final_bytes)
     assert sum(estimated.by_category.values()) == estimated.peak_bytes
     # By module: the same bytes; the inputs (and the loss) are the top's.
@@ -64,7 +80,7 @@ def test_estimate_equals_measurement(thunder, entry: Entry):
     # The same on meta: nothing allocated, the same numbers.
     meta_model = copy.deepcopy(model).to("meta")
     meta_inputs = tuple(x.to("meta") for x in inputs)
-    on_meta = peakmem.estimate_step(meta_model, *meta_inputs, loss_fn=entry.loss_fn, **entry.setup, frontend="thunder")
+    on_meta = peakmem.estimate_step(meta_model, *meta_inputs, loss_fn=entry.loss_fn, **entry.setup, frontend=frontend)
     assert (on_meta.peak_bytes, on_meta.final_bytes) == (estimated.peak_bytes, estimated.final_bytes)
 
 

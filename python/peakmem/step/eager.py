@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .compiled import compiled_regions_refused
+from .cpu_foreach import per_tensor_calls
 from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .shadow_values import DataDependentError, ShadowValues
@@ -271,6 +272,30 @@ def _describe(x: Any) -> str:
     return repr(x)
 
 
+def _foreach_scratch(func: Any, args: tuple, kwargs: dict, recorder: _Recorder,
+                     threads: int) -> tuple[bool, int, int, str]:
+    """(known, scratch before the outputs, scratch with them, why not
+    counted) of a CPU foreach op: its slow kernel's per-tensor calls
+    (cpu_foreach.py), each priced by the registry's rule for the single op,
+    the largest of them (one call's scratch is freed before the next
+    starts). Unknown (False, 0, 0, "") when `func` is no foreach op or a
+    call's op has no rule."""
+    from .._core import aten_scratch
+
+    calls = per_tensor_calls(func, args, kwargs)
+    if not calls:
+        return False, 0, 0, ""
+    before = with_outputs = 0
+    for single, call_args, call_kwargs in calls:
+        name = str(single)
+        arguments, _ = _arguments(single, call_args, call_kwargs, name, lambda t: recorder.index_of(t) is not None)
+        b, w, why_not, known = aten_scratch(name, arguments, threads, "cpu")
+        if not known or why_not:
+            return False, 0, 0, ""
+        before, with_outputs = max(before, b), max(with_outputs, w)
+    return True, before, with_outputs, ""
+
+
 def _dispatch_mode(recorder: _Recorder):
     """The TorchDispatchMode that records each ATen call into `recorder`."""
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -308,6 +333,8 @@ def _dispatch_mode(recorder: _Recorder):
                         events.append(index)
             arguments, wraps = _arguments(func, args, kwargs, op, lambda t: recorder.index_of(t) is not None)
             before, with_outputs, why_not, known = aten_scratch(op, arguments, threads, kernels)
+            if not known and not recorder.target.cuda:
+                known, before, with_outputs, why_not = _foreach_scratch(func, args, kwargs, recorder, threads)
             if not known and func.namespace == "aten":
                 recorder.unknown_ops.add(op)
             if why_not:
