@@ -1,0 +1,110 @@
+"""More tiny random `transformers` families for the eager front end's zoo
+(tests/python/test_transformers_zoo.py), beside eager_models.py's five:
+causal LMs (Mistral, Qwen2, Phi-3, Gemma, OPT, GPT-NeoX, Falcon), masked
+LMs (RoBERTa, DistilBERT, ELECTRA), an encoder-decoder (BART), a
+mixture-of-experts model (Mixtral), vision (DeiT, the windowed Swin, the
+convolutional ResNet), contrastive image-text (CLIP) and speech (Whisper).
+Each maker returns ``(model, kwargs)`` on `device` ("cpu" or "meta") from
+seed 0, so the CPU and meta models are the same model; configs only, no
+downloads."""
+
+from __future__ import annotations
+
+import torch
+
+from eager_models import _built, _ids, _quiet_transformers
+
+_LM = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4, vocab_size=128,
+           max_position_embeddings=32)
+
+
+def _pixels(device: str) -> dict:
+    g = torch.Generator().manual_seed(0)
+    return {"pixel_values": torch.randn(2, 3, 32, 32, generator=g).to(device),
+            "labels": torch.randint(0, 10, (2,), generator=g).to(device)}
+
+
+def _lm(model_class: str, config_class: str, **config):
+    def make(device: str):
+        tf = _quiet_transformers()
+        cfg = getattr(tf, config_class)(**config)
+        model = _built(device, lambda: getattr(tf, model_class)(cfg))
+        ids = _ids(device, 128)
+        return model, {"input_ids": ids, "labels": ids}
+
+    return make
+
+
+def _vision(model_class: str, config_class: str, **config):
+    def make(device: str):
+        tf = _quiet_transformers()
+        cfg = getattr(tf, config_class)(**config)
+        return _built(device, lambda: getattr(tf, model_class)(cfg)), _pixels(device)
+
+    return make
+
+
+def bart(device: str):
+    tf = _quiet_transformers()
+    cfg = tf.BartConfig(encoder_layers=2, decoder_layers=2, d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                        encoder_attention_heads=4, decoder_attention_heads=4, vocab_size=128,
+                        max_position_embeddings=32, pad_token_id=1, decoder_start_token_id=2)
+    model = _built(device, lambda: tf.BartForConditionalGeneration(cfg))
+    return model, {"input_ids": _ids(device, 128), "labels": _ids(device, 128, (2, 8))}
+
+
+def clip(device: str):
+    tf = _quiet_transformers()
+    cfg = tf.CLIPConfig(text_config=dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                                         num_attention_heads=4, vocab_size=128, max_position_embeddings=32),
+                        vision_config=dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                                           num_attention_heads=4, image_size=32, patch_size=8),
+                        projection_dim=32)
+    model = _built(device, lambda: tf.CLIPModel(cfg))  # the contrastive loss of both towers
+    return model, {"input_ids": _ids(device, 128), "pixel_values": _pixels(device)["pixel_values"],
+                   "return_loss": True}
+
+
+def whisper(device: str):
+    tf = _quiet_transformers()
+    cfg = tf.WhisperConfig(encoder_layers=2, decoder_layers=2, d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                           encoder_attention_heads=4, decoder_attention_heads=4, vocab_size=128, num_mel_bins=16,
+                           max_source_positions=32, max_target_positions=32, pad_token_id=0,
+                           decoder_start_token_id=1)
+    model = _built(device, lambda: tf.WhisperForConditionalGeneration(cfg))  # 1-d convolutions over mel bins
+    features = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(0)).to(device)
+    return model, {"input_features": features, "labels": _ids(device, 128, (2, 8))}
+
+
+ZOO = {
+    "mistral": _lm("MistralForCausalLM", "MistralConfig", **_LM, num_key_value_heads=2, pad_token_id=0),
+    "qwen2": _lm("Qwen2ForCausalLM", "Qwen2Config", **_LM, num_key_value_heads=2, pad_token_id=0),
+    "phi3": _lm("Phi3ForCausalLM", "Phi3Config", **_LM, num_key_value_heads=2, pad_token_id=0),
+    "gemma": _lm("GemmaForCausalLM", "GemmaConfig", **_LM, num_key_value_heads=2, head_dim=16, pad_token_id=0),
+    "opt": _lm("OPTForCausalLM", "OPTConfig", num_hidden_layers=2, hidden_size=64, ffn_dim=128,
+               num_attention_heads=4, vocab_size=128, max_position_embeddings=32, word_embed_proj_dim=64,
+               pad_token_id=0),
+    "gpt_neox": _lm("GPTNeoXForCausalLM", "GPTNeoXConfig", **_LM),
+    "falcon": _lm("FalconForCausalLM", "FalconConfig", num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                  vocab_size=128),
+    "roberta": _lm("RobertaForMaskedLM", "RobertaConfig", **_LM, pad_token_id=0),
+    "distilbert": _lm("DistilBertForMaskedLM", "DistilBertConfig", n_layers=2, dim=64, hidden_dim=128, n_heads=4,
+                      vocab_size=128, max_position_embeddings=32, pad_token_id=0),
+    "electra": _lm("ElectraForMaskedLM", "ElectraConfig", **_LM, embedding_size=64, pad_token_id=0),
+    "bart": bart,
+    # Mixture of experts. transformers 5.25's default experts kernel on the
+    # CPU (grouped_mm) takes bf16 only, and its "eager" one routes by the
+    # router's floating-point scores (a meta step cannot read them: peakmem
+    # refuses, naming the line); "batched_mm" runs every expert on every
+    # token, as a GPU's dense MoE kernels do.
+    "mixtral": _lm("MixtralForCausalLM", "MixtralConfig", **_LM, num_key_value_heads=2, num_local_experts=4,
+                   num_experts_per_tok=2, pad_token_id=0, experts_implementation="batched_mm"),
+    "deit": _vision("DeiTForImageClassification", "DeiTConfig", num_hidden_layers=2, hidden_size=64,
+                    intermediate_size=128, num_attention_heads=4, image_size=32, patch_size=8, num_labels=10),
+    "swin": _vision("SwinForImageClassification", "SwinConfig", image_size=32, patch_size=4, embed_dim=16,
+                    depths=[1, 1], num_heads=[2, 2], window_size=4, num_labels=10),
+    "resnet": _vision("ResNetForImageClassification", "ResNetConfig", embedding_size=16, hidden_sizes=[16, 32],
+                      depths=[1, 1], num_labels=10),
+    "clip": clip,
+    "whisper": whisper,
+}
