@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli_test_util.h"
+#include "peakmem/frontend/recorded_step_file.h"
 #include "training_step_test_util.h"
 
 namespace peakmem {
@@ -23,8 +24,11 @@ TEST_F(Cli, StepSimulatesAStepFile) {
   const FileState before = StateOf(path);
   const CliResult text = RunCli("step " + ShellQuote(path) + " --budget 512");
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("peak 520 bytes (520 B) in the backward of step 1; final 256 bytes (256 B)"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("budget 512 bytes (512 B): does not fit, headroom -8 bytes (-8 B)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("peak 520 bytes (520 B) in the backward of step 1; final 256 bytes (256 B)"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("budget 512 bytes (512 B): does not fit, headroom -8 bytes (-8 B)"), std::string::npos)
+      << text.out;
   const CliResult json = RunCli("step " + ShellQuote(path) + " --format json --steps 2 --keep-grad");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const nlohmann::ordered_json j = nlohmann::ordered_json::parse(json.out);
@@ -37,6 +41,46 @@ TEST_F(Cli, StepSimulatesAStepFile) {
   EXPECT_EQ(j.at("phases").size(), 4u);
   EXPECT_TRUE(j.at("fits").is_null());
   EXPECT_EQ(StateOf(path), before);
+}
+
+// `peakmem step` on an eager step's record, written by hand: a parameter
+// (64 B) and an input (16 B) held; the forward makes an activation (32 B),
+// then the loss (4 B) with an 8 B scratch inside; the backward makes the
+// gradient (64 B) and frees the activation; the optimizer phase frees the
+// loss. By hand: the forward starts at 80 and peaks at 124 (80 + 32 + 4 +
+// 8); the backward starts at 116 and peaks at 180; the optimizer starts at
+// 148 and only frees. Each phase's line prints its peak and what is live as
+// it starts, and the record's diagnostics follow.
+TEST_F(Cli, StepPrintsARecordedStepsPhasePeaks) {
+  const std::string path = TempPath("recorded.json");
+  nlohmann::ordered_json record = {
+      {"peakmem_recorded_step", kRecordedStepFileVersion},
+      {"optimizer", nullptr},
+      {"storages",
+       {{64, "parameter w", 0, "lin", "cpu", false},
+        {16, "input", 1, "", "cpu", false},
+        {32, "aten.mm.default", 4, "lin", "cpu", false},
+        {4, "aten.sum.default", 5, "", "cpu", false},
+        {8, "(scratch)", 5, "", "cpu", true},
+        {64, "aten.mm.default", 2, "lin", "cpu", false}}},
+      {"held", {0, 1}},
+      {"statements",
+       {{"aten.mm.default", "mm", {2}},
+        {"aten.sum.default", "sum", {3, 4, -5}},
+        {"aten.mm.default", "mm backward", {5, -3}},
+        {"step() returns", "the loss released", {-4}}}},
+      {"phases", {{"forward", 1, 0, 2}, {"backward", 1, 2, 3}, {"optimizer", 1, 3, 4}}},
+      {"diagnostics", {"aten.foo.default: not modelled"}}};
+  WriteFile(path, record.dump());
+  const CliResult text = RunCli("step " + ShellQuote(path));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("forward   step 1   peak            124  around             80"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("backward  step 1   peak            180  around            116"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("optimizer step 1   peak            148  around            148"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("diagnostics:\n  aten.foo.default: not modelled"), std::string::npos) << text.out;
 }
 
 // Every analyze format renders the whole step (training_step_stream_test.cc
