@@ -81,6 +81,5 @@ def check_loss_fn_captures(loss_fn: Callable | None, model: Any, inputs: tuple, 
            "from outside cannot meet them (make it on meta to leave it out of the step's memory)")
     raise ValueError(
         f"loss_fn reads a tensor that is not an input of the step: {named}. {why}. Pass it as an input "
-        "instead: estimate_step(model, x, targets, loss_fn=lambda output, x, targets: ...) calls "
-        "model(x, targets) and loss_fn(output, x, targets), so the model's forward takes it too "
-        "(def forward(self, x, targets=None))")
+        "instead, for the loss alone: estimate_step(model, x, targets, model_inputs=1, loss_fn=lambda output, "
+        "x, targets: ...) calls model(x) and loss_fn(output, x, targets)")

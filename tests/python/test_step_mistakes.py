@@ -37,7 +37,8 @@ def test_targets_captured_by_a_loss_fn_closure_are_named_not_taken_for_tied_weig
         peakmem.estimate_step(model, x, loss_fn=make_loss(y), frontend="thunder")
     assert time.perf_counter() - start < 1.0  # refused before Thunder traces
     # The fix the error gives: the targets an input, the loss reading them as one.
-    fixed = {"loss_fn": lambda output, x, targets: F.mse_loss(output, targets), "optimizer": torch.optim.SGD}
+    fixed = {"loss_fn": lambda output, x, targets: F.mse_loss(output, targets), "optimizer": torch.optim.SGD,
+             "model_inputs": 1}
     estimate = peakmem.estimate_step(model, x, y, **fixed, frontend="thunder")
     measured = peakmem.measure_step(model, x, y, **fixed, frontend="thunder")
     assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
@@ -53,7 +54,8 @@ def test_targets_captured_by_a_closure_are_named_on_the_eager_front_end():
                                          r"\(shape \(8, 4\), captured by its closure\).*meta stand-ins.*"
                                          r"Pass it as an input"):
         peakmem.estimate_step(model, x, loss_fn=lambda output, x: F.mse_loss(output, y), frontend="eager")
-    fixed = {"loss_fn": lambda output, x, targets: (output - targets).pow(2).sum(), "frontend": "eager"}
+    fixed = {"loss_fn": lambda output, x, targets: (output - targets).pow(2).sum(), "frontend": "eager",
+             "model_inputs": 1}
     estimate = peakmem.estimate_step(model, x, y, **fixed)
     measured = peakmem.measure_step(model, x, y, **fixed)
     assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
@@ -139,3 +141,31 @@ def test_a_size_without_a_unit_is_refused_and_an_int_is_bytes():
     # An int is bytes; a size with its unit is read as written (80 GiB = 80 x 2^30 bytes).
     assert peakmem.estimate_step(model, x, loss_fn=loss, budget=80).budget == 80
     assert peakmem.estimate_step(model, x, loss_fn=loss, budget="80GiB").budget == 80 * 2**30
+
+
+def test_targets_go_to_the_loss_alone_with_model_inputs(thunder):
+    # An nn.Sequential cannot take the targets: model_inputs=1 calls
+    # model(x) and loss_fn(output, x, y). The estimate is the measured step
+    # on both front ends, and the largest batch takes the option too.
+    import peakmem
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    loss = lambda output, x, y: F.cross_entropy(output, y)  # noqa: E731
+    for frontend in ("eager", "thunder"):
+        options = {"loss_fn": loss, "model_inputs": 1, "optimizer": torch.optim.AdamW, "frontend": frontend}
+        estimated = peakmem.estimate_step(model, x, y, **options)
+        measured = peakmem.measure_step(model, x, y, **options)
+        assert (estimated.peak_bytes, estimated.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+        assert estimated.by_category["inputs"] == x.nbytes + y.nbytes  # the targets are the step's inputs
+    found = peakmem.max_batch_size(model, lambda n: (torch.randn(n, 16), torch.randint(0, 4, (n,))), "64KiB",
+                                   high=64, loss_fn=loss, model_inputs=1, frontend="eager", progress=False)
+    assert found.report.peak_bytes <= 64 * 1024 and 1 <= found.batch_size <= 64
+    # Without the option the model is given the targets too, and says so.
+    with pytest.raises(TypeError):
+        peakmem.estimate_step(model, x, y, loss_fn=loss, frontend="eager")
+    with pytest.raises(ValueError, match="model_inputs= leaves inputs to the loss alone: it needs loss_fn="):
+        peakmem.estimate_step(model, x, y, model_inputs=1)
+    with pytest.raises(ValueError, match="model_inputs=3 but the step has 2 inputs"):
+        peakmem.estimate_step(model, x, y, loss_fn=loss, model_inputs=3)

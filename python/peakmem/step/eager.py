@@ -587,7 +587,7 @@ def _forward(recorder: _Recorder, k: int, step: dict) -> Any:
     first = len(recorder.record.statements)
     made_before = len(recorder.record.storages)
     with _factories_on_the_models_device(recorder):
-        out = model(*inputs, **kwargs)
+        out = model(*inputs[:step["model_inputs"]], **kwargs)
         loss = _loss(out, step["loss_fn"], inputs, kwargs)
     del out
     recorder.statement("forward returns", "the model's output other than the loss released")
@@ -665,12 +665,16 @@ def _transformers_quiet() -> Any:
 
 def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: Callable | None = None,
                 gradient: str | None = None, optimizer: Any = None, optimizer_kwargs: dict | None = None,
-                steps: int = 1, zero_grad: bool = True, target: DeviceTarget | None = None) -> RecordedStep:
+                steps: int = 1, zero_grad: bool = True, target: DeviceTarget | None = None,
+                model_inputs: int | None = None) -> RecordedStep:
     """Runs ``steps`` iterations of the step on meta stand-ins under the
     recording dispatch mode (see the module docstring) and returns the record.
     `target`: the device the step is recorded for (device_target.py; None:
-    the CPU)."""
+    the CPU). `model_inputs`: how many of the inputs, the first, the model
+    takes (None: all); the loss takes all of them."""
     kwargs = dict(kwargs or {})
+    if model_inputs is not None and model_inputs > len(inputs):
+        raise ValueError(f"model_inputs={model_inputs} but the step has {len(inputs)} inputs")
     recorder = _Recorder(target)
     model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs, recorder.shadows)
     named = list(model.named_parameters())
@@ -690,6 +694,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     recorder.record.held = list(range(len(recorder.record.storages)))
     parameters = [p for _, p in named]
     step = {"model": model, "inputs": inputs, "kwargs": kwargs, "loss_fn": loss_fn, "gradient": gradient,
+            "model_inputs": model_inputs,
             "optimizer": _make_optimizer(optimizer, optimizer_kwargs, parameters), "zero_grad": zero_grad,
             "parameters": parameters, "parameter_names": [n for n, _ in named]}
     hooks = _module_tracking(model, recorder)
@@ -730,7 +735,7 @@ def _record(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = 
     """record_step on a peakmem.step.TrainingStep, for `target`."""
     return record_step(model, *inputs, kwargs=dict(step.kwargs or {}), loss_fn=step.loss_fn, gradient=step.gradient,
                        optimizer=step.optimizer, optimizer_kwargs=step.optimizer_kwargs, steps=step.steps,
-                       zero_grad=step.zero_grad, target=target)
+                       zero_grad=step.zero_grad, target=target, model_inputs=step.model_inputs)
 
 
 def estimate_eager_step(model: Any, inputs: tuple, step: Any, pricing: dict,
@@ -778,7 +783,7 @@ def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tup
     parameters = list(model.parameters())
 
     def run_once(copies: tuple, kw: dict, opt: Any) -> None:
-        out = model(*copies, **kw)
+        out = model(*step.model_call(copies), **kw)
         loss = _loss(out, loss_fn, copies, kw)
         del out
         _backward(loss, gradient)

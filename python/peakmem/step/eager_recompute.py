@@ -321,7 +321,7 @@ def _block_operators(model: Any, inputs: tuple, step: Any, blocks: list[str]) ->
     _install(model, blocks, lambda b: (lambda: functools.partial(context, b)))
     kwargs = dict(step.kwargs or {})
     with _cpu_attention():
-        loss = _loss(model(*inputs, **kwargs), step.loss_fn, inputs, kwargs)
+        loss = _loss(model(*step.model_call(inputs), **kwargs), step.loss_fn, inputs, kwargs)
         for b in range(len(blocks)):
             for op, outputs in zip(ops[b], versions[b]):
                 op.savable = op.savable and all(t._version == v for t, v in outputs)

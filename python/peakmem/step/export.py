@@ -23,7 +23,7 @@ def _traced_step_file(model: Any, inputs: tuple, step: TrainingStep) -> dict:
 
     _torch, thunder = _import_torch_and_thunder()
     opt_spec = step.optimizer_spec()
-    module = _checked_step_module(model, inputs, step.loss_fn, step.transform)
+    module = _checked_step_module(model, inputs, step)
     program, _ = _step_program(thunder, module, inputs, step, opt_spec, step.plan, later_program=True)
     if step.recompute is not None:
         program = _recomputed(program, step.recompute)

@@ -64,7 +64,7 @@ def _warmed_up(thunder: Any, model: Any, given: tuple, step: TrainingStep, maker
         names = step.recompute.get("names")
         if names is None:
             names = _traced_program(model, given, step)[0].recomputation.names
-    module = _step_module(model, step.loss_fn)
+    module = _step_module(model, step.loss_fn, step.model_inputs)
     jm, holder = _jit(thunder, module, step.transform, step.plan, names)
     kwargs = dict(step.optimizer_kwargs or {})
 

@@ -34,6 +34,12 @@ class StepOptions(TypedDict, total=False):
     loss_fn: ``loss_fn(output, *inputs)`` returns the scalar loss (None,
         the default: the model returns it). It may read the inputs, not a
         tensor of its own (targets in a closure are a ValueError).
+    model_inputs: how many of the inputs, the first ones, the model takes
+        (None, the default: all of them); the rest are the loss's only
+        (targets): ``model(*inputs[:model_inputs])``, then
+        ``loss_fn(output, *inputs)``. An ``nn.Sequential`` classifier's
+        step is ``estimate_step(model, x, y, model_inputs=1,
+        loss_fn=lambda output, x, y: F.cross_entropy(output, y))``.
     gradient: None (the default: a scalar loss) or ``"ones"``:
         ``loss.backward(torch.ones_like(loss))`` on a loss of any shape (a
         DTensor program's output, say: Thunder 0.2.6 has no DTensor
@@ -77,6 +83,7 @@ class StepOptions(TypedDict, total=False):
     """
 
     loss_fn: Callable | None
+    model_inputs: int | None
     gradient: Gradient | None
     optimizer: Any
     optimizer_kwargs: Mapping[str, Any] | None

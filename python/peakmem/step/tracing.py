@@ -19,8 +19,10 @@ from .running import _backward, _import_torch_and_thunder, _step_failure
 from .training_step import TrainingStep
 
 
-def _step_module(model: Any, loss_fn: Callable | None):
-    """The module Thunder traces: the model, with the loss inside when given."""
+def _step_module(model: Any, loss_fn: Callable | None, model_inputs: int | None = None):
+    """The module Thunder traces: the model, with the loss inside when given
+    (the model called with the first `model_inputs` inputs, all when None;
+    the loss with all of them)."""
     import torch
 
     if loss_fn is None:
@@ -32,21 +34,22 @@ def _step_module(model: Any, loss_fn: Callable | None):
             self.model = model
 
         def forward(self, *inputs):
-            return loss_fn(self.model(*inputs), *inputs)
+            return loss_fn(self.model(*inputs[:model_inputs]), *inputs)
 
     return WithLoss()
 
 
-def _checked_step_module(model: Any, inputs: tuple, loss_fn: Callable | None, transform: Callable | None):
+def _checked_step_module(model: Any, inputs: tuple, step: TrainingStep):
     """_step_module, after the checks that name a mistake before Thunder
     traces (peakmem.step_checks): inputs on another device than the model,
     a loss_fn reading tensors that are not inputs. A transform may place
     the model itself (FSDP materializes meta parameters): then devices are
     not checked."""
-    if transform is None:
+    if step.transform is None:
         check_devices(model, inputs)
-    check_loss_fn_captures(loss_fn, model, inputs)
-    return _step_module(model, loss_fn)
+    check_loss_fn_captures(step.loss_fn, model, inputs)
+    step.model_call(inputs)  # the count checked before Thunder traces
+    return _step_module(model, step.loss_fn, step.model_inputs)
 
 
 def _jit(thunder: Any, module: Any, transform: Callable | None, plan: bool | dict = False,
@@ -154,7 +157,7 @@ def _traced_program(model: Any, inputs: tuple, step: TrainingStep) -> tuple[_Ste
     _torch, thunder = _import_torch_and_thunder()  # the first call imports Thunder: its time
     importing = time.perf_counter() - start
     opt_spec = step.optimizer_spec()
-    module = _checked_step_module(model, tuple(inputs), step.loss_fn, step.transform)
+    module = _checked_step_module(model, tuple(inputs), step)
     program, tracing = _step_program(thunder, module, tuple(inputs), step, opt_spec, step.plan)
     if step.recompute is not None:
         program = _recomputed(program, step.recompute)

@@ -87,6 +87,8 @@ class TrainingStep:
 
     Attributes:
         loss_fn: ``loss_fn(output, *inputs)`` is the loss (None: the model's output is).
+        model_inputs: how many of the inputs, the first, the model takes
+            (None: all); the rest are the loss's only (``model_call``).
         gradient: None or ``"ones"`` (``Gradient``).
         optimizer, optimizer_kwargs: the optimizer's class and its settings (None: no optimizer).
         steps: how many steps run in a row (a positive integer).
@@ -110,6 +112,7 @@ class TrainingStep:
     """
 
     loss_fn: Callable | None = None
+    model_inputs: int | None = None
     gradient: Gradient | None = None
     optimizer: Any = None
     optimizer_kwargs: Mapping[str, Any] | None = None
@@ -130,6 +133,14 @@ class TrainingStep:
                              f"(loss.backward(torch.ones_like(loss))), got {self.gradient!r}")
         if self.optimizer is None and self.optimizer_kwargs:
             raise ValueError("optimizer_kwargs given without an optimizer")
+        if self.model_inputs is not None:
+            if not isinstance(self.model_inputs, int) or isinstance(self.model_inputs, bool) \
+                    or self.model_inputs < 0:
+                raise ValueError(f"model_inputs must be how many of the inputs the model takes, a non-negative "
+                                 f"integer, got {self.model_inputs!r}")
+            if self.loss_fn is None:
+                raise ValueError("model_inputs= leaves inputs to the loss alone: it needs loss_fn= "
+                                 "(loss_fn(output, *inputs) is called with all of them)")
         plan, recompute = _plan_and_recompute(self.plan, self.recompute)
         object.__setattr__(self, "plan", plan)  # frozen: normalised once, here
         object.__setattr__(self, "recompute", recompute)
@@ -143,6 +154,15 @@ class TrainingStep:
         left out."""
         given = {("kwargs" if k == "kwinputs" else k): v for k, v in options.items()}
         return cls(**{k: v for k, v in given.items() if k in cls.__dataclass_fields__})
+
+    def model_call(self, inputs: tuple) -> tuple:
+        """The inputs the model is called with: the first `model_inputs`
+        (all when None). ValueError when there are fewer inputs than that."""
+        if self.model_inputs is None:
+            return tuple(inputs)
+        if self.model_inputs > len(inputs):
+            raise ValueError(f"model_inputs={self.model_inputs} but the step has {len(inputs)} inputs")
+        return tuple(inputs[:self.model_inputs])
 
     def resolved(self, model: Any) -> tuple["TrainingStep", Any]:
         """This step with its front end decided (peakmem.step.frontend), and
