@@ -87,7 +87,12 @@ void TraceBuilder::MarkPending(ValueId id) {
 }
 
 void TraceBuilder::DeferFinishCall(std::uint32_t statement) {
-  deferred_.push_back({.kind = Deferred::Kind::kFinishCall, .statement = statement});
+  // Members set one by one: GCC 12 warns (-Wmissing-field-initializers) on
+  // a designated initializer that leaves members to their defaults.
+  Deferred d;
+  d.kind = Deferred::Kind::kFinishCall;
+  d.statement = statement;
+  deferred_.push_back(d);
 }
 
 std::string_view TraceBuilder::Keep(std::string_view text) {
@@ -200,8 +205,12 @@ ValueId TraceBuilder::Delete(std::string_view name, SourceLocation at, int del_l
 
 void TraceBuilder::SetType(ValueId id, std::string_view type_text, SourceLocation type_at) {
   if (IsExternal(id)) {
-    deferred_.push_back(
-        {.kind = Deferred::Kind::kSetType, .value = id, .type_text = type_text, .at = type_at});
+    Deferred d;
+    d.kind = Deferred::Kind::kSetType;
+    d.value = id;
+    d.type_text = type_text;
+    d.at = type_at;
+    deferred_.push_back(d);
     return;
   }
   if (const ValueType* known = trace_.FindType(type_text)) {

@@ -31,10 +31,10 @@ bool AllEqual(const Dims& d, std::int64_t value) {
 std::optional<Dims> SpatialParameter(const Expr* e, std::int64_t fallback, std::size_t spatial) {
   if (e == nullptr) return Dims(spatial, fallback);
   std::optional<Dims> list = IntList(*e);
-  if (!list) return std::nullopt;
-  if (list->size() == 1) return Dims(spatial, (*list)[0]);
-  if (list->size() != spatial) return std::nullopt;
-  return list;
+  if (!list || (list->size() != 1 && list->size() != spatial)) return std::nullopt;
+  Dims out(spatial, (*list)[0]);
+  if (list->size() == spatial) std::copy(list->begin(), list->end(), out.begin());
+  return out;
 }
 
 bool IsTrueConstant(const Expr* e) { return e != nullptr && e->kind == Expr::Kind::kConstant && e->text == "True"; }
