@@ -19,9 +19,9 @@ are one multi-tensor launch with no per-tensor op.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["per_tensor_calls"]
+__all__ = ["foreach_scratch", "per_tensor_calls"]
 
 # The single-tensor overload each foreach overload calls, where the name
 # differs: a list of scalars or of tensors gives one of them per call; the
@@ -87,3 +87,23 @@ def per_tensor_calls(func: Any, args: tuple, kwargs: dict) -> list[tuple[Any, tu
             return None
         calls.append((single, (), call))  # by name: what the registry's rules read
     return calls
+
+
+def foreach_scratch(func: Any, args: tuple, kwargs: dict,
+                    price: Callable[[Any, dict], tuple[int, int, str, bool]]) -> tuple[bool, int, int]:
+    """(known, scratch before the outputs, scratch with them) of `func`, a
+    CPU foreach op: the largest of its per-tensor calls' scratch (one call's
+    is freed before the next starts), each call priced by `price(single op,
+    its arguments by name)`, which gives the registry's (before, with
+    outputs, why not counted, known). Unknown (False, 0, 0) when `func` is
+    no foreach op or a call has no rule that counts it."""
+    calls = per_tensor_calls(func, args, kwargs)
+    if not calls:
+        return False, 0, 0
+    before = with_outputs = 0
+    for single, _, call_kwargs in calls:
+        b, w, why_not, known = price(single, call_kwargs)
+        if not known or why_not:
+            return False, 0, 0
+        before, with_outputs = max(before, b), max(with_outputs, w)
+    return True, before, with_outputs

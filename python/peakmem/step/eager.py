@@ -49,9 +49,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .compiled import compiled_regions_refused
-from .cpu_foreach import per_tensor_calls
+from .cpu_foreach import foreach_scratch
 from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
+from .running import transformers_quiet
 from .shadow_values import DataDependentError, ShadowValues
 
 __all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
@@ -272,30 +273,6 @@ def _describe(x: Any) -> str:
     return repr(x)
 
 
-def _foreach_scratch(func: Any, args: tuple, kwargs: dict, recorder: _Recorder,
-                     threads: int) -> tuple[bool, int, int, str]:
-    """(known, scratch before the outputs, scratch with them, why not
-    counted) of a CPU foreach op: its slow kernel's per-tensor calls
-    (cpu_foreach.py), each priced by the registry's rule for the single op,
-    the largest of them (one call's scratch is freed before the next
-    starts). Unknown (False, 0, 0, "") when `func` is no foreach op or a
-    call's op has no rule."""
-    from .._core import aten_scratch
-
-    calls = per_tensor_calls(func, args, kwargs)
-    if not calls:
-        return False, 0, 0, ""
-    before = with_outputs = 0
-    for single, call_args, call_kwargs in calls:
-        name = str(single)
-        arguments, _ = _arguments(single, call_args, call_kwargs, name, lambda t: recorder.index_of(t) is not None)
-        b, w, why_not, known = aten_scratch(name, arguments, threads, "cpu")
-        if not known or why_not:
-            return False, 0, 0, ""
-        before, with_outputs = max(before, b), max(with_outputs, w)
-    return True, before, with_outputs, ""
-
-
 def _dispatch_mode(recorder: _Recorder):
     """The TorchDispatchMode that records each ATen call into `recorder`."""
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -307,6 +284,12 @@ def _dispatch_mode(recorder: _Recorder):
 
     threads = torch.get_num_threads()
     kernels = recorder.target.name if recorder.target.cuda else "cpu"  # the device aten_scratch takes
+
+    def price_on_the_cpu(single: Any, call_kwargs: dict) -> tuple[int, int, str, bool]:
+        """aten_scratch of one call of `single` with its arguments by name."""
+        name = str(single)
+        arguments, _ = _arguments(single, (), call_kwargs, name, lambda t: recorder.index_of(t) is not None)
+        return aten_scratch(name, arguments, threads, "cpu")
 
     class RecordingMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -333,8 +316,8 @@ def _dispatch_mode(recorder: _Recorder):
                         events.append(index)
             arguments, wraps = _arguments(func, args, kwargs, op, lambda t: recorder.index_of(t) is not None)
             before, with_outputs, why_not, known = aten_scratch(op, arguments, threads, kernels)
-            if not known and not recorder.target.cuda:
-                known, before, with_outputs, why_not = _foreach_scratch(func, args, kwargs, recorder, threads)
+            if not known and not recorder.target.cuda:  # a CPU foreach op: its per-tensor calls' rules
+                known, before, with_outputs = foreach_scratch(func, args, kwargs, price_on_the_cpu)
             if not known and func.namespace == "aten":
                 recorder.unknown_ops.add(op)
             if why_not:
@@ -642,27 +625,6 @@ def _release(recorder: _Recorder, step: dict, box: list) -> None:
     recorder.statement("step() returns", "the loss released")
 
 
-@contextlib.contextmanager
-def _transformers_quiet() -> Any:
-    """`transformers` logs notes about the model's config at its first forward
-    (``loss_type=None ... Using the default loss``): the model's, printed
-    when the user trains it, not the estimate's. While the step is recorded
-    only its errors are shown."""
-    import sys
-
-    if "transformers" not in sys.modules:
-        yield
-        return
-    from transformers.utils import logging
-
-    verbosity = logging.get_verbosity()
-    logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(verbosity)
-
-
 def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: Callable | None = None,
                 gradient: str | None = None, optimizer: Any = None, optimizer_kwargs: dict | None = None,
                 steps: int = 1, zero_grad: bool = True, target: DeviceTarget | None = None,
@@ -711,7 +673,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     try:
         kernels = cuda_kernels(recorder) if recorder.target.cuda else _cpu_attention()
         with kernel_choices(recorder.target), kernels, _rng_states(recorder), compiled_regions_refused(), \
-                _transformers_quiet(), _dispatch_mode(recorder):
+                transformers_quiet(), _dispatch_mode(recorder):
             for k in range(1, steps + 1):
                 _run_iteration(recorder, k, step)
     finally:

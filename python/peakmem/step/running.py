@@ -3,6 +3,8 @@ iteration of a jitted module, and what a failed step is reported as."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from typing import Any
 
 from ..measure import local_shard
@@ -79,3 +81,22 @@ def _step_failure(e: Exception, module: Any, inputs: tuple, why: str = "") -> Ru
         f"Thunder {importlib.metadata.version('lightning-thunder')} could not trace the step: "
         f"{type(e).__name__}: {reason}{why}. Without Thunder, the step as eager PyTorch runs it is "
         "estimate_step(..., frontend='eager')")
+
+
+@contextlib.contextmanager
+def transformers_quiet() -> Any:
+    """`transformers` logs notes about the model's config at its first forward
+    (``loss_type=None ... Using the default loss``): the model's, printed
+    when the user trains it, not the estimate's. While the step is recorded
+    only its errors are shown."""
+    if "transformers" not in sys.modules:
+        yield
+        return
+    from transformers.utils import logging
+
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
