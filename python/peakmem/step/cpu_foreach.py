@@ -79,8 +79,6 @@ def per_tensor_calls(func: Any, args: tuple, kwargs: dict) -> list[tuple[Any, tu
                 call[a.name] = element
             elif a.name in ("scalar", "scalars"):
                 call["value" if pointwise else "other"] = element
-            elif a.name == "exponent" and "exponent" in single_names:
-                call["exponent"] = element
             elif k == 1 and len(single_names) > 1:
                 call[single_names[1]] = element
         if not all(n in call or a.has_default_value() for n, a in zip(single_names, single._schema.arguments)):
