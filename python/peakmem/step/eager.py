@@ -48,12 +48,15 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .accumulation import Accumulations
 from .compiled import compiled_regions_refused
+from .cpu_attention import cpu_attention
 from .cpu_foreach import foreach_scratch
 from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .running import transformers_quiet
-from .shadow_values import DataDependentError, ShadowValues
+from .routing import Routing, assumed_topk_indices
+from .shadow_values import DataDependentError, ShadowValues, source_line
 
 __all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
 
@@ -109,8 +112,9 @@ class _Recorder:
     ``step`` counters, a wrapped number autograd saves) is host memory, not
     recorded: ``host_bytes`` sums them."""
 
-    def __init__(self, target: DeviceTarget | None = None) -> None:
+    def __init__(self, target: DeviceTarget | None = None, routing: Any = None) -> None:
         self.target = target or DeviceTarget(name="cpu", kind="cpu")
+        self.routing = None if routing is None else Routing(routing)  # routing.py
         self.host_bytes = 0
         self.workspaces_made = False
         self.shadows = ShadowValues()  # the real values the step reads (shadow_values.py)
@@ -123,6 +127,7 @@ class _Recorder:
         # have saved it (checked once the node exists: see saved_numbers).
         self.unchecked: list[Any] = []
         self.unknown_ops: set[str] = set()  # ATen ops the registry has no entry for
+        self.sums = Accumulations()  # the backward's gradient sums (accumulation.py)
 
     def storage(self, t: Any, name: str, category: int, device: str | None = None) -> int | None:
         """Registers `t`'s storage if new (its index), else None."""
@@ -144,7 +149,9 @@ class _Recorder:
         return index
 
     def index_of(self, t: Any) -> int | None:
-        return self.live.get(id(t.untyped_storage()))
+        """`t`'s storage index (the storage a gradient sum made in place is, accumulation.py)."""
+        index = self.live.get(id(t.untyped_storage()))
+        return None if index is None else self.sums.root(index)
 
     def to_host(self, t: Any) -> None:
         """`t`, recorded as a device storage, is a CPU tensor on the target
@@ -161,6 +168,8 @@ class _Recorder:
         self._refs.pop(key, None)
         if index is not None:
             self.pending.append(-1 - index)
+            if index in self.sums.alias:  # a gradient sum made in place: its first operand's storage
+                self.pending.append(-1 - self.sums.root(index))
 
     def scratch(self, bytes_: int, op: str, device: str) -> int:
         index = len(self.record.storages)
@@ -195,6 +204,23 @@ class _Recorder:
             self.saved_numbers()
         self.record.statements.append((op, source, self.pending + (events or [])))
         self.pending = []
+
+    def topk_without_values(self, args: tuple, kwargs: dict, out: Any) -> None:
+        """A top-k of values the step does not have (a mixture-of-experts
+        router's scores): its indices' shadow as `routing` assumes it,
+        stated in the diagnostics; without `routing`, the hint a later
+        read of them gives (routing.py)."""
+        line = source_line()
+        if self.routing is None:
+            self.shadows.hint = (f"The value comes from the top-k at {line}: if it is a mixture-of-experts router, "
+                                 "routing='balanced', 'worst' or per-expert token counts assume its choice")
+            return
+        k = args[1] if len(args) > 1 else kwargs["k"]
+        dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
+        indices, counts = assumed_topk_indices(self.routing, args[0], k, dim)
+        self.shadows.give(out[1], indices)
+        self.record.diagnostics.append(f"statement {len(self.record.statements)} (aten.topk.default): routing "
+                                       f"assumed ({self.routing.describe(counts)}) at {line}")
 
     def saved_numbers(self) -> None:
         """The wrapped numbers autograd saved for the backward. A number a
@@ -305,6 +331,8 @@ def _dispatch_mode(recorder: _Recorder):
                     raise
                 out = recorder.shadows.instead(func, args, kwargs, e)
             recorder.shadows.follow(func, args, kwargs, out)
+            if func is torch.ops.aten.topk.default and recorder.shadows.of(args[0]) is None:
+                recorder.topk_without_values(args, kwargs, out)
             events: list[int] = []
             device = "cpu"
             for t in tree_leaves(out):
@@ -314,6 +342,9 @@ def _dispatch_mode(recorder: _Recorder):
                                              _TEMPORARIES)
                     if index is not None:
                         events.append(index)
+            if func.overloadpacket is torch.ops.aten.add:
+                recorder.sums.note(len(recorder.record.statements), args, out, lambda t: recorder.live.get(
+                    id(t.untyped_storage())))
             arguments, wraps = _arguments(func, args, kwargs, op, lambda t: recorder.index_of(t) is not None)
             before, with_outputs, why_not, known = aten_scratch(op, arguments, threads, kernels)
             if not known and not recorder.target.cuda:  # a CPU foreach op: its per-tensor calls' rules
@@ -340,71 +371,6 @@ def _dispatch_mode(recorder: _Recorder):
             return out
 
     return RecordingMode()
-
-
-@contextlib.contextmanager
-def _cpu_attention():
-    """A TorchFunctionMode under which scaled_dot_product_attention on meta
-    tensors runs the kernel the CPU would. On meta, ATen's composite always
-    picks the math kernel (_fused_sdp_choice_meta), which saves the
-    attention matrix for the backward; the CPU picks its flash kernel when
-    the shapes allow (select_sdp_backend_cpp), which saves only its output
-    and log-sum-exp. The CPU's choice reads shapes, dtypes and the last
-    dimension's stride, so it is asked on CPU stand-ins of one row each,
-    expanded to the shapes (nothing of the tensors' size is allocated), and
-    the flash kernel, whose meta function takes grouped-query shapes as the
-    CPU kernel does, is called directly.
-
-    A TorchFunctionMode is off while it handles a call, and so inside
-    ``loss.backward()``, where torch.utils.checkpoint recomputes a
-    checkpointed forward; there the replaced
-    ``torch.nn.functional.scaled_dot_product_attention`` routes the call,
-    so that the recomputation takes the kernel its forward took."""
-    import torch
-    from torch.nn.attention import SDPBackend
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import _disable_current_modes
-    from torch.utils._pytree import tree_map
-
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-
-    def on_cpu(x: Any) -> Any:
-        # requires_grad too: the CPU's flash kernel takes no mask that
-        # requires grad (a learned attention bias), so the choice reads it.
-        if not isinstance(x, torch.Tensor):
-            return x
-        row = torch.zeros(x.shape[-1] if x.dim() else (), dtype=x.dtype)
-        if x.requires_grad and (x.is_floating_point() or x.is_complex()):
-            row.requires_grad_(True)
-        return row.expand(x.shape) if x.dim() == 0 or x.stride(-1) == 1 else row[:1].expand(x.shape)
-
-    def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                  enable_gqa=False):
-        with _disable_current_modes():  # the stand-ins are not the step's
-            choice = torch._fused_sdp_choice(*tree_map(on_cpu, (query, key, value, attn_mask)), dropout_p,
-                                             is_causal, scale=scale, enable_gqa=enable_gqa)
-        if choice != int(SDPBackend.FLASH_ATTENTION):
-            return sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
-        return flash(query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
-
-    def routed(query, *args, **kwargs):
-        if isinstance(query, torch.Tensor) and query.device.type == "meta":
-            with torch._C.DisableTorchFunction():
-                return attention(query, *args, **kwargs)
-        return sdpa(query, *args, **kwargs)
-
-    class CpuAttention(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            return routed(*args, **kwargs) if func is sdpa else func(*args, **kwargs)
-
-    torch.nn.functional.scaled_dot_product_attention = routed
-    try:
-        with CpuAttention():
-            yield
-    finally:
-        torch.nn.functional.scaled_dot_product_attention = sdpa
 
 
 @contextlib.contextmanager
@@ -591,8 +557,10 @@ def _run_iteration(recorder: _Recorder, k: int, step: dict) -> None:
 
     box = [_forward(recorder, k, step)]
     first = len(recorder.record.statements)
-    _backward(box[0], step["gradient"])
+    with recorder.sums.during_backward(recorder.record.diagnostics) as by_engine:
+        _backward(box[0], step["gradient"])
     recorder.statement("loss.backward() returns", "AccumulateGrad done; autograd's graph released")
+    recorder.sums.rewrite(recorder.record.statements, recorder.record.storages, by_engine)
     params, names = step["parameters"], step["parameter_names"]
     with_grad = [(p.grad, n) for p, n in zip(params, names) if p.grad is not None]
     _categorize(recorder, [g for g, _ in with_grad], _GRADIENTS, [f"grad of {n}" for _, n in with_grad])
@@ -628,16 +596,18 @@ def _release(recorder: _Recorder, step: dict, box: list) -> None:
 def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: Callable | None = None,
                 gradient: str | None = None, optimizer: Any = None, optimizer_kwargs: dict | None = None,
                 steps: int = 1, zero_grad: bool = True, target: DeviceTarget | None = None,
-                model_inputs: int | None = None) -> RecordedStep:
+                model_inputs: int | None = None, routing: Any = None) -> RecordedStep:
     """Runs ``steps`` iterations of the step on meta stand-ins under the
     recording dispatch mode (see the module docstring) and returns the record.
     `target`: the device the step is recorded for (device_target.py; None:
     the CPU). `model_inputs`: how many of the inputs, the first, the model
-    takes (None: all); the loss takes all of them."""
+    takes (None: all); the loss takes all of them. `routing`: the
+    mixture-of-experts routing assumed where the step cannot read it
+    (routing.py)."""
     kwargs = dict(kwargs or {})
     if model_inputs is not None and model_inputs > len(inputs):
         raise ValueError(f"model_inputs={model_inputs} but the step has {len(inputs)} inputs")
-    recorder = _Recorder(target)
+    recorder = _Recorder(target, routing)
     model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs, recorder.shadows)
     named = list(model.named_parameters())
     for name, p in named:
@@ -671,7 +641,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.collect()
     gc.disable()
     try:
-        kernels = cuda_kernels(recorder) if recorder.target.cuda else _cpu_attention()
+        kernels = cuda_kernels(recorder) if recorder.target.cuda else cpu_attention()
         with kernel_choices(recorder.target), kernels, _rng_states(recorder), compiled_regions_refused(), \
                 transformers_quiet(), _dispatch_mode(recorder):
             for k in range(1, steps + 1):
@@ -681,6 +651,8 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
             h.remove()
         if was_enabled:
             gc.enable()
+    if recorder.routing is not None:
+        recorder.routing.check_all_used()
     if recorder.host_bytes:
         recorder.record.diagnostics.append(
             f"{recorder.host_bytes:,} bytes of CPU tensors (Adam's step counters, saved numbers, attention's "
@@ -697,7 +669,8 @@ def _record(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = 
     """record_step on a peakmem.step.TrainingStep, for `target`."""
     return record_step(model, *inputs, kwargs=dict(step.kwargs or {}), loss_fn=step.loss_fn, gradient=step.gradient,
                        optimizer=step.optimizer, optimizer_kwargs=step.optimizer_kwargs, steps=step.steps,
-                       zero_grad=step.zero_grad, target=target, model_inputs=step.model_inputs)
+                       zero_grad=step.zero_grad, target=target, model_inputs=step.model_inputs,
+                       routing=step.routing)
 
 
 def estimate_eager_step(model: Any, inputs: tuple, step: Any, pricing: dict,

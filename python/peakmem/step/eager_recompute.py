@@ -284,7 +284,8 @@ def _block_operators(model: Any, inputs: tuple, step: Any, blocks: list[str]) ->
     import torch
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
-    from .eager import _cpu_attention, _loss
+    from .cpu_attention import cpu_attention
+    from .eager import _loss
     from .running import _backward
 
     ops: list[list[_Operator]] = [[] for _ in blocks]
@@ -320,7 +321,7 @@ def _block_operators(model: Any, inputs: tuple, step: Any, blocks: list[str]) ->
 
     _install(model, blocks, lambda b: (lambda: functools.partial(context, b)))
     kwargs = dict(step.kwargs or {})
-    with _cpu_attention():
+    with cpu_attention():
         loss = _loss(model(*step.model_call(inputs), **kwargs), step.loss_fn, inputs, kwargs)
         for b in range(len(blocks)):
             for op, outputs in zip(ops[b], versions[b]):

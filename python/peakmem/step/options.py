@@ -80,6 +80,15 @@ class StepOptions(TypedDict, total=False):
         ``transformers`` ModelOutput given ``labels``) taken as the loss.
         Real tensors are replaced by ``meta`` stand-ins for the recording,
         so the user's model is not run or changed.
+    routing: a mixture-of-experts router's choice, where the eager step
+        cannot read it (its scores are floating-point activations, which
+        the ``meta`` stand-ins do not have): ``"balanced"`` (each expert
+        ``N·k/E`` of the tokens' choices), ``"worst"`` (every token to the
+        same ``k`` experts), or per-expert token counts, one list for
+        every router call or a list of lists in call order
+        (peakmem.step.routing). Each assumption is stated in the report's
+        diagnostics. None (the default): a step that reads its routing is
+        a ValueError naming the line.
     """
 
     loss_fn: Callable | None
@@ -95,6 +104,7 @@ class StepOptions(TypedDict, total=False):
     rank: int
     kwinputs: Mapping[str, Any] | None
     frontend: Frontend | None
+    routing: Any
 
 
 class RunOptions(StepOptions, total=False):

@@ -34,7 +34,7 @@ import traceback
 import weakref
 from typing import Any
 
-__all__ = ["ShadowValues", "DataDependentError"]
+__all__ = ["ShadowValues", "DataDependentError", "source_line"]
 
 # Larger results are not computed for real (their values are not read by
 # control flow in practice, and computing them would cost the step's time).
@@ -45,7 +45,7 @@ class DataDependentError(ValueError):
     """The step reads a value peakmem does not have on its meta stand-ins."""
 
 
-def _source_line() -> str:
+def source_line() -> str:
     """The innermost frame of the user's code (not torch's, not peakmem's)."""
     for frame in reversed(traceback.extract_stack()):
         path = frame.filename.replace("\\", "/")
@@ -62,6 +62,10 @@ class ShadowValues:
     def __init__(self) -> None:
         self._real: dict[int, Any] = {}
         self._refs: dict[int, Any] = {}
+        # Where the values a failing call wants may have come from (a
+        # top-k of floating-point scores: peakmem.step.routing), told in
+        # its DataDependentError.
+        self.hint = ""
 
     def give(self, stand_in: Any, real: Any) -> None:
         key = id(stand_in)
@@ -129,8 +133,8 @@ class ShadowValues:
             raise DataDependentError(
                 f"{func} needs a tensor's value, which peakmem does not have: the step is recorded on meta "
                 f"stand-ins, and the value comes from floating-point data or from a meta input; at "
-                f"{_source_line()}. Pass the step's integer and boolean inputs (ids, masks) as real tensors, "
-                "or avoid the data-dependent branch") from error
+                f"{source_line()}. Pass the step's integer and boolean inputs (ids, masks) as real tensors, "
+                "or avoid the data-dependent branch" + (f". {self.hint}" if self.hint else "")) from error
 
         def stand_in(x: Any) -> Any:
             if not isinstance(x, torch.Tensor):

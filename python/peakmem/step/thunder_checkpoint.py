@@ -65,7 +65,7 @@ def _policies_by_call(function: Callable, args: tuple, context_fn: Callable) -> 
     from thunder.core.proxies import TensorProxy
     from thunder.torch import _torch_to_thunder_function_map
 
-    from .eager import _cpu_attention
+    from .cpu_attention import cpu_attention
 
     forward_context, _ = context_fn()
     policy_fn = getattr(forward_context, "policy_fn", None)
@@ -99,7 +99,7 @@ def _policies_by_call(function: Callable, args: tuple, context_fn: Callable) -> 
             return t.requires_grad_(x.requires_grad) if t.is_floating_point() else t
         return x
 
-    with FakeTensorMode(allow_non_fake_inputs=True), _cpu_attention():
+    with FakeTensorMode(allow_non_fake_inputs=True), cpu_attention():
         given = torch.utils._pytree.tree_map(fake, args)
         with Policy(), Calls():
             function(*given)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Literal, Mapping, Union
 
 from .._deprecation import deprecated
 from .frontend import Frontend, resolve_frontend
+from .routing import Routing
 
 __all__ = ["Gradient", "Recompute", "TrainingStep"]
 
@@ -104,6 +105,8 @@ class TrainingStep:
             (``Recompute``: True, a budget, a list of names or the dict), or
             in its old spelling inside ``plan=``, which warns.
         frontend: ``"thunder"`` or ``"eager"``; None until ``resolved``.
+        routing: the mixture-of-experts routing assumed where the eager
+            step cannot read it (peakmem.step.routing; None: none assumed).
 
     ValueError on construction for steps that are not a positive integer,
     a gradient other than None or ``"ones"``, optimizer_kwargs without an
@@ -124,6 +127,7 @@ class TrainingStep:
     recompute: Recompute | None = None
     frontend: Frontend | None = None
     device: str | None = None
+    routing: Any = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, int) or isinstance(self.steps, bool) or self.steps < 1:
@@ -141,6 +145,8 @@ class TrainingStep:
             if self.loss_fn is None:
                 raise ValueError("model_inputs= leaves inputs to the loss alone: it needs loss_fn= "
                                  "(loss_fn(output, *inputs) is called with all of them)")
+        if self.routing is not None:
+            Routing(self.routing)  # ValueError naming what is wrong
         plan, recompute = _plan_and_recompute(self.plan, self.recompute)
         object.__setattr__(self, "plan", plan)  # frozen: normalised once, here
         object.__setattr__(self, "recompute", recompute)
@@ -170,6 +176,9 @@ class TrainingStep:
         frontend, module = resolve_frontend(model, self.frontend, dict(self.kwargs or {}),
                                             transform=self.transform, plan=self.plan,
                                             recompute=self.recompute is not None)
+        if self.routing is not None and frontend != "eager":
+            raise ValueError("routing= assumes a mixture-of-experts router's choice on the eager front end "
+                             "(frontend='eager'); a Thunder trace's shapes are fixed when it is traced")
         return replace(self, frontend=frontend), module
 
     def optimizer_spec(self) -> Any:
