@@ -3,16 +3,24 @@
 causal LMs (Mistral, Qwen2, Phi-3, Gemma, OPT, GPT-NeoX, Falcon), masked
 LMs (RoBERTa, DistilBERT, ELECTRA), an encoder-decoder (BART), a
 mixture-of-experts model (Mixtral), vision (DeiT, the windowed Swin, the
-convolutional ResNet), contrastive image-text (CLIP) and speech (Whisper).
-Each maker returns ``(model, kwargs)`` on `device` ("cpu" or "meta") from
-seed 0, so the CPU and meta models are the same model; configs only, no
-downloads."""
+convolutional ResNet and ConvNeXt), contrastive image-text (CLIP) and speech
+(Whisper, and Wav2Vec2 with its CTC loss). Each maker returns ``(model,
+kwargs)`` on `device` ("cpu" or "meta") from seed 0, so the CPU and meta
+models are the same model; configs only, no downloads.
+
+``ALL`` is the whole zoo, eager_models.py's five included, and ``KIND``
+each family's kind; ``variants(family)`` lists the ways a step of it is
+taken (``variant`` makes one): the attention implementation (``sdpa``,
+transformers' default, or ``eager``), an ``attention_mask`` (none, all
+ones as a tokenizer gives an unpadded batch, or ``padded``: the second
+row's last 4 tokens padding, their labels -100) and ``use_cache`` (the
+config's default, True, or False) where the family has them."""
 
 from __future__ import annotations
 
 import torch
 
-from eager_models import _built, _ids, _quiet_transformers
+from eager_models import FAMILIES, _built, _ids, _quiet_transformers
 
 _LM = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4, vocab_size=128,
            max_position_embeddings=32)
@@ -76,6 +84,20 @@ def whisper(device: str):
     return model, {"input_features": features, "labels": _ids(device, 128, (2, 8))}
 
 
+def wav2vec2(device: str):
+    tf = _quiet_transformers()
+    cfg = tf.Wav2Vec2Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                            conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_feat_extract_layers=2,
+                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, vocab_size=32,
+                            pad_token_id=0, ctc_loss_reduction="mean", layerdrop=0.0, mask_time_prob=0.0)
+    # The CTC loss checks labels.max() and masks them (data-dependent, from
+    # the real labels). LayerDrop and SpecAugment, off here, draw random
+    # numbers the step branches on: peakmem names the line.
+    model = _built(device, lambda: tf.Wav2Vec2ForCTC(cfg))
+    audio = torch.randn(2, 1600, generator=torch.Generator().manual_seed(0)).to(device)
+    return model, {"input_values": audio, "labels": _ids(device, 32, (2, 12)).clamp(min=1)}
+
+
 ZOO = {
     "mistral": _lm("MistralForCausalLM", "MistralConfig", **_LM, num_key_value_heads=2, pad_token_id=0),
     "qwen2": _lm("Qwen2ForCausalLM", "Qwen2Config", **_LM, num_key_value_heads=2, pad_token_id=0),
@@ -105,6 +127,59 @@ ZOO = {
                     depths=[1, 1], num_heads=[2, 2], window_size=4, num_labels=10),
     "resnet": _vision("ResNetForImageClassification", "ResNetConfig", embedding_size=16, hidden_sizes=[16, 32],
                       depths=[1, 1], num_labels=10),
+    "convnext": _vision("ConvNextForImageClassification", "ConvNextConfig", num_channels=3, patch_size=4,
+                        num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], num_labels=10, image_size=32),
+    "gpt_neo": _lm("GPTNeoForCausalLM", "GPTNeoConfig", num_layers=2, hidden_size=64, num_heads=4, vocab_size=128,
+                   max_position_embeddings=32, attention_types=[[["global", "local"], 1]], window_size=8),
+    "bloom": _lm("BloomForCausalLM", "BloomConfig", n_layer=2, hidden_size=64, n_head=4, vocab_size=128),
+    "qwen3": _lm("Qwen3ForCausalLM", "Qwen3Config", **_LM, num_key_value_heads=2, head_dim=16, pad_token_id=0),
     "clip": clip,
     "whisper": whisper,
+    "wav2vec2": wav2vec2,
 }
+
+ALL = {**FAMILIES, **ZOO}
+_CAUSAL = {"gpt2", "llama", "mistral", "qwen2", "phi3", "gemma", "opt", "gpt_neox", "falcon", "mixtral", "gpt_neo",
+           "bloom", "qwen3"}
+_MASKED = {"bert", "roberta", "distilbert", "electra"}
+_SEQ2SEQ = {"t5", "bart"}
+KIND = {f: ("causal" if f in _CAUSAL else "masked" if f in _MASKED else "seq2seq" if f in _SEQ2SEQ
+            else "contrastive" if f == "clip" else "speech" if f in ("whisper", "wav2vec2") else "vision")
+        for f in ALL}
+# Families without attention (convolutions only): one way.
+_NO_ATTENTION = {"resnet", "convnext"}
+
+
+def variants(family: str) -> list[tuple[str, str | None, bool | None]]:
+    """(attention, mask, use_cache) of each way `family`'s step is taken."""
+    kind = KIND[family]
+    attentions = ["sdpa"] if family in _NO_ATTENTION else ["sdpa", "eager"]
+    masks = [None, "ones", "padded"] if kind in ("causal", "masked", "seq2seq", "contrastive") else [None]
+    caches = [None, False] if kind in ("causal", "seq2seq") else [None]
+    return [(a, m, c) for a in attentions for m in masks for c in caches]
+
+
+def variant(family: str, device: str, attention: str = "sdpa", mask: str | None = None,
+            use_cache: bool | None = None):
+    """`family`'s (model, kwargs), the model on `device`, its step taken the
+    way the arguments say (``variants``). The integer inputs (ids, mask,
+    labels) are real CPU tensors on either device, as a user sizing a meta
+    model has the batch; floating-point ones are on `device`."""
+    model = ALL[family](device)[0]
+    _, kwargs = ALL[family]("cpu")
+    kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+              for k, v in kwargs.items()}
+    if attention != "sdpa":
+        model.set_attn_implementation(attention)
+    if mask is not None:
+        ids = kwargs["input_ids"]
+        attention_mask = torch.ones(ids.shape, dtype=torch.long)
+        if mask == "padded":
+            attention_mask[1, -4:] = 0
+            if kwargs.get("labels") is not None and kwargs["labels"].shape == ids.shape:
+                kwargs["labels"] = kwargs["labels"].clone()
+                kwargs["labels"][1, -4:] = -100
+        kwargs["attention_mask"] = attention_mask
+    if use_cache is not None:
+        kwargs["use_cache"] = use_cache
+    return model, kwargs

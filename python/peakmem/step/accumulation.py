@@ -22,7 +22,7 @@ own additions, and rewrites the ones the plain step does in place:
   sums are made after the node returns, directly inside
   ``autograd::engine::evaluate_function: ...``
   (torch/csrc/autograd/engine.cpp, ``Engine::thread_main`` and
-  ``Node::operator()``). The backward runs under a CPU profiler, and the
+  ``Node::operator()``). The backward runs under the CPU profiler, and the
   ``aten::add`` ranges outside the recording mode's own calls are matched
   one to one, in order, with the ``add`` calls the mode saw.
 * which of them the plain step does in place: the first operand's storage
@@ -100,7 +100,9 @@ class Accumulations:
         filled, on exit, with whether each ``add`` call the mode saw was the
         engine's (empty, with a diagnostic, where that could not be told)."""
         import torch
-        from torch.profiler import ProfilerActivity, profile
+        # The legacy profiler: its RecordFunction ranges are the same, and
+        # it prints nothing (Kineto logs each start and stop to stderr).
+        from torch.autograd.profiler_legacy import profile
 
         engine: list[bool] = []
         if torch.autograd.profiler._is_profiler_enabled:
@@ -111,11 +113,11 @@ class Accumulations:
             return
         self.recording = True
         try:
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
+            with profile() as prof:
                 yield engine
         finally:
             self.recording = False
-        found = _engine_adds(prof.events())
+        found = _engine_adds(prof.function_events)
         if len(found) != len(self.calls):
             diagnostics.append(f"the backward's {len(self.calls)} add calls did not match the profiler's "
                                f"{len(found)}: gradient sums in autograd's input buffers are counted out of place")

@@ -52,6 +52,11 @@ def cpu_attention():
                                              is_causal, scale=scale, enable_gqa=enable_gqa)
         if choice != int(SDPBackend.FLASH_ATTENTION):
             return sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            # attention.cpp's convert_boolean_attn_mask, before the flash
+            # kernel: an additive mask, -inf where the boolean one is False.
+            attn_mask = torch.where(attn_mask.logical_not(), -float("inf"),
+                                    torch.scalar_tensor(0.0, dtype=query.dtype, device=attn_mask.device))
         return flash(query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
 
     def routed(query, *args, **kwargs):

@@ -283,10 +283,10 @@ def _arguments(func: Any, args: tuple, kwargs: dict, op: str, known: Callable[[A
 def _data_dependent(error: Exception) -> bool:
     """Whether a meta call failed for want of the data (``.item()``,
     ``nonzero``, a data-dependent output shape), not for a mistake."""
-    text = str(error)
+    text = str(error).lower()  # "Meta tensors" in a missing meta kernel's message
     return isinstance(error, (RuntimeError, NotImplementedError)) and (
         "meta tensors" in text or "data-dependent" in text or "meta device" in text
-        or "data dependent" in text or "data-independent" in text or "Cannot copy out of meta tensor" in text)
+        or "data dependent" in text or "data-independent" in text or "cannot copy out of meta tensor" in text)
 
 
 def _describe(x: Any) -> str:
