@@ -54,3 +54,24 @@ def test_a_value_of_floating_point_data_is_named_with_its_line():
     with pytest.raises(ValueError, match=r"aten._local_scalar_dense.default needs a tensor's value.*"
                                          r"test_eager_data_dependent.py:\d+ \(if y.sum\(\).item\(\) > 0:\)"):
         peakmem.estimate_step(Branching(), torch.randn(2, 4), frontend="eager")
+
+
+class _Ctc(torch.nn.Module):
+    """Frames to label scores, scored by torch's CTC loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 8)
+
+    def forward(self, frames, targets, frame_lengths, target_lengths):
+        log_probs = self.proj(frames).log_softmax(-1).transpose(0, 1)
+        return torch.nn.functional.ctc_loss(log_probs, targets, frame_lengths, target_lengths)
+
+
+def test_an_op_without_a_meta_kernel_is_named_with_its_line():
+    # _ctc_loss has no meta kernel; its lengths are real, its scores are not.
+    frames, targets = torch.randn(2, 12, 16), torch.randint(1, 8, (2, 5))
+    lengths = (torch.tensor([12, 10]), torch.tensor([5, 4]))
+    with pytest.raises(ValueError, match=r"aten._ctc_loss.Tensor has no meta kernel.*at .*"
+                                         r"test_eager_data_dependent.py:\d+ .*does not model this op yet"):
+        peakmem.estimate_step(_Ctc(), frames, targets, *lengths, frontend="eager")

@@ -24,8 +24,8 @@ from transformers_zoo import ALL, ZOO, variant, variants
 # Kernels' own buffers the estimate names as not counted (measured gaps on
 # this commit's CPU, ONEDNN_MAX_CPU_ISA=AVX2): oneDNN convolution backward
 # buffers outside convolution_scratch.h's measured cases (ResNet's stride-2
-# 3x3, ConvNeXt's depthwise 7x7, Swin's patch embedding).
-GAPS = {"swin", "resnet", "convnext"}
+# 3x3, ConvNeXt's depthwise 7x7).
+GAPS = {"resnet", "convnext"}
 
 
 def _check(family: str, model, kwargs, meta_model, meta_kwargs) -> None:

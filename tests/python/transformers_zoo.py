@@ -4,7 +4,7 @@ causal LMs (Mistral, Qwen2, Phi-3, Gemma, OPT, GPT-NeoX, Falcon), masked
 LMs (RoBERTa, DistilBERT, ELECTRA), an encoder-decoder (BART), a
 mixture-of-experts model (Mixtral), vision (DeiT, the windowed Swin, the
 convolutional ResNet and ConvNeXt), contrastive image-text (CLIP) and speech
-(Whisper, and Wav2Vec2 with its CTC loss). Each maker returns ``(model,
+(Whisper, and Wav2Vec2 classifying audio). Each maker returns ``(model,
 kwargs)`` on `device` ("cpu" or "meta") from seed 0, so the CPU and meta
 models are the same model; configs only, no downloads.
 
@@ -88,14 +88,16 @@ def wav2vec2(device: str):
     tf = _quiet_transformers()
     cfg = tf.Wav2Vec2Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
                             conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_feat_extract_layers=2,
-                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, vocab_size=32,
-                            pad_token_id=0, ctc_loss_reduction="mean", layerdrop=0.0, mask_time_prob=0.0)
-    # The CTC loss checks labels.max() and masks them (data-dependent, from
-    # the real labels). LayerDrop and SpecAugment, off here, draw random
-    # numbers the step branches on: peakmem names the line.
-    model = _built(device, lambda: tf.Wav2Vec2ForCTC(cfg))
-    audio = torch.randn(2, 1600, generator=torch.Generator().manual_seed(0)).to(device)
-    return model, {"input_values": audio, "labels": _ids(device, 32, (2, 12)).clamp(min=1)}
+                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, num_labels=4,
+                            classifier_proj_size=32, layerdrop=0.0, mask_time_prob=0.0)
+    # Audio classification: 1-d convolutions over the waveform, then the
+    # encoder. LayerDrop and SpecAugment, off here, draw random numbers the
+    # step branches on (peakmem names the line); the CTC head's loss has no
+    # meta kernel (peakmem names the op).
+    model = _built(device, lambda: tf.Wav2Vec2ForSequenceClassification(cfg))
+    g = torch.Generator().manual_seed(0)
+    audio = torch.randn(2, 1600, generator=g).to(device)
+    return model, {"input_values": audio, "labels": torch.randint(0, 4, (2,), generator=g).to(device)}
 
 
 ZOO = {

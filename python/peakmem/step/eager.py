@@ -52,6 +52,7 @@ from .accumulation import Accumulations
 from .compiled import compiled_regions_refused
 from .cpu_attention import cpu_attention
 from .cpu_foreach import foreach_scratch
+from .cpu_layouts import cpu_layout
 from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .running import transformers_quiet
@@ -330,6 +331,8 @@ def _dispatch_mode(recorder: _Recorder):
                 if not _data_dependent(e):
                     raise
                 out = recorder.shadows.instead(func, args, kwargs, e)
+            if not recorder.target.cuda:
+                out = cpu_layout(func, out)
             recorder.shadows.follow(func, args, kwargs, out)
             if func is torch.ops.aten.topk.default and recorder.shadows.of(args[0]) is None:
                 recorder.topk_without_values(args, kwargs, out)

@@ -129,6 +129,11 @@ class ShadowValues:
         from torch.utils._pytree import tree_map
 
         result = self._run(func, args, kwargs)
+        if result is None and "meta kernel" in str(error).lower():
+            raise DataDependentError(
+                f"{func} has no meta kernel, so peakmem cannot run it on the step's meta stand-ins, and not every "
+                f"argument's value is known to run it on them; at {source_line()}. peakmem does not model this op "
+                "yet") from error
         if result is None:
             raise DataDependentError(
                 f"{func} needs a tensor's value, which peakmem does not have: the step is recorded on meta "
