@@ -3,8 +3,10 @@
 
     .venv/bin/python bench/bench_eager_vs_memtracker.py [--json OUT]
 
-For each tiny random ``transformers`` model of tests/python/eager_models.py
-(GPT-2, Llama, BERT, T5, ViT), one AdamW step and one SGD step on the CPU:
+For each tiny random ``transformers`` model of the test zoo
+(tests/python/transformers_zoo.py: 27 families, causal and masked LMs,
+encoder-decoders, a mixture of experts, vision, speech, contrastive), one
+AdamW step on the CPU, and one SGD step for eager_models.py's five:
 
 * truth: ``peakmem.measure_step(..., frontend="eager")``, the step run for
   real under the PyTorch profiler (after a warm-up step);
@@ -15,7 +17,8 @@ For each tiny random ``transformers`` model of tests/python/eager_models.py
   of use: ``track_external``, then the step inside ``with tracker:``), its
   peak the ``Total`` of ``get_tracker_snapshot("peak")`` on the CPU.
 
-Printed per step: each tool's bytes off the measured peak and its seconds.
+Printed per step: each tool's bytes off the measured peak and its seconds;
+a tool that raises is a miss, listed with its error.
 The baseline is MemTracker in the same run: the point is to match its
 accuracy and time, and to add what it lacks (reserved bytes, the peak's
 tensors, the report formats, the CLI).
@@ -55,6 +58,10 @@ def memtracker_peak(model, kwargs, optimizer):
     return total, seconds
 
 
+def _off(row: dict, tool: str) -> str:
+    return f"{row[tool + '_off']:,}" if f"{tool}_off" in row else "raised"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the rows here")
@@ -63,26 +70,38 @@ def main() -> int:
 
     import peakmem
     from eager_models import FAMILIES
+    from transformers_zoo import ALL
 
     rows = []
-    print(f"{'step':<12} {'measured':>10} {'peakmem off':>12} {'s':>6} {'MemTracker off':>15} {'s':>6}")
-    for family in sorted(FAMILIES):
-        for optimizer in (torch.optim.AdamW, torch.optim.SGD):
-            model, kwargs = FAMILIES[family]("cpu")
+    print(f"{'step':<18} {'measured':>10} {'peakmem off':>12} {'s':>6} {'MemTracker off':>15} {'s':>6}")
+    for family in sorted(ALL):
+        for optimizer in (torch.optim.AdamW, torch.optim.SGD) if family in FAMILIES else (torch.optim.AdamW,):
+            model, kwargs = ALL[family]("cpu")
             truth = peakmem.measure_step(model, kwinputs=kwargs, optimizer=optimizer, frontend="eager").peak_bytes
-            start = time.perf_counter()
-            estimate = peakmem.estimate_step(model, kwinputs=kwargs, optimizer=optimizer, frontend="eager")
-            ours = time.perf_counter() - start
-            theirs, their_s = memtracker_peak(model, kwargs, optimizer)
             name = f"{family} {optimizer.__name__}"
-            row = {"step": name, "measured": truth, "peakmem_off": estimate.peak_bytes - truth, "peakmem_s": ours,
-                   "memtracker_off": theirs - truth, "memtracker_s": their_s}
+            row = {"step": name, "measured": truth}
+            start = time.perf_counter()
+            try:
+                estimate = peakmem.estimate_step(model, kwinputs=kwargs, optimizer=optimizer, frontend="eager")
+                row["peakmem_off"] = estimate.peak_bytes - truth
+            except Exception as e:  # a miss, listed
+                row["peakmem_error"] = f"{type(e).__name__}: {e}"[:200]
+            row["peakmem_s"] = time.perf_counter() - start
+            try:
+                theirs, row["memtracker_s"] = memtracker_peak(model, kwargs, optimizer)
+                row["memtracker_off"] = theirs - truth
+            except Exception as e:
+                row["memtracker_error"] = f"{type(e).__name__}: {e}"[:200]
             rows.append(row)
-            print(f"{name:<12} {truth:>10,} {row['peakmem_off']:>12,} {ours:>6.2f} {row['memtracker_off']:>15,} "
-                  f"{their_s:>6.2f}")
-    exact = sum(r["peakmem_off"] == 0 for r in rows)
+            print(f"{name:<18} {truth:>10,} {_off(row, 'peakmem'):>12} {row['peakmem_s']:>6.2f} "
+                  f"{_off(row, 'memtracker'):>15} {row.get('memtracker_s', float('nan')):>6.2f}")
+    for r in rows:
+        for tool in ("peakmem", "memtracker"):
+            if f"{tool}_error" in r:
+                print(f"{r['step']}: {tool} raised {r[tool + '_error']}")
+    exact = sum(r.get("peakmem_off") == 0 for r in rows)
     print(f"peakmem exact on {exact} of {len(rows)} steps; MemTracker exact on "
-          f"{sum(r['memtracker_off'] == 0 for r in rows)} of {len(rows)}")
+          f"{sum(r.get('memtracker_off') == 0 for r in rows)} of {len(rows)}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
