@@ -105,7 +105,7 @@ class Accumulations:
         from torch.autograd.profiler_legacy import profile
 
         engine: list[bool] = []
-        if torch.autograd.profiler._is_profiler_enabled:
+        if torch._C._autograd._profiler_enabled():
             diagnostics.append("a profiler was already running, so gradient sums in autograd's input buffers are "
                                "counted out of place, as the recording observes them (the plain step may sum in "
                                "place)")
