@@ -119,3 +119,14 @@ def test_routing_is_the_eager_front_ends():
     with pytest.raises(ValueError, match="routing= assumes a mixture-of-experts router's choice on the eager"):
         peakmem.estimate_step(torch.nn.Linear(4, 4), torch.ones(2, 4), loss_fn=lambda out, x: out.sum(),
                               frontend="thunder", routing="balanced")
+
+
+def test_a_real_model_is_recorded_with_the_routing_it_takes():
+    # No routing=: the CPU model's own forward, under no_grad, gives each
+    # router call's counts (and leaves the random generator as it was).
+    model, kwargs = mixtral("cpu")
+    rng = torch.get_rng_state()
+    estimate = peakmem.estimate_step(model, kwinputs=kwargs, frontend="eager")
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert (estimate.peak_bytes, estimate.final_bytes) == _measure(model, kwargs)
+    assert estimate.report.diagnostics[0] == "routing read from one real forward of the model (2 router calls)"

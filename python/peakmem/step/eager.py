@@ -56,7 +56,7 @@ from .cpu_layouts import cpu_layout
 from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .running import transformers_quiet
-from .routing import Routing, assumed_topk_indices
+from .routing import Routing, assumed_topk_indices, observed_counts
 from .shadow_values import DataDependentError, ShadowValues, source_line
 
 __all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
@@ -215,6 +215,7 @@ class _Recorder:
         if self.routing is None:
             self.shadows.hint = (f"The value comes from the top-k at {line}: if it is a mixture-of-experts router, "
                                  "routing='balanced', 'worst' or per-expert token counts assume its choice")
+            self.shadows.router = line
             return
         k = args[1] if len(args) > 1 else kwargs["k"]
         dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
@@ -669,11 +670,31 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
 
 
 def _record(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = None) -> RecordedStep:
-    """record_step on a peakmem.step.TrainingStep, for `target`."""
-    return record_step(model, *inputs, kwargs=dict(step.kwargs or {}), loss_fn=step.loss_fn, gradient=step.gradient,
-                       optimizer=step.optimizer, optimizer_kwargs=step.optimizer_kwargs, steps=step.steps,
-                       zero_grad=step.zero_grad, target=target, model_inputs=step.model_inputs,
-                       routing=step.routing)
+    """record_step on a peakmem.step.TrainingStep, for `target`. A real
+    model whose step reads its mixture-of-experts routing, with real
+    inputs and no ``routing=``, is recorded with the routing of one real
+    forward (routing.observed_counts), as its diagnostics say."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    def record(routing: Any) -> RecordedStep:
+        return record_step(model, *inputs, kwargs=dict(step.kwargs or {}), loss_fn=step.loss_fn,
+                           gradient=step.gradient, optimizer=step.optimizer, optimizer_kwargs=step.optimizer_kwargs,
+                           steps=step.steps, zero_grad=step.zero_grad, target=target,
+                           model_inputs=step.model_inputs, routing=routing)
+
+    try:
+        return record(step.routing)
+    except DataDependentError as e:
+        tensors = [t for t in tree_leaves((list(model.parameters()), inputs, dict(step.kwargs or {})))
+                   if isinstance(t, torch.Tensor)]
+        if step.routing is not None or not e.router or any(t.device.type == "meta" for t in tensors):
+            raise
+        counts = observed_counts(model, lambda: model(*step.model_call(inputs), **dict(step.kwargs or {})))
+    recorded = record(counts * step.steps)
+    recorded.diagnostics.insert(0, f"routing read from one real forward of the model ({len(counts)} router "
+                                   f"calls{'; later steps assumed to route as the first' if step.steps > 1 else ''})")
+    return recorded
 
 
 def estimate_eager_step(model: Any, inputs: tuple, step: Any, pricing: dict,

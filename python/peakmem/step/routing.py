@@ -28,13 +28,19 @@ change what is allocated; the counts do.
 
 Each assumption is stated in the report's diagnostics with the line of the
 ``topk`` it stood in for.
+
+Where the model and the inputs are real and no ``routing=`` is given, the
+routing is read off the model itself: one forward under ``no_grad``
+(``observed_counts``; the random number generators and the buffers are put
+back after it) gives each router call's counts, and the step is recorded
+with them, as the diagnostics say.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["Routing", "expert_counts", "routed_indices", "assumed_topk_indices"]
+__all__ = ["Routing", "expert_counts", "routed_indices", "assumed_topk_indices", "observed_counts"]
 
 ROUTINGS = ("balanced", "worst")
 
@@ -130,3 +136,33 @@ def assumed_topk_indices(routing: Routing, values: Any, k: int, dim: int) -> tup
     chosen = routed_indices(counts, tokens, k)
     rest = [n for i, n in enumerate(values.shape) if i != dim]
     return chosen.reshape(*rest, k).movedim(-1, dim).contiguous(), counts
+
+
+def observed_counts(model: Any, forward: Any) -> list[list[int]]:
+    """Each router call's per-expert counts in one real forward of `model`
+    (``forward()``, under ``no_grad``): every ``topk`` of floating-point
+    values, in call order, its indices counted along its ``dim``. The
+    model's buffers and the random number generators are as they were
+    after it."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    counts: list[list[int]] = []
+
+    class Observe(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if func is torch.ops.aten.topk.default and args[0].is_floating_point():
+                dim = (args[2] if len(args) > 2 else kwargs.get("dim", -1)) % args[0].dim()
+                counts.append(torch.bincount(out[1].flatten(), minlength=args[0].shape[dim]).tolist())
+            return out
+
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), Observe():
+        forward()
+    with torch.no_grad():
+        for name, b in model.named_buffers():
+            if name in buffers:
+                b.copy_(buffers[name])
+    return counts

@@ -42,7 +42,11 @@ MAX_SHADOW_ELEMENTS = 1 << 22
 
 
 class DataDependentError(ValueError):
-    """The step reads a value peakmem does not have on its meta stand-ins."""
+    """The step reads a value peakmem does not have on its meta stand-ins.
+    `router`: the line of the top-k the value may come from (a
+    mixture-of-experts router: peakmem.step.routing), or empty."""
+
+    router = ""
 
 
 def source_line() -> str:
@@ -66,6 +70,7 @@ class ShadowValues:
         # top-k of floating-point scores: peakmem.step.routing), told in
         # its DataDependentError.
         self.hint = ""
+        self.router = ""
 
     def give(self, stand_in: Any, real: Any) -> None:
         key = id(stand_in)
@@ -135,11 +140,13 @@ class ShadowValues:
                 f"argument's value is known to run it on them; at {source_line()}. peakmem does not model this op "
                 "yet") from error
         if result is None:
-            raise DataDependentError(
+            error_out = DataDependentError(
                 f"{func} needs a tensor's value, which peakmem does not have: the step is recorded on meta "
                 f"stand-ins, and the value comes from floating-point data or from a meta input; at "
                 f"{source_line()}. Pass the step's integer and boolean inputs (ids, masks) as real tensors, "
-                "or avoid the data-dependent branch" + (f". {self.hint}" if self.hint else "")) from error
+                "or avoid the data-dependent branch" + (f". {self.hint}" if self.hint else ""))
+            error_out.router = self.router
+            raise error_out from error
 
         def stand_in(x: Any) -> Any:
             if not isinstance(x, torch.Tensor):
