@@ -116,13 +116,13 @@ ZOO = {
                       vocab_size=128, max_position_embeddings=32, pad_token_id=0),
     "electra": _lm("ElectraForMaskedLM", "ElectraConfig", **_LM, embedding_size=64, pad_token_id=0),
     "bart": bart,
-    # Mixture of experts. transformers 5.25's default experts kernel on the
-    # CPU (grouped_mm) takes bf16 only, and its "eager" one routes by the
-    # router's floating-point scores (a meta step cannot read them: peakmem
-    # refuses, naming the line); "batched_mm" runs every expert on every
-    # token, as a GPU's dense MoE kernels do.
+    # Mixture of experts, transformers 5.25's default experts kernel on the
+    # CPU: torch._grouped_mm over the tokens sorted by expert, whose meta
+    # function takes bf16 only where the CPU kernel runs float32 too
+    # (peakmem.step.cpu_outputs). Its "eager" kernel routes by nonzero of
+    # the router's choice: test_moe_routing.py.
     "mixtral": _lm("MixtralForCausalLM", "MixtralConfig", **_LM, num_key_value_heads=2, num_local_experts=4,
-                   num_experts_per_tok=2, pad_token_id=0, experts_implementation="batched_mm"),
+                   num_experts_per_tok=2, pad_token_id=0),
     "deit": _vision("DeiTForImageClassification", "DeiTConfig", num_hidden_layers=2, hidden_size=64,
                     intermediate_size=128, num_attention_heads=4, image_size=32, patch_size=8, num_labels=10),
     "swin": _vision("SwinForImageClassification", "SwinConfig", image_size=32, patch_size=4, embed_dim=16,

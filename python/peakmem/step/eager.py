@@ -52,7 +52,7 @@ from .accumulation import Accumulations
 from .compiled import compiled_regions_refused
 from .cpu_attention import cpu_attention
 from .cpu_foreach import foreach_scratch
-from .cpu_layouts import cpu_layout
+from .cpu_outputs import cpu_layout, cpu_meta
 from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .running import transformers_quiet
@@ -329,9 +329,11 @@ def _dispatch_mode(recorder: _Recorder):
             except DataDependentError:
                 raise
             except Exception as e:  # a value or shape meta cannot give: from the shadows, or a clear error
-                if not _data_dependent(e):
+                out = None if recorder.target.cuda else cpu_meta(func, args, kwargs)
+                if out is None and not _data_dependent(e):
                     raise
-                out = recorder.shadows.instead(func, args, kwargs, e)
+                if out is None:
+                    out = recorder.shadows.instead(func, args, kwargs, e)
             if not recorder.target.cuda:
                 out = cpu_layout(func, out)
             recorder.shadows.follow(func, args, kwargs, out)
