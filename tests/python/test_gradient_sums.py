@@ -91,3 +91,16 @@ def test_a_profiler_already_running_leaves_the_sums_as_observed_and_says_so():
     measured = peakmem.measure_step(m, x, frontend="eager")
     assert estimate.peak_bytes - measured.peak_bytes == WEIGHT - WEIGHT // 16
     assert any("a profiler was already running" in d for d in estimate.report.diagnostics)
+
+
+@pytest.mark.parametrize("zero_grad", [True, False])
+def test_two_steps_sum_as_the_plain_steps_do(zero_grad):
+    # Each backward's sums are told apart and rewritten on their own; with
+    # zero_grad=False the second backward adds into the gradient the first
+    # one's in-place sum became.
+    torch.manual_seed(0)
+    m, x = Slices(), torch.randn(8, 256)
+    step = {"frontend": "eager", "steps": 2, "zero_grad": zero_grad, "optimizer": torch.optim.SGD}
+    measured = peakmem.measure_step(m, x, **step)
+    estimate = peakmem.estimate_step(m, x, **step)
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)

@@ -105,6 +105,7 @@ class Accumulations:
         from torch.autograd.profiler_legacy import profile
 
         engine: list[bool] = []
+        self.calls.clear()  # this backward's calls only
         if torch._C._autograd._profiler_enabled():
             diagnostics.append("a profiler was already running, so gradient sums in autograd's input buffers are "
                                "counted out of place, as the recording observes them (the plain step may sum in "
@@ -132,6 +133,7 @@ class Accumulations:
         call is dropped, and each later free of the sum frees that operand's
         storage too (``alias``; live sums are followed by the recorder)."""
         consumed: set[int] = set()
+        made: set[int] = set()  # this backward's sums (an earlier one's frees already name their storage)
         for call, by_engine in zip(self.calls, engine):
             if not (by_engine and call.fits_in_place and call.first is not None and call.output is not None):
                 continue
@@ -145,10 +147,11 @@ class Accumulations:
                 continue  # another reference held it: the plain step adds out of place too
             consumed.add(call.first)
             self.alias[call.output] = self.root(call.first)
+            made.add(call.output)
             storages[call.output][0] = 0
         if not consumed:
             return
-        first_statement = self.calls[0].statement
+        first_statement = min(call.statement for call in self.calls)
         for i in range(first_statement, len(statements)):
             op, source, events = statements[i]
             rewritten = []
@@ -156,10 +159,9 @@ class Accumulations:
                 if e < 0 and -1 - e in consumed:
                     continue
                 rewritten.append(e)
-                if e < 0 and -1 - e in self.alias:
+                if e < 0 and -1 - e in made:
                     rewritten.append(-1 - self.root(-1 - e))
             statements[i] = (op, source, rewritten)
-        self.calls.clear()
 
 
 def _engine_adds(events: Any) -> list[bool]:
