@@ -130,3 +130,9 @@ def test_a_real_model_is_recorded_with_the_routing_it_takes():
     assert torch.equal(torch.get_rng_state(), rng)
     assert (estimate.peak_bytes, estimate.final_bytes) == _measure(model, kwargs)
     assert estimate.report.diagnostics[0] == "routing read from one real forward of the model (2 router calls)"
+
+
+def test_a_measured_step_routes_as_it_does():
+    model, kwargs = mixtral("cpu")
+    with pytest.raises(ValueError, match="measure_step runs the model's own router"):
+        peakmem.measure_step(model, kwinputs=kwargs, frontend="eager", routing="balanced")

@@ -140,9 +140,12 @@ def measure_step(model: Any, *inputs: Any, budget: int | str | None = None,
     ``requested_bytes`` give the figures, and ``allocator`` the allocated and
     reserved bytes. ``phase_at_peak`` is ``"measured"`` and ``by_category``
     holds the parameters and inputs only (neither source says what a block
-    is).
+    is). ``routing=`` is a ValueError: the real step routes as it does.
     """
     step, model = TrainingStep.of(options).resolved(model)
+    if step.routing is not None:
+        raise ValueError("routing= assumes a mixture-of-experts router's choice for an estimate; measure_step runs "
+                         "the model's own router")
     limit = _budget(budget)
     run = _measure_eager if step.frontend == "eager" else _measure_traced
     return _with_budget(run(model, inputs, step), limit)
