@@ -203,6 +203,63 @@ ScratchEstimate LayerNormBackwardScratch(std::span<const AtenArgument> arguments
   return out;
 }
 
+// The CPU's flash attention (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp,
+// torch 2.13): the forward's query, key and value are [B, H, T, D]; the
+// kernel splits the queries into blocks of qSplit (256 from 768 queries up,
+// 64 from 192, else 32) and the keys into blocks of kvSplit (512), each at
+// most the length (flash_attention_kernel_impl). After the outputs:
+//   - forward (cpu_flash_attention): buf, threads x (qSplit * kvSplit +
+//     2 * qSplit + qSplit * D) elements of the accumulate type (float32 for
+//     float32 and half types, float64 for float64);
+//   - backward (flash_attention_backward_kernel_impl, then
+//     cpu_flash_attention_backward): grad_out made contiguous in [B, T, H, D]
+//     order (a copy when it is not), buf of threads x 2 * qSplit * kvSplit
+//     accumulate elements, and dsum, qSplit accumulate elements a thread
+//     makes inside its parallel_for. The profiler sees the calling thread's
+//     dsum only (measured: one 256-byte dsum on 2 threads); the other
+//     threads' (qSplit * 4 bytes each) are not counted, as it does not.
+// Measured (2 threads, f32, B 2, H 4, D 64, causal): at 256 queries the
+// forward's buf is 164,864 bytes and the backward's 262,144 with a dsum of
+// 256. Half types' reduced buffers and packing are not modelled: named.
+ScratchEstimate CpuFlashAttentionScratch(std::string_view base, std::span<const AtenArgument> arguments, int threads,
+                                         std::string* why_not) {
+  const bool backward = base.ends_with("_backward");
+  const AtenArgument* query = Named(arguments, "query");
+  const AtenArgument* key = Named(arguments, "key");
+  const AtenArgument* grad = backward ? Named(arguments, "grad_out") : nullptr;
+  if (query == nullptr || key == nullptr || query->kind != AtenArgument::Kind::kTensor ||
+      key->kind != AtenArgument::Kind::kTensor || query->type.shape.size() != 4 || key->type.shape.size() != 4 ||
+      (backward && (grad == nullptr || grad->kind != AtenArgument::Kind::kTensor || grad->type.shape.size() != 4))) {
+    return {};
+  }
+  const std::string_view dtype = query->type.dtype->short_name;
+  if (dtype != "f32" && dtype != "f64") {
+    *why_not = "the CPU flash attention's buffers in " + std::string(dtype) + " are not modelled";
+    return {};
+  }
+  const std::int64_t accumulate = query->type.dtype->bits / 8;
+  const std::int64_t q_size = query->type.shape[2];
+  const std::int64_t kv_size = key->type.shape[2];
+  const std::int64_t head = query->type.shape[3];
+  const std::int64_t q_split = std::min<std::int64_t>(q_size >= 768 ? 256 : q_size >= 192 ? 64 : 32, q_size);
+  const std::int64_t kv_split = std::min<std::int64_t>(512, kv_size);
+  const std::int64_t n_threads = std::max(threads, 1);
+  ScratchEstimate out;
+  if (!backward) {
+    out.with_outputs = n_threads * (q_split * kv_split + 2 * q_split + q_split * head) * accumulate;
+    return out;
+  }
+  // grad_out.transpose(1, 2) is contiguous when grad_out's strides, taken in
+  // [B, T, H, D] order, are.
+  const Dims& s = grad->strides;
+  const Dims& d = grad->type.shape;
+  if (s.size() == 4 && !IsContiguous(Dims{d[0], d[2], d[1], d[3]}, Dims{s[0], s[2], s[1], s[3]})) {
+    out.with_outputs += static_cast<std::int64_t>(grad->type.bytes);
+  }
+  out.with_outputs += (n_threads * 2 * q_split * kv_split + q_split) * accumulate;
+  return out;
+}
+
 // The first tensor operand that is not a wrapped number (null: none).
 const AtenArgument* FirstTensor(std::span<const AtenArgument> arguments) {
   for (const AtenArgument& a : arguments) {
@@ -348,6 +405,8 @@ ScratchEstimate EstimateAtenScratch(std::string_view aten_name, std::span<const 
       return ConvolutionBackwardScratch(arguments, threads, why_not);
     case ScratchRule::kLayerNormBackward:
       return LayerNormBackwardScratch(arguments, threads, why_not);
+    case ScratchRule::kCpuFlashAttention:
+      return CpuFlashAttentionScratch(base, arguments, threads, why_not);
     case ScratchRule::kBlasOperandClones:
       return ProductScratch(base, arguments, why_not);
     case ScratchRule::kWhereScalar:

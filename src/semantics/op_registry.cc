@@ -401,6 +401,14 @@ std::vector<OpInfo> BuildTable() {
   // or slow_conv2d's buffers (convolution_scratch.h CpuConvolutionBackwardEvents).
   Find(ops, "convolution_backward").scratch = ScratchRule::kConvolutionBackward;
   Find(ops, "native_layer_norm_backward").scratch = ScratchRule::kLayerNormBackward;
+  // The CPU's flash attention (the eager front end routes sdpa to it as the
+  // CPU does): outputs by their meta functions, per-thread buffers by the rule.
+  for (const char* n : {"_scaled_dot_product_flash_attention_for_cpu",
+                        "_scaled_dot_product_flash_attention_for_cpu_backward"}) {
+    OpInfo op{n, E::kAllocates, L::kContiguous};
+    op.scratch = ScratchRule::kCpuFlashAttention;
+    ops.push_back(op);
+  }
   // CUDA's fused attention (the eager front end's CUDA target runs them on
   // meta): outputs by their meta functions, workspaces by the rule.
   for (const char* n : {"_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
@@ -533,6 +541,7 @@ std::string DescribeOp(const OpInfo& op) {
                                                   "oneDNN reorders or unfolded columns",
                                                   "the backward's oneDNN reorders or unfolded columns",
                                                   "dgamma's and dbeta's per-thread partial sums",
+                                                  "the CPU flash attention's per-thread buffers",
                                                   "fused attention's workspaces"};
   static_assert(std::size(kEffects) == static_cast<std::size_t>(OpEffect::kFusion) + 1);
   static_assert(std::size(kLayouts) == static_cast<std::size_t>(LayoutRule::kUnknown) + 1);

@@ -70,6 +70,8 @@ enum class ScratchRule : unsigned char {
                          // buffers for the gradients asked for (convolution_scratch.h)
   kLayerNormBackward,    // CPU native_layer_norm_backward (ATen's; the eager front end): dgamma's and
                          // dbeta's per-thread partial sums, and grad_out made contiguous (aten_ops.cc)
+  kCpuFlashAttention,    // the CPU's flash attention and its backward (ATen's; the eager front end):
+                         // per-thread buffers, and the backward's grad_out made contiguous (aten_ops.cc)
   kFusedAttention,       // CUDA's fused attention kernels (ATen's _scaled_dot_product_{flash,efficient,
                          // cudnn}_attention and their backwards; the eager front end on a CUDA target):
                          // their workspaces (fused_attention_scratch.h); they never run on the CPU
