@@ -209,12 +209,10 @@ class _Recorder:
     def topk_without_values(self, args: tuple, kwargs: dict, out: Any) -> None:
         """A top-k of values the step does not have (a mixture-of-experts
         router's scores): its indices' shadow as `routing` assumes it,
-        stated in the diagnostics; without `routing`, the hint a later
-        read of them gives (routing.py)."""
+        stated in the diagnostics; without `routing`, the line a later
+        read of them names (routing.py)."""
         line = source_line()
         if self.routing is None:
-            self.shadows.hint = (f"The value comes from the top-k at {line}: if it is a mixture-of-experts router, "
-                                 "routing='balanced', 'worst' or per-expert token counts assume its choice")
             self.shadows.router = line
             return
         k = args[1] if len(args) > 1 else kwargs["k"]

@@ -66,10 +66,9 @@ class ShadowValues:
     def __init__(self) -> None:
         self._real: dict[int, Any] = {}
         self._refs: dict[int, Any] = {}
-        # Where the values a failing call wants may have come from (a
-        # top-k of floating-point scores: peakmem.step.routing), told in
-        # its DataDependentError.
-        self.hint = ""
+        # The line of the last top-k of values the step does not have (a
+        # mixture-of-experts router's, peakmem.step.routing): where the
+        # value a failing call wants may have come from, told in its error.
         self.router = ""
 
     def give(self, stand_in: Any, real: Any) -> None:
@@ -144,7 +143,9 @@ class ShadowValues:
                 f"{func} needs a tensor's value, which peakmem does not have: the step is recorded on meta "
                 f"stand-ins, and the value comes from floating-point data or from a meta input; at "
                 f"{source_line()}. Pass the step's integer and boolean inputs (ids, masks) as real tensors, "
-                "or avoid the data-dependent branch" + (f". {self.hint}" if self.hint else ""))
+                "or avoid the data-dependent branch" + (
+                    f". The value comes from the top-k at {self.router}: if it is a mixture-of-experts router, "
+                    "routing='balanced', 'worst' or per-expert token counts assume its choice" if self.router else ""))
             error_out.router = self.router
             raise error_out from error
 
