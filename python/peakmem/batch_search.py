@@ -48,7 +48,7 @@ from typing import Any, Callable, Literal, Unpack
 
 from ._deprecation import _caller_outside_peakmem
 from .batch_formula import DEFAULT_SIZES
-from .step.frontend import resolve_frontend
+from .step.frontend import records, resolve_frontend
 from .step.options import EstimateOptions, takes
 from .step.training_step import _plan_and_recompute
 
@@ -148,10 +148,11 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     frontend, model = resolve_frontend(model, step_options.get("frontend"), None, recompute=recompute is not None,
                                        **{k: step_options.get(k) for k in ("transform", "plan", "strategy")})
     step_options = {**step_options, "frontend": frontend, "plan": plan, "recompute": recompute}
-    if frontend == "eager":
-        # The formula is derived from Thunder's traces; an eager step is
-        # recorded anew at each size (in about a second for a 7B model).
-        reason = None if method == "search" else "the eager front end estimates each size (no Thunder trace)"
+    if records(frontend):
+        # The formula is derived from Thunder's traces; an eager or compiled
+        # step is recorded anew at each size (in about a second for a 7B
+        # model run eagerly).
+        reason = None if method == "search" else f"the {frontend} front end estimates each size (no Thunder trace)"
         return shown.done(_search(model, make_inputs, limit, low, high, step_options, reason=reason, shown=shown))
     if method == "search":
         return shown.done(_search(model, make_inputs, limit, low, high, step_options, shown=shown))
@@ -264,8 +265,8 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
     def fits(n: int) -> bool:
         nonlocal traces
         if n not in reports:
-            if shown is not None and step_options.get("frontend") == "eager":
-                shown.say(f"n={n}: recording the step eagerly ...")
+            if shown is not None and records(step_options.get("frontend")):
+                shown.say(f"n={n}: recording the step ({step_options.get('frontend')}) ...")
             elif shown is not None:
                 shown.tracing(n, None)
             inputs = make_inputs(n)

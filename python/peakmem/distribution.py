@@ -67,7 +67,7 @@ def with_strategy(fn: F) -> F:
             return fn(model, *inputs, **kwargs)
         if kwargs.get("transform") is not None:
             raise ValueError("pass strategy= or transform=, not both")
-        if kwargs.get("frontend") == "eager":
+        if kwargs.get("frontend") in ("eager", "compile"):
             raise ValueError(f"strategy={strategy!r} needs Thunder (Thunder's transform distributes the step): "
                              "pass frontend='thunder' or leave it out")
         if world_size is None:

@@ -71,7 +71,7 @@ def check_loss_fn_captures(loss_fn: Callable | None, model: Any, inputs: tuple, 
     known = {id(t) for t in (*model.parameters(), *model.buffers(), *inputs) if isinstance(t, torch.Tensor)}
     outside = [(name, v, how) for name, v, how in _referenced(loss_fn)
                if isinstance(v, torch.Tensor) and id(v) not in known
-               and not (frontend == "eager" and v.device.type == "meta")]
+               and not (frontend in ("eager", "compile") and v.device.type == "meta")]
     if not outside:
         return
     named = ", ".join(f"`{name}` (shape {tuple(v.shape)}, {how})" for name, v, how in outside)

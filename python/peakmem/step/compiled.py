@@ -79,9 +79,11 @@ def _where(fn: Any) -> str:
 
 
 @contextlib.contextmanager
-def compiled_regions_refused() -> Iterator[None]:
+def compiled_regions_refused(allowed: Any = None) -> Iterator[None]:
     """While inside: entering a torch.compile'd function raises
-    CompiledStepError naming it and its source line. It watches the one
+    CompiledStepError naming it and its source line, unless
+    ``allowed(callback)`` says its Dynamo callback is one the step models
+    (peakmem.step.inductor_replay's). It watches the one
     place every compiled call passes (torch/_dynamo/eval_frame.py,
     ``_TorchDynamoContext.__call__``'s ``compile_wrapper`` asks
     ``_callback_from_stance`` for Dynamo's frame callback before it calls
@@ -97,8 +99,8 @@ def compiled_regions_refused() -> Iterator[None]:
                            "step calls torch.compile'd code (it is written for PyTorch 2.13)")
 
     def refuse(callback: Any) -> Any:
-        if callback in (None, False):  # torch._dynamo.disable, or run-only: eager code
-            return original(callback)
+        if callback in (None, False) or (allowed is not None and allowed(callback)):
+            return original(callback)  # None, False: torch._dynamo.disable, or run-only: eager code
         caller = inspect.currentframe().f_back
         fn = caller.f_locals.get("fn") if caller is not None else None
         what = _where(fn) if fn is not None else "a compiled function"

@@ -49,11 +49,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .accumulation import Accumulations
-from .compiled import compiled_regions_refused
+from .compiled import CompiledStepError, compiled_regions_refused
 from .cpu_attention import cpu_attention
 from .cpu_foreach import foreach_scratch
 from .cpu_outputs import cpu_layout, cpu_meta
 from .cuda_kernels import cuda_kernels
+from .inductor_replay import (compile_spec, is_compiled_module, no_recompiles, programs_compiled_afresh,
+                              replayed_backend, replayed_callback)
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .running import transformers_quiet
 from .routing import Routing, assumed_topk_indices, observed_counts
@@ -318,6 +320,14 @@ def _dispatch_mode(recorder: _Recorder):
         return aten_scratch(name, arguments, threads, "cpu")
 
     class RecordingMode(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:
+            # Dynamo runs a compiled frame under this mode (it would run it
+            # eagerly otherwise): the step's own compiled programs, already
+            # compiled (inductor_replay.py); any other compiled code is
+            # refused before Dynamo sees it (compiled_regions_refused).
+            return True
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             op = str(func)
@@ -612,6 +622,9 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     if model_inputs is not None and model_inputs > len(inputs):
         raise ValueError(f"model_inputs={model_inputs} but the step has {len(inputs)} inputs")
     recorder = _Recorder(target, routing)
+    compiled = compile_spec(model, recorder.target) if is_compiled_module(model) else None
+    if compiled is not None:
+        model = model._orig_mod
     model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs, recorder.shadows)
     named = list(model.named_parameters())
     for name, p in named:
@@ -629,11 +642,14 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
         entry[3] = entry[1].split(" ", 1)[1].rpartition(".")[0] if entry[2] == _PARAMETERS else ""
     recorder.record.held = list(range(len(recorder.record.storages)))
     parameters = [p for _, p in named]
-    step = {"model": model, "inputs": inputs, "kwargs": kwargs, "loss_fn": loss_fn, "gradient": gradient,
+    step = {"model": model if compiled is None else compiled.compile(model), "inputs": inputs, "kwargs": kwargs,
+            "loss_fn": loss_fn, "gradient": gradient,
             "model_inputs": model_inputs,
             "optimizer": _make_optimizer(optimizer, optimizer_kwargs, parameters), "zero_grad": zero_grad,
             "parameters": parameters, "parameter_names": [n for n, _ in named]}
-    hooks = _module_tracking(model, recorder)
+    # A compiled step's modules run inside Inductor's programs: no hooks
+    # (Dynamo would trace them into its graphs).
+    hooks = _module_tracking(model, recorder) if compiled is None else ()
     # torch._disable_dynamo imports torch._dynamo at a decorated function's
     # first call. That import's frames stay in a reference cycle that holds
     # the call's arguments until the collector runs (never, while the
@@ -645,11 +661,12 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.collect()
     gc.disable()
     try:
-        kernels = cuda_kernels(recorder) if recorder.target.cuda else cpu_attention()
-        with kernel_choices(recorder.target), kernels, _rng_states(recorder), compiled_regions_refused(), \
-                transformers_quiet(), _dispatch_mode(recorder):
-            for k in range(1, steps + 1):
-                _run_iteration(recorder, k, step)
+        with kernel_choices(recorder.target), compiled_regions_refused(replayed_callback), transformers_quiet():
+            if compiled is not None:
+                _compile(recorder, step)
+            with _recording_contexts(recorder, compiled is not None), _dispatch_mode(recorder):
+                for k in range(1, steps + 1):
+                    _run_iteration(recorder, k, step)
     finally:
         for h in hooks:
             h.remove()
@@ -667,6 +684,44 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
             f"{'CUDA' if recorder.target.cuda else 'CPU'} kernels "
             f"allocate inside themselves, if anything, is not counted: {', '.join(sorted(recorder.unknown_ops))}")
     return recorder.record
+
+
+def _recording_contexts(recorder: _Recorder, compiled: bool) -> Any:
+    """What the recording runs under besides its dispatch mode: the
+    kernels' choices and the RNG states of an eager step; a compiled
+    step's programs, already compiled, under ``fail_on_recompile``."""
+    if compiled:
+        return no_recompiles()
+    stack = contextlib.ExitStack()
+    stack.enter_context(cuda_kernels(recorder) if recorder.target.cuda else cpu_attention())
+    stack.enter_context(_rng_states(recorder))
+    return stack
+
+
+def _compile(recorder: _Recorder, step: dict) -> None:
+    """One unrecorded forward, loss and backward of the compiled replica:
+    Dynamo and Inductor compile its programs there (inductor_replay.py);
+    its gradients are dropped."""
+    from .running import _backward
+
+    with programs_compiled_afresh():
+        with _factories_on_the_models_device(recorder):
+            out = step["model"](*step["inputs"][:step["model_inputs"]], **step["kwargs"])
+            loss = _loss(out, step["loss_fn"], step["inputs"], step["kwargs"])
+        del out
+        _backward(loss, step["gradient"])
+    del loss
+    for p in step["parameters"]:
+        p.grad = None
+    backend = replayed_backend(step["model"])
+    forward = sum(1 for kind, _ in backend.programs if kind == "forward")
+    if not forward:
+        raise CompiledStepError("torch.compile compiled nothing of the step (Dynamo ran it eagerly: see "
+                                "TORCH_LOGS=graph_breaks); peakmem records Inductor's programs, and there are none")
+    recorder.record.diagnostics.append(
+        f"torch.compile'd step: Inductor's programs recorded ({forward} forward and "
+        f"{len(backend.programs) - forward} backward; {max(forward - 1, 0)} graph breaks, the code between "
+        f"them recorded eagerly); its C++ kernels allocate nothing through PyTorch's allocator")
 
 
 def _record(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = None) -> RecordedStep:

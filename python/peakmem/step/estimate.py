@@ -9,6 +9,7 @@ from typing import Any, Unpack
 from ..distribution import with_strategy
 from ..step_timeline import StepTimeline
 from .budget import _budget, _pricing
+from .frontend import records
 from .options import EstimateOptions, takes
 from .report import StepReport, _with_budget
 from .tracing import _StepProgram, _traced_program
@@ -56,7 +57,7 @@ def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, limit: int | 
         peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
         step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
         timeline=StepTimeline.from_report(whole), recomputation=recomputation, allocator=whole.allocator,
-        report=whole, frontend="eager", device=target.name)
+        report=whole, frontend=step.frontend, device=target.name)
     total = time.perf_counter() - start
     return replace(_with_budget(report, limit), seconds={"record": recording, "peakmem": total - recording})
 
@@ -141,5 +142,5 @@ def estimate_step(model: Any, *inputs: Any, budget: int | str | None = None,
     limit = _budget(budget)
     pricing = _pricing(options.get("allocator", "requested"), options.get("alloc_conf"),
                        options.get("device_memory"), limit)
-    run = _estimate_eager if step.frontend == "eager" else _estimate_traced
+    run = _estimate_eager if records(step.frontend) else _estimate_traced
     return run(model, inputs, step, limit, pricing, start)

@@ -6,6 +6,7 @@ import json
 from typing import Any, Unpack
 
 from ..distribution import with_strategy
+from .frontend import records
 from .options import RunOptions, takes
 from .running import _import_torch_and_thunder
 from .tracing import _checked_step_module, _recomputed, _step_program
@@ -63,7 +64,7 @@ def export_step(model: Any, *inputs: Any, path: str | None = None, **options: Un
     planned again from its file: ``peakmem plan --recompute`` reads
     Thunder's step files)."""
     step, model = TrainingStep.of(options).resolved(model)
-    if step.frontend == "eager":
+    if records(step.frontend):
         out, indent = _recorded_step_file(model, tuple(inputs), step), None
     else:
         out, indent = _traced_step_file(model, tuple(inputs), step), 1

@@ -14,9 +14,17 @@ runs it:
 * any other module is one its user runs eagerly: ``"eager"``
   (peakmem.step.eager).
 
-A model that runs torch.compile'd code is refused on every front end
+* a module made by ``torch.compile(module)`` (an ``OptimizedModule``) runs
+  the programs Inductor generates: ``"compile"``, recorded as the eager
+  front end records a step, with Inductor's forward and backward programs
+  in place of the module's ATen calls (peakmem.step.inductor_replay).
+  ``frontend="eager"`` on it estimates the module it compiles, run eagerly:
+  the comparison of what compiling saves.
+
+Other torch.compile'd code (a compiled submodule, a module compiled in
+place, a compiled function the step calls) is refused on every front end
 (peakmem.step.compiled): its memory is the compiled program's, not modelled
-yet. ``frontend="thunder"`` or ``"eager"`` says it outright. Either way a
+yet. ``frontend="thunder"``, ``"eager"`` or ``"compile"`` says it outright. Either way a
 ``ThunderModule`` stands for the module it wraps: the Thunder path jits that
 module itself (with the transforms the step's options ask for), and the
 eager path runs it without Thunder.
@@ -27,10 +35,17 @@ from __future__ import annotations
 import sys
 from typing import Any, Literal
 
-__all__ = ["FRONTENDS", "Frontend", "resolve_frontend", "unwrap_thunder_module"]
+__all__ = ["FRONTENDS", "Frontend", "records", "resolve_frontend", "unwrap_thunder_module"]
 
-Frontend = Literal["thunder", "eager"]
-FRONTENDS: tuple[str, ...] = ("thunder", "eager")
+Frontend = Literal["thunder", "eager", "compile"]
+FRONTENDS: tuple[str, ...] = ("thunder", "eager", "compile")
+
+
+def records(frontend: str | None) -> bool:
+    """Whether `frontend` records the step as PyTorch runs it (the eager
+    front end, and the compiled step it records with Inductor's programs),
+    rather than tracing it with Thunder."""
+    return frontend in ("eager", "compile")
 
 
 def _is_thunder_module(model: Any) -> bool:
@@ -77,14 +92,26 @@ def resolve_frontend(model: Any, frontend: Frontend | None, kwargs: dict | None 
     (a false value is not given). ValueError for a front end that is
     neither, keyword inputs to Thunder's (it calls ``model(*inputs)``), or
     Thunder's options with ``frontend="eager"``; CompiledStepError (a
-    ValueError) for a compiled model."""
+    ValueError) for compiled code the front end does not model."""
     from .compiled import refuse_compiled
+    from .inductor_replay import is_compiled_module
 
-    refuse_compiled(model)
     if frontend not in (None, *FRONTENDS):
-        raise ValueError(f"frontend must be None (what the model runs: a thunder.jit module under Thunder, "
-                         f"any other eagerly), 'thunder' or 'eager', got {frontend!r}")
+        raise ValueError(f"frontend must be None (what the model runs: a thunder.jit module under Thunder, a "
+                         f"torch.compile'd one compiled, any other eagerly), 'thunder', 'eager' or 'compile', "
+                         f"got {frontend!r}")
     given = [name for name, value in thunder_only.items() if value]
+    if is_compiled_module(model) and frontend in (None, "compile"):
+        if given:
+            raise ValueError(f"{', '.join(given)} are not modelled for a torch.compile'd step (Inductor's "
+                             "partitioner chooses what the backward recomputes); pass frontend='eager' for the "
+                             "module run eagerly")
+        return "compile", model
+    if frontend == "compile":
+        raise ValueError("frontend='compile' records a torch.compile'd module's programs: pass torch.compile(model)")
+    if is_compiled_module(model) and frontend == "eager":
+        model = model._orig_mod  # the module the user compiled, run eagerly
+    refuse_compiled(model)
     if frontend == "eager":
         # The eager front end plans recomputation of its own (peakmem.step.eager_recompute).
         given = [name for name in given if name != "recompute"]

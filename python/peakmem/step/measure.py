@@ -7,6 +7,7 @@ from typing import Any, Unpack
 
 from ..distribution import with_strategy
 from .budget import _budget, _pricing
+from .frontend import records
 from .options import RunOptions, takes
 from .holdings import _held_by_module, _input_tensors, _storage_bytes
 from .report import StepReport, _with_budget
@@ -50,7 +51,7 @@ def _measure_eager(model: Any, inputs: tuple, step: TrainingStep) -> StepReport:
     return StepReport(
         peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
         step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
-        recomputation=plan, measured=True, allocator=allocator, frontend="eager")
+        recomputation=plan, measured=True, allocator=allocator, frontend=step.frontend)
 
 
 def _warmed_up(thunder: Any, model: Any, given: tuple, step: TrainingStep, maker: Any) -> tuple[Any, Any, Any]:
@@ -147,5 +148,5 @@ def measure_step(model: Any, *inputs: Any, budget: int | str | None = None,
         raise ValueError("routing= assumes a mixture-of-experts router's choice for an estimate; measure_step runs "
                          "the model's own router")
     limit = _budget(budget)
-    run = _measure_eager if step.frontend == "eager" else _measure_traced
+    run = _measure_eager if records(step.frontend) else _measure_traced
     return _with_budget(run(model, inputs, step), limit)

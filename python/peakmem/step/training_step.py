@@ -104,7 +104,7 @@ class TrainingStep:
             recomputed in the backward. Given as ``recompute=``
             (``Recompute``: True, a budget, a list of names or the dict), or
             in its old spelling inside ``plan=``, which warns.
-        frontend: ``"thunder"`` or ``"eager"``; None until ``resolved``.
+        frontend: ``"thunder"``, ``"eager"`` or ``"compile"``; None until ``resolved``.
         routing: the mixture-of-experts routing assumed where the eager
             step cannot read it (peakmem.step.routing; None: none assumed).
 
@@ -177,8 +177,10 @@ class TrainingStep:
                                             transform=self.transform, plan=self.plan,
                                             recompute=self.recompute is not None)
         if self.routing is not None and frontend != "eager":
-            raise ValueError("routing= assumes a mixture-of-experts router's choice on the eager front end "
-                             "(frontend='eager'); a Thunder trace's shapes are fixed when it is traced")
+            raise ValueError(f"routing= assumes a mixture-of-experts router's choice on the eager front end "
+                             f"(frontend='eager'), not on the {frontend!r} one: "
+                             + ("a Thunder trace's shapes are fixed when it is traced" if frontend == "thunder"
+                                else "a compiled step's graphs are fixed when Dynamo traces them"))
         return replace(self, frontend=frontend), module
 
     def optimizer_spec(self) -> Any:
