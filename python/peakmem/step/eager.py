@@ -54,7 +54,7 @@ from .cpu_attention import cpu_attention
 from .cpu_foreach import foreach_scratch
 from .cpu_outputs import cpu_layout, cpu_meta
 from .cuda_kernels import cuda_kernels
-from .inductor_replay import (compile_spec, is_compiled_module, no_recompiles, programs_compiled_afresh,
+from .inductor_replay import (compile_spec, is_compiled_module, no_recompiles, compiling_for_the_cpu,
                               replayed_backend, replayed_callback)
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .running import transformers_quiet
@@ -544,13 +544,23 @@ def _factories_on_the_models_device(recorder: _Recorder) -> Any:
     return contextlib.nullcontext() if recorder.target.cuda else torch.device("meta")
 
 
+def _model_call(recorder: _Recorder, step: dict) -> Any:
+    """The model called on the step's inputs. A compiled model is called
+    outside ``torch.device("meta")``: its graphs are traced as the CPU runs
+    them (inductor_replay.compiling_for_the_cpu), and Dynamo guards on the
+    device context, so compiling and recording call it alike."""
+    model, inputs, kwargs = step["model"], step["inputs"], step["kwargs"]
+    with contextlib.nullcontext() if step["compiled"] else _factories_on_the_models_device(recorder):
+        return model(*inputs[:step["model_inputs"]], **kwargs)
+
+
 def _forward(recorder: _Recorder, k: int, step: dict) -> Any:
     """The forward and loss, recorded; returns the loss."""
     model, inputs, kwargs = step["model"], step["inputs"], step["kwargs"]
     first = len(recorder.record.statements)
     made_before = len(recorder.record.storages)
+    out = _model_call(recorder, step)
     with _factories_on_the_models_device(recorder):
-        out = model(*inputs[:step["model_inputs"]], **kwargs)
         loss = _loss(out, step["loss_fn"], inputs, kwargs)
     del out
     recorder.statement("forward returns", "the model's output other than the loss released")
@@ -643,7 +653,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     recorder.record.held = list(range(len(recorder.record.storages)))
     parameters = [p for _, p in named]
     step = {"model": model if compiled is None else compiled.compile(model), "inputs": inputs, "kwargs": kwargs,
-            "loss_fn": loss_fn, "gradient": gradient,
+            "loss_fn": loss_fn, "gradient": gradient, "compiled": compiled is not None,
             "model_inputs": model_inputs,
             "optimizer": _make_optimizer(optimizer, optimizer_kwargs, parameters), "zero_grad": zero_grad,
             "parameters": parameters, "parameter_names": [n for n, _ in named]}
@@ -704,9 +714,9 @@ def _compile(recorder: _Recorder, step: dict) -> None:
     its gradients are dropped."""
     from .running import _backward
 
-    with programs_compiled_afresh():
+    with compiling_for_the_cpu():
+        out = _model_call(recorder, step)
         with _factories_on_the_models_device(recorder):
-            out = step["model"](*step["inputs"][:step["model_inputs"]], **step["kwargs"])
             loss = _loss(out, step["loss_fn"], step["inputs"], step["kwargs"])
         del out
         _backward(loss, step["gradient"])

@@ -48,7 +48,7 @@ from typing import Any, Iterator
 from .compiled import CompiledStepError
 
 __all__ = ["CompileSpec", "InductorOnTheCpu", "compile_spec", "is_compiled_module", "no_recompiles",
-           "programs_compiled_afresh", "replayed_backend", "replayed_callback"]
+           "compiling_for_the_cpu", "replayed_backend", "replayed_callback"]
 
 # Options whose programs depend on timing kernels on real data (torch/_inductor/config.py).
 _BENCHMARKED = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise", "coordinate_descent_tuning")
@@ -174,6 +174,19 @@ def _cpu_inputs(example_inputs: list) -> list:
     return made
 
 
+def _dense(size: Any, stride: Any) -> bool:
+    """Whether a layout covers a block of exactly its elements (a
+    permutation of a contiguous one)."""
+    extent = 1
+    for n, s in sorted(zip(size, stride), key=lambda d: d[1]):
+        if n == 1:
+            continue
+        if s != extent:
+            return False
+        extent *= n
+    return True
+
+
 def _meta_call(call: Any) -> Any:
     """A copy of a generated program's ``call`` (a module function or a
     bound method of its ``Runner``) whose globals make its buffers on meta
@@ -195,10 +208,24 @@ def _meta_call(call: Any) -> Any:
     def nothing(*_args, **_kwargs):
         return None
 
+    checked = names.get("assert_size_stride")
+
+    def assert_size_stride(t, size, stride, *rest):
+        # Inductor states the layout the CPU kernel of each fallback gives
+        # (a convolution's channels-last output). Meta kernels pick layouts
+        # for CUDA (torch/_meta_registrations.py device_hint): the stand-in
+        # takes the stated layout when it is the same dense block of memory.
+        if tuple(t.shape) == tuple(size) and tuple(t.stride()) != tuple(stride) and _dense(size, stride) \
+                and _dense(t.shape, t.stride()):
+            t.as_strided_(size, stride)
+        elif checked is not None:
+            checked(t, size, stride, *rest)
+
     for name, value in list(names.items()):
         if name.startswith("cpp_fused") or type(value).__name__ == "CppPythonBindingsFunction":
             names[name] = nothing
     names.update(empty_strided_cpu=empty_strided_cpu, reinterpret_tensor=reinterpret_tensor,
+                 assert_size_stride=assert_size_stride,
                  device=lambda *_a, **_k: meta)
     unknown = [n for n in ("empty_strided_cuda", "empty_strided_xpu") if n in function.__code__.co_names]
     if unknown:
@@ -240,22 +267,40 @@ class InductorOnTheCpu:
 
 
 @contextlib.contextmanager
-def programs_compiled_afresh() -> Iterator[None]:
-    """Inductor's and AOTAutograd's caches off while the replica compiles:
-    a cache hit would hand back a program without calling the backend's
-    inner compile."""
+def compiling_for_the_cpu() -> Iterator[None]:
+    """While the replica compiles: every fake tensor Dynamo, AOTAutograd and
+    Inductor make for a meta one is a CPU tensor (FakeTensor's device is
+    the one ``FakeTensor._normalize_fake_device`` gives, so a meta device is
+    the CPU there), so the graphs are traced as the CPU runs them: a
+    ``torch.tensor([], device=x.device)`` in the forward (transformers'
+    DynamicLayer) is a CPU tensor as in the user's run, where on meta Dynamo
+    would make it a real meta tensor and fail. Inductor's and AOTAutograd's
+    caches are off: a cache hit would hand back a program without calling
+    the backend's inner compile."""
+    import torch
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
+    from torch._subclasses.fake_tensor import FakeTensor
 
     import torch._dynamo.config as dynamo_config
 
     # Each estimate compiles a replica of its own: Dynamo keeps an entry per
     # replica on the forward's code, and past its recompile limit (8) it
     # would run the next one eagerly.
-    with inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False), \
-            functorch_config.patch(enable_autograd_cache=False), \
-            dynamo_config.patch(recompile_limit=1 << 20, accumulated_recompile_limit=1 << 20):
-        yield
+    normalize = FakeTensor.__dict__["_normalize_fake_device"]
+    cpu = torch.device("cpu")
+
+    def on_the_cpu(device: Any) -> Any:
+        return cpu if device.type == "meta" else normalize.__func__(device)
+
+    FakeTensor._normalize_fake_device = staticmethod(on_the_cpu)
+    try:
+        with inductor_config.patch(fx_graph_cache=False, fx_graph_remote_cache=False), \
+                functorch_config.patch(enable_autograd_cache=False), \
+                dynamo_config.patch(recompile_limit=1 << 20, accumulated_recompile_limit=1 << 20):
+            yield
+    finally:
+        FakeTensor._normalize_fake_device = normalize
 
 
 @contextlib.contextmanager
