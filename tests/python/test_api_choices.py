@@ -35,7 +35,7 @@ def test_estimate_steps_options_are_typed_by_them():
     hints = get_type_hints(EstimateOptions)
     assert hints["allocator"] == Allocator
     assert hints["strategy"] == Optional[Strategy]
-    assert hints["frontend"] == Optional[Frontend] and get_args(Frontend) == ("thunder", "eager")
+    assert hints["frontend"] == Optional[Frontend] and get_args(Frontend) == ("thunder", "eager", "compile")
     assert hints["gradient"] == Optional[Gradient] and Gradient == Literal["ones"]
 
 

@@ -1,8 +1,14 @@
-"""A torch.compile'd step is refused, never answered as the eager step
-(peakmem.step.compiled): compiling changes what the step allocates, and
-peakmem does not model Inductor's program yet. Each way a model runs
-compiled code is named with where it is; code torch._dynamo.disable runs
-eagerly is not compiled and is estimated as it runs."""
+"""torch.compile'd steps (peakmem.step.inductor_replay, peakmem.step.compiled).
+
+A module made by ``torch.compile`` is estimated from the programs Inductor
+generates and checked against the compiled step run for real and measured
+(``measure_step`` runs the user's own compiled module: Inductor compiles it
+in the warm-up step, and the measured steps run its kernels). What is not
+modelled is refused, never answered as the eager step: each other way a
+model runs compiled code is named with where it is; code
+torch._dynamo.disable runs eagerly is not compiled and is estimated as it
+runs.
+"""
 
 from __future__ import annotations
 
@@ -49,9 +55,110 @@ def _x() -> torch.Tensor:
     return torch.randn(8, 64)
 
 
-def test_a_module_compiled_by_torch_compile_is_refused():
+class Block(torch.nn.Module):
+    def __init__(self, d: int = 256):
+        super().__init__()
+        self.lin = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x)) * torch.sigmoid(x) + torch.sin(x)
+
+
+class Broken(torch.nn.Module):
+    """Two compiled regions and the eager code between them: a graph break
+    (torch._dynamo.graph_break) after the first block, and a tensor the
+    eager code makes there."""
+
+    def __init__(self, d: int = 128):
+        super().__init__()
+        self.first, self.second = MLP(d), MLP(d)
+
+    def forward(self, x):
+        y = self.first(x)
+        torch._dynamo.graph_break()
+        return self.second(y * 2 + 1)
+
+
+def _sum(out, *_inputs):
+    return out.sum()
+
+
+def _compiled_and_measured(model, *inputs, **options):
+    """(estimate, measurement) of the compiled model's step."""
+    compiled = torch.compile(model)
+    return (peakmem.estimate_step(compiled, *inputs, **options),
+            peakmem.measure_step(compiled, *inputs, **options))
+
+
+def test_a_compiled_block_is_its_programs_not_the_eager_step():
+    # The 4-layer block of tanh(linear(x)) * sigmoid(x) + sin(x) on 2048 x 256
+    # float32: compiled, the step is below the eager one (fused pointwise
+    # chains keep fewer intermediates), and the estimate is the measurement.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Block() for _ in range(4)])
+    x = torch.randn(2048, 256)
+    estimate, measured = _compiled_and_measured(model, x, loss_fn=_sum)
+    assert estimate.frontend == measured.frontend == "compile"
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+    eager = peakmem.estimate_step(torch.compile(model), x, loss_fn=_sum, frontend="eager")
+    assert eager.frontend == "eager"
+    assert eager.peak_bytes == peakmem.measure_step(model, x, loss_fn=_sum).peak_bytes
+    assert estimate.peak_bytes < eager.peak_bytes
+    assert "Inductor's programs recorded (1 forward and 1 backward; 0 graph breaks" in \
+        estimate.report.diagnostics[0]
+
+
+def test_a_graph_break_is_two_programs_and_the_eager_code_between():
+    torch.manual_seed(0)
+    x = torch.randn(64, 128)
+    estimate, measured = _compiled_and_measured(Broken(), x, loss_fn=_sum, optimizer=torch.optim.AdamW, steps=2)
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+    assert "(2 forward and 2 backward; 1 graph breaks" in estimate.report.diagnostics[0]
+
+
+def test_a_convolution_net_takes_the_layouts_inductor_states():
+    # Inductor lays a convolution's input channels-last on the CPU and
+    # asserts the CPU kernel's output layout: the meta stand-ins take it.
+    from step_models import SmallCNN, class_zero_loss
+
+    torch.manual_seed(0)
+    estimate, measured = _compiled_and_measured(SmallCNN(), torch.randn(8, 3, 32, 32), loss_fn=class_zero_loss,
+                                                optimizer=torch.optim.SGD, optimizer_kwargs={"lr": 0.01})
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_transformers_models_compiled_on_the_cpu_and_on_meta(family):
+    # GPT-2's forward breaks the graph once (Dynamo's own break in the
+    # model's code); on meta the same programs are compiled (the graphs are
+    # traced as the CPU runs them), so the meta estimate is the CPU one.
+    import eager_models
+
+    model, kwargs = eager_models.FAMILIES[family]("cpu")
+    estimate, measured = _compiled_and_measured(model, kwinputs=kwargs, optimizer=torch.optim.AdamW)
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+    meta_model, meta_kwargs = eager_models.FAMILIES[family]("meta")
+    on_meta = peakmem.estimate_step(torch.compile(meta_model), kwinputs=meta_kwargs, optimizer=torch.optim.AdamW)
+    assert (on_meta.peak_bytes, on_meta.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+
+
+def test_what_the_compile_front_end_does_not_model_is_refused():
+    x = _x()
+    with pytest.raises(CompiledStepError, match=r"backend 'aot_eager'"):
+        peakmem.estimate_step(torch.compile(Net(), backend="aot_eager"), x)
+    with pytest.raises(CompiledStepError, match="max_autotune"):
+        peakmem.estimate_step(torch.compile(Net(), mode="max-autotune-no-cudagraphs"), x)
+    with pytest.raises(CompiledStepError, match="modelled on the CPU only"):
+        peakmem.estimate_step(torch.compile(Net()), x, device="cuda:h100")
+    inner = Net()
+    inner.block = torch.compile(inner.block)
+    with pytest.raises(CompiledStepError, match=r"compiled parts inside it \(block: made by torch.compile"):
+        peakmem.estimate_step(torch.compile(inner), x)
+    # Thunder traces the module itself: a compiled one is refused there.
     with pytest.raises(CompiledStepError, match=r"\(top\): made by torch.compile \(Net\)"):
-        peakmem.estimate_step(torch.compile(Net()), _x())
+        peakmem.estimate_step(torch.compile(Net()), x, frontend="thunder")
+    with pytest.raises(ValueError, match="frontend='compile' records a torch.compile'd module"):
+        peakmem.estimate_step(Net(), x, frontend="compile")
 
 
 def test_a_module_compiled_in_place_is_refused_on_both_front_ends():
@@ -100,3 +207,26 @@ def test_code_dynamo_is_told_to_skip_runs_eagerly_and_is_estimated():
     estimate = peakmem.estimate_step(wrapped, x)
     assert estimate.peak_bytes == peakmem.estimate_step(plain, x).peak_bytes
     assert estimate.peak_bytes == peakmem.measure_step(wrapped, x).peak_bytes
+
+
+# The step corpus's entries whose compiled step has a gap peakmem names in
+# the estimate's diagnostics (not counted, and said so): the CPU flash
+# attention's own buffers in bfloat16 (semantics/aten_ops.cc models its
+# float32 and float64 buffers).
+FLAGGED = {"llama_block_bf16_adamw": "the CPU flash attention's buffers in bf16 are not modelled"}
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", [e.name for e in __import__("step_models").ENTRIES])
+def test_the_step_corpus_compiled(name):
+    from step_models import ENTRIES
+
+    entry = next(e for e in ENTRIES if e.name == name)
+    torch.manual_seed(0)
+    estimate, measured = _compiled_and_measured(entry.make(), *entry.inputs(), loss_fn=entry.loss_fn,
+                                                **entry.setup)
+    if name in FLAGGED:
+        assert any(FLAGGED[name] in d for d in estimate.report.diagnostics)
+        assert estimate.peak_bytes < measured.peak_bytes
+    else:
+        assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)

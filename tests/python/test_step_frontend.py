@@ -69,7 +69,7 @@ def test_max_batch_size_follows_the_model(thunder):
     lines = []
     eager = peakmem.max_batch_size(meta, make, "1GiB", high=4, loss_fn=mse_loss, progress=lines.append)
     assert eager.report.frontend == "eager" and eager.traces == 0
-    assert "max_batch_size: n=1: recording the step eagerly ..." in lines
+    assert "max_batch_size: n=1: recording the step (eager) ..." in lines
     assert not any("tracing the step with Thunder" in line for line in lines)
     traced = peakmem.max_batch_size(thunder.jit(meta), make, "1GiB", high=4, loss_fn=mse_loss,
                                     method="search", progress=False)
@@ -78,7 +78,7 @@ def test_max_batch_size_follows_the_model(thunder):
 
 def test_front_end_mistakes_are_named(thunder):
     model, x = _model_and_input()
-    with pytest.raises(ValueError, match="frontend must be None .* 'thunder' or 'eager', got 'jax'"):
+    with pytest.raises(ValueError, match="frontend must be None .* 'thunder', 'eager' or 'compile', got 'jax'"):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, frontend="jax")
     with pytest.raises(ValueError, match="transform need Thunder"):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, transform=lambda jm: jm, frontend="eager")

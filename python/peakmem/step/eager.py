@@ -16,7 +16,7 @@ is estimated on a laptop; the user's own model is not touched), under a
   autograd's saved tensor once its node has run, ``zero_grad``), so the
   lifetimes are PyTorch's own, not inferred.
 
-The step is the one ``measure_step(..., frontend="eager")`` runs and
+The step is the one ``measure_step(..., frontend="eager")`` runs (eager_measure.py) and
 ``peakmem.step``'s docstring states (forward and loss, ``loss.backward()``,
 ``optimizer.step()``, ``zero_grad(set_to_none=True)``, the loss released),
 ``steps`` times. The record becomes the step's event stream in C++
@@ -26,6 +26,10 @@ off the objects once each phase ends: a storage that is a parameter's
 ``.grad`` is a gradient, one in the optimizer's ``state`` optimizer state,
 one the forward made that outlives it (autograd saved it) an activation;
 the rest are temporaries.
+
+A ``torch.compile``'d module (``frontend="compile"``) is recorded the same
+way, its forward and backward the programs Inductor generates for it
+(inductor_replay.py), compiled in one unrecorded step first.
 
 The device the step is recorded for (``device=``, device_target.py)
 decides the kernels' choices and rules (cuda_kernels.py, cuda_attention.py
@@ -54,14 +58,14 @@ from .cpu_attention import cpu_attention
 from .cpu_foreach import foreach_scratch
 from .cpu_outputs import cpu_layout, cpu_meta
 from .cuda_kernels import cuda_kernels
-from .inductor_replay import (compile_spec, is_compiled_module, no_recompiles, compiling_for_the_cpu,
-                              replayed_backend, replayed_callback)
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
+from .inductor_replay import (compile_spec, compiling_for_the_cpu, is_compiled_module, no_recompiles,
+                              replayed_backend, replayed_callback)
 from .running import transformers_quiet
 from .routing import Routing, assumed_topk_indices, observed_counts
 from .shadow_values import DataDependentError, ShadowValues, source_line
 
-__all__ = ["record_step", "estimate_eager_step", "measure_eager_step", "recorded_step_file"]
+__all__ = ["record_step", "estimate_eager_step", "recorded_step_file"]
 
 CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries", "workspaces")
 _PARAMETERS, _INPUTS, _GRADIENTS, _STATE, _ACTIVATIONS, _TEMPORARIES, _WORKSPACES = range(7)
@@ -321,11 +325,7 @@ def _dispatch_mode(recorder: _Recorder):
 
     class RecordingMode(TorchDispatchMode):
         @classmethod
-        def ignore_compile_internals(cls) -> bool:
-            # Dynamo runs a compiled frame under this mode (it would run it
-            # eagerly otherwise): the step's own compiled programs, already
-            # compiled (inductor_replay.py); any other compiled code is
-            # refused before Dynamo sees it (compiled_regions_refused).
+        def ignore_compile_internals(cls) -> bool:  # Dynamo runs compiled frames under it (_compile's)
             return True
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -711,7 +711,10 @@ def _recording_contexts(recorder: _Recorder, compiled: bool) -> Any:
 def _compile(recorder: _Recorder, step: dict) -> None:
     """One unrecorded forward, loss and backward of the compiled replica:
     Dynamo and Inductor compile its programs there (inductor_replay.py);
-    its gradients are dropped."""
+    its gradients are dropped. The recording's dispatch mode says it
+    ignores compile internals, so Dynamo runs these compiled frames under
+    it (it would run them eagerly otherwise); any other compiled code is
+    refused before Dynamo sees it (compiled_regions_refused)."""
     from .running import _backward
 
     with compiling_for_the_cpu():
@@ -790,58 +793,3 @@ def recorded_step_file(model: Any, inputs: tuple, step: Any, target: DeviceTarge
         description = f"{name}({', '.join(f'{k}={v!r}' for k, v in (step.optimizer_kwargs or {}).items())})"
     return recorded_step_file_json(record.storages, record.held, record.statements, record.phases,
                                          record.diagnostics, description or "")
-
-
-def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tuple[int, int, int, Any]:
-    """Runs `step` (a peakmem.step.TrainingStep) eagerly for real (one
-    unmeasured warm-up step first, its gradients dropped and the optimizer
-    made afresh) and measures it as measure_step does: (peak, final, input
-    bytes, allocator stats)."""
-    from ..measure import _InputMaker, measure_region_cpu, measure_region_cuda
-    from .holdings import _input_tensors
-    from .running import _backward
-
-    kwargs, loss_fn, gradient, zero_grad = dict(step.kwargs or {}), step.loss_fn, step.gradient, step.zero_grad
-    optimizer, optimizer_kwargs, steps = step.optimizer, step.optimizer_kwargs, step.steps
-    maker = _InputMaker(device, 0)
-    parameters = list(model.parameters())
-
-    def run_once(copies: tuple, kw: dict, opt: Any) -> None:
-        out = model(*step.model_call(copies), **kw)
-        loss = _loss(out, loss_fn, copies, kw)
-        del out
-        _backward(loss, gradient)
-        if opt is not None:
-            opt.step()
-        if zero_grad:
-            (opt if opt is not None else model).zero_grad(set_to_none=True)
-        del loss
-
-    run_once(*maker.copy_given((inputs, kwargs), whole_storages=True),
-             _make_optimizer(optimizer, optimizer_kwargs, parameters))
-    for p in parameters:
-        p.grad = None
-    opt = _make_optimizer(optimizer, optimizer_kwargs, parameters)
-
-    def run(copies):
-        for _ in range(steps):
-            run_once(*copies, opt)
-
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        measured = measure_region_cuda if device.type == "cuda" else measure_region_cpu
-        peak, final, copies, allocator = measured(
-            device, lambda: maker.copy_given((inputs, kwargs), whole_storages=True), run)
-        from torch.utils._pytree import tree_leaves
-
-        input_bytes = sum({id(t.untyped_storage()): t.untyped_storage().nbytes()
-                           for t in _input_tensors(tuple(tree_leaves(copies)))}.values())
-        del copies, opt
-    finally:
-        if was_enabled:
-            gc.enable()
-    for p in parameters:
-        p.grad = None
-    return peak, final, input_bytes, allocator

@@ -30,13 +30,13 @@ def _step_device(torch: Any, tensors: list) -> Any:
 
 
 def _measure_eager(model: Any, inputs: tuple, step: TrainingStep) -> StepReport:
-    """The eager front end's step run for real (peakmem.step.eager.measure_eager_step).
+    """The eager front end's step run for real (peakmem.step.eager_measure.measure_eager_step).
     With a recomputation asked for, the estimate's plan is what runs
     (installed on the model for the run, then taken off)."""
     import torch
     from torch.utils._pytree import tree_leaves
 
-    from .eager import measure_eager_step
+    from .eager_measure import measure_eager_step
     from .eager_recompute import installed
     from .estimate import _eager_plan
 
