@@ -128,8 +128,6 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    import peakmem
-
     rows = []
     for case in cases():
         if args.names and case[0] not in args.names:
@@ -144,9 +142,14 @@ def main() -> int:
           f"{min(r['inductor_off'] for r in rows):,} to {max(r['inductor_off'] for r in rows):,} bytes")
     if args.json:
         import platform
+        import subprocess
+        from importlib.metadata import version
 
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=HERE).stdout.strip()
         with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "peakmem": peakmem.__version__, "threads": torch.get_num_threads(),
+            json.dump({"commit": commit, "torch": torch.__version__, "transformers": version("transformers"),
+                       "threads": torch.get_num_threads(),
                        "machine": platform.machine(), "rows": rows}, f, indent=1)
             f.write("\n")
     return 0
