@@ -142,6 +142,55 @@ def test_transformers_models_compiled_on_the_cpu_and_on_meta(family):
     assert (on_meta.peak_bytes, on_meta.final_bytes) == (measured.peak_bytes, measured.final_bytes)
 
 
+def test_a_compile_that_fails_is_named():
+    class FullGraphBreak(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.lin(x)
+            torch._dynamo.graph_break()
+            return y
+
+    with pytest.raises(CompiledStepError, match=r"could not compile the step .*Unsupported: Call to "
+                                                r"`torch._dynamo.graph_break\(\)`"):
+        peakmem.estimate_step(torch.compile(FullGraphBreak(), fullgraph=True), torch.randn(4, 8), loss_fn=_sum)
+
+
+def test_the_largest_batch_and_the_step_file_of_a_compiled_step(tmp_path):
+    # max_batch_size records the compiled step at each size; the measured
+    # compiled step at the size it finds fits the budget, one more does not.
+    # export_step writes the compiled step's recording, and `peakmem step`
+    # gives the measured step's figures from it.
+    import json
+    import subprocess
+
+    from conftest import cli
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Block(64) for _ in range(2)])
+    compiled = torch.compile(model)
+    budget = 1 << 20
+    found = peakmem.max_batch_size(compiled, lambda n: (torch.randn(n, 64),), budget, loss_fn=_sum, high=4096,
+                                   progress=False)
+    assert found.report.frontend == "compile"
+    n = found.batch_size
+    # The estimates' compiles leave the user's module alone: its first
+    # compile, here, is of static shapes as without them.
+    assert peakmem.measure_step(compiled, torch.randn(n, 64), loss_fn=_sum).peak_bytes <= budget
+    torch._dynamo.reset()  # a second shape would compile dynamic shapes; n + 1 as a first compile
+    assert peakmem.measure_step(compiled, torch.randn(n + 1, 64), loss_fn=_sum).peak_bytes > budget
+    path = tmp_path / "compiled.json"
+    x = torch.randn(256, 64)
+    peakmem.export_step(compiled, x, loss_fn=_sum, optimizer=torch.optim.SGD, path=str(path))
+    measured = peakmem.measure_step(compiled, x, loss_fn=_sum, optimizer=torch.optim.SGD)
+    out = subprocess.run([cli(), "step", str(path), "--format", "json"], capture_output=True, text=True,
+                         check=True).stdout
+    report = json.loads(out)
+    assert (report["peak_bytes"], report["final_bytes"]) == (measured.peak_bytes, measured.final_bytes)
+
+
 def test_what_the_compile_front_end_does_not_model_is_refused():
     x = _x()
     with pytest.raises(CompiledStepError, match=r"backend 'aot_eager'"):

@@ -59,8 +59,8 @@ from .cpu_foreach import foreach_scratch
 from .cpu_outputs import cpu_layout, cpu_meta
 from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
-from .inductor_replay import (compile_spec, compiling_for_the_cpu, is_compiled_module, no_recompiles,
-                              replayed_backend, replayed_callback)
+from .inductor_replay import (compile_failures_named, compile_spec, compiling_for_the_cpu, is_compiled_module,
+                              no_recompiles, replayed_backend, replayed_callback)
 from .running import transformers_quiet
 from .routing import Routing, assumed_topk_indices, observed_counts
 from .shadow_values import DataDependentError, ShadowValues, source_line
@@ -717,7 +717,7 @@ def _compile(recorder: _Recorder, step: dict) -> None:
     refused before Dynamo sees it (compiled_regions_refused)."""
     from .running import _backward
 
-    with compiling_for_the_cpu():
+    with compile_failures_named(), compiling_for_the_cpu():
         out = _model_call(recorder, step)
         with _factories_on_the_models_device(recorder):
             loss = _loss(out, step["loss_fn"], step["inputs"], step["kwargs"])

@@ -47,8 +47,8 @@ from typing import Any, Iterator
 
 from .compiled import CompiledStepError
 
-__all__ = ["CompileSpec", "InductorOnTheCpu", "compile_spec", "is_compiled_module", "no_recompiles",
-           "compiling_for_the_cpu", "replayed_backend", "replayed_callback"]
+__all__ = ["CompileSpec", "InductorOnTheCpu", "compile_failures_named", "compile_spec", "compiling_for_the_cpu",
+           "is_compiled_module", "no_recompiles", "replayed_backend", "replayed_callback"]
 
 # Options whose programs depend on timing kernels on real data (torch/_inductor/config.py).
 _BENCHMARKED = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise", "coordinate_descent_tuning")
@@ -90,11 +90,14 @@ class CompileSpec:
         default) compiles static shapes first, and only a later call with
         other shapes compiles them dynamic: the program a step of fixed
         shapes runs is the static one, so that is the one compiled, whatever
-        sizes Dynamo saw before in this process."""
+        sizes Dynamo saw before in this process. ``isolate_recompiles``:
+        each replica's programs are its own, kept apart from other
+        compiles of the same code (another estimate's replica of the same
+        shapes, the user's own compile, whose first compile stays static)."""
         import torch
 
         return torch.compile(module, backend=InductorOnTheCpu(self.config), dynamic=bool(self.dynamic),
-                             fullgraph=self.fullgraph)
+                             fullgraph=self.fullgraph, isolate_recompiles=True)
 
 
 def compile_spec(model: Any, target: Any = None) -> CompileSpec:
@@ -301,6 +304,26 @@ def compiling_for_the_cpu() -> Iterator[None]:
             yield
     finally:
         FakeTensor._normalize_fake_device = normalize
+
+
+@contextlib.contextmanager
+def compile_failures_named() -> Iterator[None]:
+    """A failure of Dynamo or Inductor while the replica compiles, as a
+    CompiledStepError naming it (the one this module raised inside the
+    backend as it is)."""
+    from torch._dynamo.exc import TorchDynamoException
+
+    try:
+        yield
+    except TorchDynamoException as e:
+        inner = getattr(e, "inner_exception", None) or e.__cause__
+        if isinstance(inner, CompiledStepError):
+            raise inner from None
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise CompiledStepError(
+            f"torch.compile could not compile the step for the estimate ({type(e).__name__}: {first}); the "
+            "estimate compiles a meta replica of the module as the CPU would: estimate the module run eagerly "
+            "(frontend='eager'), or measure the compiled step on the CPU (measure_step)") from e
 
 
 @contextlib.contextmanager
