@@ -126,8 +126,6 @@ def main() -> int:
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("names", nargs="*", help="only these steps")
     args = parser.parse_args()
-    import torch
-
     rows = []
     for case in cases():
         if args.names and case[0] not in args.names:
@@ -141,16 +139,10 @@ def main() -> int:
     print(f"peakmem exact on {exact}/{len(rows)}; Inductor's largest graph peak off by "
           f"{min(r['inductor_off'] for r in rows):,} to {max(r['inductor_off'] for r in rows):,} bytes")
     if args.json:
-        import platform
-        import subprocess
-        from importlib.metadata import version
+        from provenance import provenance
 
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=HERE).stdout.strip()
         with open(args.json, "w") as f:
-            json.dump({"commit": commit, "torch": torch.__version__, "transformers": version("transformers"),
-                       "threads": torch.get_num_threads(),
-                       "machine": platform.machine(), "rows": rows}, f, indent=1)
+            json.dump({**provenance(), "rows": rows}, f, indent=1)
             f.write("\n")
     return 0
 

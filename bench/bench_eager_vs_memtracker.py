@@ -103,16 +103,10 @@ def main() -> int:
     print(f"peakmem exact on {exact} of {len(rows)} steps; MemTracker exact on "
           f"{sum(r.get('memtracker_off') == 0 for r in rows)} of {len(rows)}")
     if args.json:
-        import subprocess
+        from provenance import provenance
 
-        import transformers
-
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
-                                text=True).stdout.strip()
         with open(args.json, "w") as f:
-            json.dump({"commit": commit, "torch": torch.__version__, "transformers": transformers.__version__,
-                       "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "the machine's"),
-                       "rows": rows}, f, indent=2)
+            json.dump({**provenance(), "rows": rows}, f, indent=2)
     return 0
 
 
