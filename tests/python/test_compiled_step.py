@@ -104,7 +104,7 @@ def test_a_compiled_block_is_its_programs_not_the_eager_step():
     assert eager.frontend == "eager"
     assert eager.peak_bytes == peakmem.measure_step(model, x, loss_fn=_sum).peak_bytes
     assert estimate.peak_bytes < eager.peak_bytes
-    assert "Inductor's programs recorded (1 forward and 1 backward; 0 graph breaks" in \
+    assert "Inductor's programs recorded (1 forward and 1 backward, of 1 compiled modules; 0 graph breaks" in \
         estimate.report.diagnostics[0]
 
 
@@ -113,7 +113,7 @@ def test_a_graph_break_is_two_programs_and_the_eager_code_between():
     x = torch.randn(64, 128)
     estimate, measured = _compiled_and_measured(Broken(), x, loss_fn=_sum, optimizer=torch.optim.AdamW, steps=2)
     assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
-    assert "(2 forward and 2 backward; 1 graph breaks" in estimate.report.diagnostics[0]
+    assert "(2 forward and 2 backward, of 1 compiled modules; 1 graph breaks" in estimate.report.diagnostics[0]
 
 
 def test_a_convolution_net_takes_the_layouts_inductor_states():
@@ -201,12 +201,12 @@ def test_what_the_compile_front_end_does_not_model_is_refused():
         peakmem.estimate_step(torch.compile(Net()), x, device="cuda:h100")
     inner = Net()
     inner.block = torch.compile(inner.block)
-    with pytest.raises(CompiledStepError, match=r"compiled parts inside it \(block: made by torch.compile"):
+    with pytest.raises(CompiledStepError, match=r"block is compiled inside a compiled module"):
         peakmem.estimate_step(torch.compile(inner), x)
     # Thunder traces the module itself: a compiled one is refused there.
     with pytest.raises(CompiledStepError, match=r"\(top\): made by torch.compile \(Net\)"):
         peakmem.estimate_step(torch.compile(Net()), x, frontend="thunder")
-    with pytest.raises(ValueError, match="frontend='compile' records a torch.compile'd module"):
+    with pytest.raises(ValueError, match="frontend='compile' records the programs of a model's torch.compile'd"):
         peakmem.estimate_step(Net(), x, frontend="compile")
 
 
@@ -218,12 +218,28 @@ def test_a_module_compiled_in_place_is_refused_on_both_front_ends():
             peakmem.estimate_step(net, _x(), frontend=frontend)
 
 
-def test_a_compiled_submodule_and_a_compiled_forward_are_named():
-    net = Net()
-    net.block = torch.compile(net.block)
-    with pytest.raises(CompiledStepError, match=r"block: made by torch.compile \(MLP\)"):
-        peakmem.estimate_step(net, _x())
-    with pytest.raises(CompiledStepError, match=r"CompiledForward.forward is a torch.compile'd function"):
+def test_compiled_blocks_are_their_programs_and_a_compiled_forward_is_named():
+    # A block compiled by torch.compile and one compiled in place, inside a
+    # model that runs eagerly around them: the compile front end records
+    # each block's programs and the eager code between them.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(MLP(128), torch.nn.LayerNorm(128), MLP(128), MLP(128))
+    model[0] = torch.compile(model[0])
+    model[3].compile()
+    x = torch.randn(64, 128)
+    estimate = peakmem.estimate_step(model, x, loss_fn=_sum, optimizer=torch.optim.SGD)
+    measured = peakmem.measure_step(model, x, loss_fn=_sum, optimizer=torch.optim.SGD)
+    assert estimate.frontend == "compile"
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+    assert "(2 forward and 2 backward, of 2 compiled modules" in estimate.report.diagnostics[0]
+    # The user's model is not touched: its blocks are compiled as they were.
+    assert type(model[0]).__name__ == "OptimizedModule" and model[3]._compiled_call_impl is not None
+    assert model[1].weight.device.type == "cpu"
+    # On the eager front end, said outright, compiled blocks are refused.
+    with pytest.raises(CompiledStepError, match=r"0: made by torch.compile \(MLP\)"):
+        peakmem.estimate_step(model, x, loss_fn=_sum, frontend="eager")
+    with pytest.raises(CompiledStepError, match=r"CompiledForward.forward is a torch.compile'd function: a "
+                                                r"compiled forward function is not modelled"):
         peakmem.estimate_step(CompiledForward(), _x())
 
 

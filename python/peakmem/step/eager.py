@@ -59,8 +59,8 @@ from .cpu_foreach import foreach_scratch
 from .cpu_outputs import cpu_layout, cpu_meta
 from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
-from .inductor_replay import (compile_failures_named, compile_spec, compiling_for_the_cpu, is_compiled_module,
-                              no_recompiles, replayed_backend, replayed_callback)
+from .inductor_replay import (compile_failures_named, compiled_specs, compiling_for_the_cpu, is_compiled_module,
+                              no_recompiles, recompiled, replayed_callback)
 from .running import transformers_quiet
 from .routing import Routing, assumed_topk_indices, observed_counts
 from .shadow_values import DataDependentError, ShadowValues, source_line
@@ -632,10 +632,13 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     if model_inputs is not None and model_inputs > len(inputs):
         raise ValueError(f"model_inputs={model_inputs} but the step has {len(inputs)} inputs")
     recorder = _Recorder(target, routing)
-    compiled = compile_spec(model, recorder.target) if is_compiled_module(model) else None
-    if compiled is not None:
+    compiled = compiled_specs(model, recorder.target)
+    if is_compiled_module(model):
         model = model._orig_mod
+    given = model
     model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs, recorder.shadows)
+    if compiled and model is given:  # a meta model is its own replica: compiled again, it is copied first
+        model = copy.deepcopy(model)
     named = list(model.named_parameters())
     for name, p in named:
         recorder.storage(p, f"parameter {name}", _PARAMETERS)
@@ -652,14 +655,15 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
         entry[3] = entry[1].split(" ", 1)[1].rpartition(".")[0] if entry[2] == _PARAMETERS else ""
     recorder.record.held = list(range(len(recorder.record.storages)))
     parameters = [p for _, p in named]
-    step = {"model": model if compiled is None else compiled.compile(model), "inputs": inputs, "kwargs": kwargs,
-            "loss_fn": loss_fn, "gradient": gradient, "compiled": compiled is not None,
+    model, backends = recompiled(model, compiled)
+    step = {"model": model, "inputs": inputs, "kwargs": kwargs, "loss_fn": loss_fn, "gradient": gradient,
+            "compiled": backends,
             "model_inputs": model_inputs,
             "optimizer": _make_optimizer(optimizer, optimizer_kwargs, parameters), "zero_grad": zero_grad,
             "parameters": parameters, "parameter_names": [n for n, _ in named]}
     # A compiled step's modules run inside Inductor's programs: no hooks
     # (Dynamo would trace them into its graphs).
-    hooks = _module_tracking(model, recorder) if compiled is None else ()
+    hooks = () if compiled else _module_tracking(model, recorder)
     # torch._disable_dynamo imports torch._dynamo at a decorated function's
     # first call. That import's frames stay in a reference cycle that holds
     # the call's arguments until the collector runs (never, while the
@@ -672,9 +676,9 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.disable()
     try:
         with kernel_choices(recorder.target), compiled_regions_refused(replayed_callback), transformers_quiet():
-            if compiled is not None:
+            if compiled:
                 _compile(recorder, step)
-            with _recording_contexts(recorder, compiled is not None), _dispatch_mode(recorder):
+            with _recording_contexts(recorder, bool(compiled)), _dispatch_mode(recorder):
                 for k in range(1, steps + 1):
                     _run_iteration(recorder, k, step)
     finally:
@@ -726,15 +730,16 @@ def _compile(recorder: _Recorder, step: dict) -> None:
     del loss
     for p in step["parameters"]:
         p.grad = None
-    backend = replayed_backend(step["model"])
-    forward = sum(1 for kind, _ in backend.programs if kind == "forward")
+    programs = [kind for backend in step["compiled"] for kind, _ in backend.programs]
+    forward = programs.count("forward")
     if not forward:
         raise CompiledStepError("torch.compile compiled nothing of the step (Dynamo ran it eagerly: see "
                                 "TORCH_LOGS=graph_breaks); peakmem records Inductor's programs, and there are none")
+    breaks = forward - len(step["compiled"])
     recorder.record.diagnostics.append(
-        f"torch.compile'd step: Inductor's programs recorded ({forward} forward and "
-        f"{len(backend.programs) - forward} backward; {max(forward - 1, 0)} graph breaks, the code between "
-        f"them recorded eagerly); its C++ kernels allocate nothing through PyTorch's allocator")
+        f"torch.compile'd step: Inductor's programs recorded ({forward} forward and {len(programs) - forward} "
+        f"backward, of {len(step['compiled'])} compiled modules; {max(breaks, 0)} graph breaks, the code "
+        f"between them recorded eagerly); its C++ kernels allocate nothing through PyTorch's allocator")
 
 
 def _record(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = None) -> RecordedStep:

@@ -14,17 +14,20 @@ runs it:
 * any other module is one its user runs eagerly: ``"eager"``
   (peakmem.step.eager).
 
-* a module made by ``torch.compile(module)`` (an ``OptimizedModule``) runs
-  the programs Inductor generates: ``"compile"``, recorded as the eager
-  front end records a step, with Inductor's forward and backward programs
-  in place of the module's ATen calls (peakmem.step.inductor_replay).
-  ``frontend="eager"`` on it estimates the module it compiles, run eagerly:
-  the comparison of what compiling saves.
+* a module made by ``torch.compile(module)`` (an ``OptimizedModule``), or
+  one with modules compiled inside it (``torch.compile(block)``,
+  ``block.compile()``), runs the programs Inductor generates:
+  ``"compile"``, recorded as the eager front end records a step, with
+  Inductor's forward and backward programs in place of the compiled
+  modules' ATen calls (peakmem.step.inductor_replay).
+  ``frontend="eager"`` on an ``OptimizedModule`` estimates the module it
+  compiles, run eagerly: the comparison of what compiling saves.
 
-Other torch.compile'd code (a compiled submodule, a module compiled in
-place, a compiled function the step calls) is refused on every front end
-(peakmem.step.compiled): its memory is the compiled program's, not modelled
-yet. ``frontend="thunder"``, ``"eager"`` or ``"compile"`` says it outright. Either way a
+Other torch.compile'd code (a compiled ``forward`` function, a compiled
+function the step calls) is refused on every front end
+(peakmem.step.compiled), and so is compiled code inside a model on the
+Thunder and eager front ends: its memory is the compiled program's.
+``frontend="thunder"``, ``"eager"`` or ``"compile"`` says it outright. Either way a
 ``ThunderModule`` stands for the module it wraps: the Thunder path jits that
 module itself (with the transforms the step's options ask for), and the
 eager path runs it without Thunder.
@@ -93,7 +96,7 @@ def resolve_frontend(model: Any, frontend: Frontend | None, kwargs: dict | None 
     neither, keyword inputs to Thunder's (it calls ``model(*inputs)``), or
     Thunder's options with ``frontend="eager"``; CompiledStepError (a
     ValueError) for compiled code the front end does not model."""
-    from .compiled import refuse_compiled
+    from .compiled import compiled_parts, refuse_compiled
     from .inductor_replay import is_compiled_module
 
     if frontend not in (None, *FRONTENDS):
@@ -101,14 +104,16 @@ def resolve_frontend(model: Any, frontend: Frontend | None, kwargs: dict | None 
                          f"torch.compile'd one compiled, any other eagerly), 'thunder', 'eager' or 'compile', "
                          f"got {frontend!r}")
     given = [name for name, value in thunder_only.items() if value]
-    if is_compiled_module(model) and frontend in (None, "compile"):
+    compiled = is_compiled_module(model) or bool(compiled_parts(model))
+    if compiled and frontend in (None, "compile"):
         if given:
             raise ValueError(f"{', '.join(given)} are not modelled for a torch.compile'd step (Inductor's "
                              "partitioner chooses what the backward recomputes); pass frontend='eager' for the "
                              "module run eagerly")
         return "compile", model
     if frontend == "compile":
-        raise ValueError("frontend='compile' records a torch.compile'd module's programs: pass torch.compile(model)")
+        raise ValueError("frontend='compile' records the programs of a model's torch.compile'd modules, and "
+                         "nothing of this one is compiled: pass torch.compile(model) (or compile its blocks)")
     if is_compiled_module(model) and frontend == "eager":
         model = model._orig_mod  # the module the user compiled, run eagerly
     refuse_compiled(model)

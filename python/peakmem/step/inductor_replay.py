@@ -47,8 +47,8 @@ from typing import Any, Iterator
 
 from .compiled import CompiledStepError
 
-__all__ = ["CompileSpec", "InductorOnTheCpu", "compile_failures_named", "compile_spec", "compiling_for_the_cpu",
-           "is_compiled_module", "no_recompiles", "replayed_backend", "replayed_callback"]
+__all__ = ["CompileSpec", "InductorOnTheCpu", "compile_failures_named", "compiled_specs", "compiling_for_the_cpu",
+           "is_compiled_module", "no_recompiles", "recompiled", "replayed_callback"]
 
 # Options whose programs depend on timing kernels on real data (torch/_inductor/config.py).
 _BENCHMARKED = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise", "coordinate_descent_tuning")
@@ -77,64 +77,130 @@ def _backend(callback: Any) -> Any:
 
 @dataclass(frozen=True)
 class CompileSpec:
-    """How the user compiled the module: Inductor's config patches (the
+    """How the user compiled a module: Inductor's config patches (the
     mode's and ``options=``), ``dynamic`` and ``fullgraph``."""
 
     config: dict = field(default_factory=dict)
     dynamic: bool | None = None
     fullgraph: bool = False
 
-    def compile(self, module: Any) -> Any:
-        """`module` compiled as the user compiled theirs, with
-        InductorOnTheCpu as the backend. ``dynamic=None`` (torch.compile's
-        default) compiles static shapes first, and only a later call with
-        other shapes compiles them dynamic: the program a step of fixed
-        shapes runs is the static one, so that is the one compiled, whatever
-        sizes Dynamo saw before in this process. ``isolate_recompiles``:
-        each replica's programs are its own, kept apart from other
-        compiles of the same code (another estimate's replica of the same
-        shapes, the user's own compile, whose first compile stays static)."""
+    def compile(self, module: Any, in_place: bool) -> tuple[Any, "InductorOnTheCpu"]:
+        """`module` compiled as the user compiled theirs, with an
+        InductorOnTheCpu as the backend: ``torch.compile(module)``'s module,
+        or `module` itself compiled `in_place` (``module.compile()``); and
+        the backend. ``dynamic=None``
+        (torch.compile's default) compiles static shapes first, and only a
+        later call with other shapes compiles them dynamic: the program a
+        step of fixed shapes runs is the static one, so that is the one
+        compiled, whatever sizes Dynamo saw before in this process.
+        ``isolate_recompiles``: each replica's programs are its own, kept
+        apart from other compiles of the same code (another estimate's
+        replica of the same shapes, the user's own compile, whose first
+        compile stays static)."""
         import torch
 
-        return torch.compile(module, backend=InductorOnTheCpu(self.config), dynamic=bool(self.dynamic),
-                             fullgraph=self.fullgraph, isolate_recompiles=True)
+        backend = InductorOnTheCpu(self.config)
+        options = {"backend": backend, "dynamic": bool(self.dynamic), "fullgraph": self.fullgraph,
+                   "isolate_recompiles": True}
+        if not in_place:
+            return torch.compile(module, **options), backend
+        module.compile(**options)
+        return module, backend
 
 
-def compile_spec(model: Any, target: Any = None) -> CompileSpec:
-    """The CompileSpec of `model`, a ``torch.compile``'d module, for
-    `target` (a peakmem.step.device_target.DeviceTarget; None: the CPU);
-    CompiledStepError for what this front end does not model."""
-    from .compiled import compiled_parts
+def _context(module: Any, where: str) -> Any:
+    """The Dynamo context that compiled `module` (an OptimizedModule's, or
+    the one in the closure of the ``_call_impl`` that ``.compile()``
+    compiled in place); None when it is not compiled."""
+    if is_compiled_module(module):
+        return module.dynamo_ctx
+    impl = getattr(module, "_compiled_call_impl", None)
+    if impl is None:
+        return None
+    eval_frame = sys.modules["torch._dynamo.eval_frame"]
+    for cell in getattr(impl, "__closure__", None) or ():
+        if isinstance(cell.cell_contents, eval_frame._TorchDynamoContext):
+            return cell.cell_contents
+    raise CompiledStepError(f"{where}: compiled in place by a torch.compile whose options peakmem cannot read")
 
-    if target is not None and target.cuda:
-        raise CompiledStepError(f"a torch.compile'd step is modelled on the CPU only: Inductor's program for "
-                                f"{target.name} is made of Triton kernels compiled for that GPU, which this "
-                                "machine cannot generate; estimate it with device='cpu', or the module before "
-                                "compiling it with frontend='eager'")
-    inner = [p for p in compiled_parts(model._orig_mod)]
-    if inner:
-        raise CompiledStepError(f"the compiled module has compiled parts inside it ({'; '.join(inner)}); peakmem "
-                                "records one torch.compile of the whole module: compile the module once")
-    backend = _backend(model.dynamo_ctx.callback)
+
+def _spec(context: Any, where: str) -> CompileSpec:
+    """The CompileSpec of a Dynamo context; CompiledStepError for what this
+    front end does not model."""
+    backend = _backend(context.callback)
     if getattr(backend, "compiler_name", None) != "inductor" or not isinstance(getattr(backend, "config", None),
                                                                                  dict):
         name = getattr(backend, "compiler_name", None) or getattr(backend, "__name__", type(backend).__name__)
-        raise CompiledStepError(f"the module is compiled with the backend {name!r}; peakmem models Inductor's "
+        raise CompiledStepError(f"{where} is compiled with the backend {name!r}; peakmem models Inductor's "
                                 "programs (torch.compile's default backend) only")
     config = dict(backend.config)
     tuned = [k for k in _BENCHMARKED if config.get(k)]
     if tuned:
-        raise CompiledStepError(f"the module is compiled with {', '.join(tuned)}: Inductor picks its kernels by "
+        raise CompiledStepError(f"{where} is compiled with {', '.join(tuned)}: Inductor picks its kernels by "
                                 "timing them on real data, which peakmem cannot predict; compile it in the "
                                 "default mode (or without those options) to estimate it")
-    return CompileSpec(config=config, dynamic=getattr(backend, "dynamic", None),
-                       fullgraph=bool(model.dynamo_ctx.fullgraph))
+    return CompileSpec(config=config, dynamic=getattr(backend, "dynamic", None), fullgraph=bool(context.fullgraph))
 
 
-def replayed_backend(module: Any) -> "InductorOnTheCpu":
-    """The InductorOnTheCpu a module compiled by CompileSpec.compile
-    compiles with."""
-    return _backend(module.dynamo_ctx.callback)
+def compiled_specs(model: Any, target: Any = None) -> dict[str, CompileSpec]:
+    """Each module of `model` that ``torch.compile`` compiled (the model
+    itself, an OptimizedModule inside it, a module compiled in place by
+    ``.compile()``), by its path (``""``: the model; paths are those of
+    the module an OptimizedModule at the top wraps), with how it was
+    compiled, for `target` (a peakmem.step.device_target.DeviceTarget;
+    None: the CPU). CompiledStepError for what this front end does not
+    model: a compiled ``forward`` function, a compiled part inside another,
+    a GPU target, and _spec's."""
+    from .compiled import compiled_parts
+
+    specs: dict[str, CompileSpec] = {}
+    if is_compiled_module(model):
+        specs[""] = _spec(model.dynamo_ctx, "the module")
+        model = model._orig_mod
+    functions = [p for p in compiled_parts(model) if "forward is a torch.compile'd function" in p]
+    if functions:
+        raise CompiledStepError(f"{'; '.join(functions)}: a compiled forward function is not modelled (its "
+                                "compile is the class's, not the module's): compile the module instead "
+                                "(torch.compile(module) or module.compile())")
+    for path, module in model.named_modules():
+        context = _context(module, path or "(top)") if path or "" not in specs else None
+        if context is None:
+            continue
+        inside = [p for p in compiled_parts(module._orig_mod if is_compiled_module(module) else module)
+                  if not p.startswith("(top)")]
+        if specs and (inside or any(path.startswith(f"{p}.") or not p for p in specs)):
+            raise CompiledStepError(f"{path or '(top)'} is compiled inside a compiled module "
+                                    f"({'; '.join(inside) or 'its parent'}); peakmem records each compiled "
+                                    "module once: compile the outer one or the inner ones")
+        specs[path] = _spec(context, path or "the module")
+    if specs and target is not None and target.cuda:
+        raise CompiledStepError(f"a torch.compile'd step is modelled on the CPU only: Inductor's program for "
+                                f"{target.name} is made of Triton kernels compiled for that GPU, which this "
+                                "machine cannot generate; estimate it with device='cpu', or the module before "
+                                "compiling it with frontend='eager'")
+    return specs
+
+
+def recompiled(replica: Any, specs: dict[str, CompileSpec]) -> tuple[Any, list["InductorOnTheCpu"]]:
+    """The meta replica of a model with each compiled part compiled again
+    by an InductorOnTheCpu as `specs` say (an OptimizedModule the replica
+    copied is replaced; a module compiled in place, whose compile a copy
+    does not keep, is compiled in place), and the backends."""
+    backends = []
+    for path, spec in specs.items():
+        if not path:
+            continue
+        parent, _, name = path.rpartition(".")
+        owner = replica.get_submodule(parent) if parent else replica
+        module = getattr(owner, name)
+        wrapped = is_compiled_module(module)
+        module, backend = spec.compile(module._orig_mod if wrapped else module, in_place=not wrapped)
+        setattr(owner, name, module)
+        backends.append(backend)
+    if "" in specs:  # an OptimizedModule at the top, unwrapped before the replica was made
+        replica, backend = specs[""].compile(replica, in_place=False)
+        backends.append(backend)
+    return replica, backends
 
 
 def replayed_callback(callback: Any) -> bool:
