@@ -61,6 +61,7 @@ from .cuda_kernels import cuda_kernels
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .inductor_replay import (compile_failures_named, compiled_specs, compiling_for_the_cpu, is_compiled_module,
                               no_recompiles, recompiled, replayed_callback)
+from .meta_replica import meta_replica
 from .running import transformers_quiet
 from .routing import Routing, assumed_topk_indices, observed_counts
 from .shadow_values import DataDependentError, ShadowValues, source_line
@@ -449,48 +450,6 @@ def _module_tracking(model: Any, recorder: _Recorder):
             torch.nn.modules.module.register_module_forward_hook(post))
 
 
-def _meta_stand_ins(tensors: list, made: dict) -> None:
-    """A meta tensor for each of `tensors` (by id into `made`), views of one
-    storage where the originals share one, of the originals' storage bytes."""
-    import torch
-
-    storages: dict[Any, Any] = {}
-    for t in tensors:
-        if id(t) in made or t.device.type == "meta":
-            continue
-        st = t.untyped_storage()
-        key = (st.data_ptr(), st.nbytes()) if st.data_ptr() else id(st)
-        meta = storages.setdefault(key, torch.UntypedStorage(st.nbytes(), device="meta"))
-        m = torch.empty(0, dtype=t.dtype, device="meta").set_(meta, t.storage_offset(), t.size(), t.stride())
-        if isinstance(t, torch.nn.Parameter):
-            m = torch.nn.Parameter(m, requires_grad=t.requires_grad)
-        elif t.requires_grad:
-            m.requires_grad_(True)
-        made[id(t)] = m
-
-
-def meta_replica(model: Any, inputs: tuple, kwargs: dict,
-                 shadows: ShadowValues | None = None) -> tuple[Any, tuple, dict]:
-    """The model, inputs and keyword inputs with every tensor a meta stand-in
-    (deep copies of the containers, the tensors' data not copied); those
-    already on meta are used as they are. `shadows`, when given, keeps the
-    real integer and boolean tensors' values beside their stand-ins
-    (peakmem.step.shadow_values)."""
-    import torch
-    from torch.utils._pytree import tree_leaves
-
-    given = [*model.parameters(), *model.buffers(),
-             *(x for x in tree_leaves((inputs, kwargs)) if isinstance(x, torch.Tensor))]
-    if all(t.device.type == "meta" for t in given):
-        return model, inputs, kwargs
-    made: dict[int, Any] = {}
-    _meta_stand_ins(given, made)
-    if shadows is not None:
-        shadows.give_inputs([(made[id(t)], t) for t in given if id(t) in made])
-    memo = {k: v for k, v in made.items()}
-    return copy.deepcopy((model, inputs, kwargs), memo)
-
-
 def _loss(out: Any, loss_fn: Callable | None, inputs: tuple, kwargs: dict) -> Any:
     """The step's loss: loss_fn(output, *inputs, **kwargs), else the output's
     ``.loss`` (a transformers ModelOutput's, given labels), else the output."""
@@ -639,21 +598,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs, recorder.shadows)
     if compiled and model is given:  # a meta model is its own replica: compiled again, it is copied first
         model = copy.deepcopy(model)
-    named = list(model.named_parameters())
-    for name, p in named:
-        recorder.storage(p, f"parameter {name}", _PARAMETERS)
-    for name, b in model.named_buffers():
-        recorder.storage(b, f"buffer {name}", _PARAMETERS)
-    from torch.utils._pytree import tree_leaves
-
-    import torch
-
-    for i, x in enumerate(tree_leaves((inputs, kwargs))):
-        if isinstance(x, torch.Tensor):
-            recorder.storage(x, f"input {i}", _INPUTS)
-    for entry in recorder.record.storages:
-        entry[3] = entry[1].split(" ", 1)[1].rpartition(".")[0] if entry[2] == _PARAMETERS else ""
-    recorder.record.held = list(range(len(recorder.record.storages)))
+    named = _held_at_the_start(recorder, model, inputs, kwargs)
     parameters = [p for _, p in named]
     model, backends = recompiled(model, compiled)
     step = {"model": model, "inputs": inputs, "kwargs": kwargs, "loss_fn": loss_fn, "gradient": gradient,
@@ -686,6 +631,32 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
             h.remove()
         if was_enabled:
             gc.enable()
+    return _closed(recorder)
+
+
+def _held_at_the_start(recorder: _Recorder, model: Any, inputs: tuple, kwargs: dict) -> list:
+    """Registers the parameters, buffers and inputs (held before the step
+    starts) and returns the named parameters."""
+    from torch.utils._pytree import tree_leaves
+
+    import torch
+
+    named = list(model.named_parameters())
+    for name, p in named:
+        recorder.storage(p, f"parameter {name}", _PARAMETERS)
+    for name, b in model.named_buffers():
+        recorder.storage(b, f"buffer {name}", _PARAMETERS)
+    for i, x in enumerate(tree_leaves((inputs, kwargs))):
+        if isinstance(x, torch.Tensor):
+            recorder.storage(x, f"input {i}", _INPUTS)
+    for entry in recorder.record.storages:
+        entry[3] = entry[1].split(" ", 1)[1].rpartition(".")[0] if entry[2] == _PARAMETERS else ""
+    recorder.record.held = list(range(len(recorder.record.storages)))
+    return named
+
+
+def _closed(recorder: _Recorder) -> RecordedStep:
+    """The record, with what the recording saw but did not count named."""
     if recorder.routing is not None:
         recorder.routing.check_all_used()
     if recorder.host_bytes:

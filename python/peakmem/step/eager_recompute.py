@@ -343,7 +343,8 @@ def plan_eager_recomputation(model: Any, inputs: tuple, step: Any, budget: int |
     import copy
 
     from .._core import save_search
-    from .eager import estimate_eager_step, meta_replica
+    from .eager import estimate_eager_step
+    from .meta_replica import meta_replica
 
     blocks = repeated_blocks(model)
     kwargs = dict(step.kwargs or {})

@@ -86,7 +86,7 @@ def _planned_eager(model: Any, inputs: tuple, step: TrainingStep, pricing: dict)
     the plan."""
     import copy
 
-    from .eager import meta_replica
+    from .meta_replica import meta_replica
 
     plan = _eager_plan(model, inputs, step, pricing)
     replica, meta_inputs, meta_kwargs = copy.deepcopy(meta_replica(model, inputs, dict(step.kwargs or {})))
