@@ -218,9 +218,17 @@ ScratchEstimate LayerNormBackwardScratch(std::span<const AtenArgument> arguments
 //     makes inside its parallel_for. The profiler sees the calling thread's
 //     dsum only (measured: one 256-byte dsum on 2 threads); the other
 //     threads' (qSplit * 4 bytes each) are not counted, as it does not.
+// Half types (bf16, f16) keep their scores in the accumulate type (float32)
+// as above and, besides, a reduced copy of the query's dtype: the forward's
+// buf_reduced of threads x qSplit * kvSplit elements, the backward's of
+// threads x 2 * qSplit * kvSplit. The f16 forward packs its keys and values
+// for oneDNN's brgemm where cpublas::need_pack(kHalf) holds (a CPU with
+// AMX-FP16) and the shape allows it (num_head >= 4, headSize % 64 == 0,
+// kvSize >= 64, then a size heuristic), padding buf's rows to 64: that
+// case is named as not modelled; the shapes that cannot pack are counted.
 // Measured (2 threads, f32, B 2, H 4, D 64, causal): at 256 queries the
 // forward's buf is 164,864 bytes and the backward's 262,144 with a dsum of
-// 256. Half types' reduced buffers and packing are not modelled: named.
+// 256; in bf16 the backward's buf_reduced adds 131,072.
 ScratchEstimate CpuFlashAttentionScratch(std::string_view base, std::span<const AtenArgument> arguments, int threads,
                                          std::string* why_not) {
   const bool backward = base.ends_with("_backward");
@@ -233,20 +241,27 @@ ScratchEstimate CpuFlashAttentionScratch(std::string_view base, std::span<const 
     return {};
   }
   const std::string_view dtype = query->type.dtype->short_name;
-  if (dtype != "f32" && dtype != "f64") {
+  const bool reduced = dtype == "bf16" || dtype == "f16";
+  if (!reduced && dtype != "f32" && dtype != "f64") {
     *why_not = "the CPU flash attention's buffers in " + std::string(dtype) + " are not modelled";
     return {};
   }
-  const std::int64_t accumulate = query->type.dtype->bits / 8;
+  const std::int64_t itemsize = query->type.dtype->bits / 8;
+  const std::int64_t accumulate = reduced ? 4 : itemsize;
   const std::int64_t q_size = query->type.shape[2];
   const std::int64_t kv_size = key->type.shape[2];
   const std::int64_t head = query->type.shape[3];
+  if (!backward && dtype == "f16" && query->type.shape[1] >= 4 && head % 64 == 0 && kv_size >= 64) {
+    *why_not = "the CPU flash attention's f16 forward may pack its keys and values (oneDNN brgemm): not modelled";
+    return {};
+  }
   const std::int64_t q_split = std::min<std::int64_t>(q_size >= 768 ? 256 : q_size >= 192 ? 64 : 32, q_size);
   const std::int64_t kv_split = std::min<std::int64_t>(512, kv_size);
   const std::int64_t n_threads = std::max(threads, 1);
   ScratchEstimate out;
   if (!backward) {
     out.with_outputs = n_threads * (q_split * kv_split + 2 * q_split + q_split * head) * accumulate;
+    if (reduced) out.with_outputs += n_threads * q_split * kv_split * itemsize;
     return out;
   }
   // grad_out.transpose(1, 2) is contiguous when grad_out's strides, taken in
@@ -257,6 +272,7 @@ ScratchEstimate CpuFlashAttentionScratch(std::string_view base, std::span<const 
     out.with_outputs += static_cast<std::int64_t>(grad->type.bytes);
   }
   out.with_outputs += (n_threads * 2 * q_split * kv_split + q_split) * accumulate;
+  if (reduced) out.with_outputs += n_threads * 2 * q_split * kv_split * itemsize;
   return out;
 }
 

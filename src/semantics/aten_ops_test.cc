@@ -213,5 +213,31 @@ TEST(AtenOps, CpuFlashAttentionKeepsPerThreadBuffers) {
             524288 + 262144 + 256);
 }
 
+TEST(AtenOps, CpuFlashAttentionInBf16KeepsReducedCopies) {
+  // Measured (torch 2.13, 2 threads, the profiler): the same causal step in
+  // bf16, the backward's buffers 655,616 bytes over an estimate without
+  // them: grad_out copied (2 * 4 * 256 * 64 bf16, 262,144), buf in float32
+  // (2 x 2 * 64 * 256, 262,144), buf_reduced in bf16 (2 x 2 * 64 * 256,
+  // 131,072) and a float32 dsum of 64 (256).
+  std::vector<AtenArgument> backward{Tensor("grad_out", "bf16", {2, 4, 256, 64}),
+                                     Tensor("query", "bf16", {2, 4, 256, 64}), Tensor("key", "bf16", {2, 4, 256, 64}),
+                                     Tensor("value", "bf16", {2, 4, 256, 64})};
+  backward[0].strides = {0, 0, 0, 0};
+  EXPECT_EQ(Scratch("aten._scaled_dot_product_flash_attention_for_cpu_backward.default", backward, 2).with_outputs,
+            655616);
+  // The forward (from the kernel's source): buf, 2 x (64 * 256 + 2 * 64 +
+  // 64 * 64) floats (164,864), and buf_reduced, 2 x 64 * 256 bf16 (65,536).
+  const std::vector<AtenArgument> forward{backward[1], backward[2], backward[3]};
+  EXPECT_EQ(Scratch("aten._scaled_dot_product_flash_attention_for_cpu.default", forward, 2).with_outputs,
+            164864 + 65536);
+  // f16 with 4 heads of 64 may be packed for oneDNN's brgemm: named.
+  std::vector<AtenArgument> half = forward;
+  for (AtenArgument& a : half) a = Tensor(a.name, "f16", {2, 4, 256, 64});
+  std::string why;
+  EXPECT_EQ(EstimateAtenScratch("aten._scaled_dot_product_flash_attention_for_cpu.default", half, 2, &why).with_outputs,
+            0);
+  EXPECT_NE(why.find("pack"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace peakmem
