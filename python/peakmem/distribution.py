@@ -15,6 +15,14 @@ Strategies (thunder/distributed/__init__.py):
     "ddp": thunder.distributed.ddp.
 Tensor parallelism names the layers it shards, so it stays a ``transform=``
 (tests/data/distributed/program.py shows one).
+
+On the eager front end (``frontend="eager"``) ``"ddp"`` is torch's own
+DistributedDataParallel around the step's model (peakmem.step.data_parallel),
+run under rank `rank` of an instant process group of `world_size`
+(``instant_process_group``: torch's fake group completes a collective
+without its tensors, which DDP's reducer needs back); a process group the
+caller initialised (gloo on real ranks, say) is used as it is when it has
+that size and rank.
 """
 
 from __future__ import annotations
@@ -22,8 +30,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator, Literal, TypeVar, cast, get_args
 
-__all__ = ["STRATEGIES", "Strategy", "fake_process_group", "nccl_estimate", "strategy_transform", "traces_collectives",
-           "with_strategy"]
+__all__ = ["STRATEGIES", "Strategy", "fake_process_group", "instant_process_group", "nccl_estimate",
+           "strategy_transform", "traces_collectives", "with_strategy"]
 
 Strategy = Literal["fsdp", "fsdp-zero2", "fsdp-zero3", "ddp"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
@@ -67,11 +75,15 @@ def with_strategy(fn: F) -> F:
             return fn(model, *inputs, **kwargs)
         if kwargs.get("transform") is not None:
             raise ValueError("pass strategy= or transform=, not both")
-        if kwargs.get("frontend") in ("eager", "compile"):
-            raise ValueError(f"strategy={strategy!r} needs Thunder (Thunder's transform distributes the step): "
-                             "pass frontend='thunder' or leave it out")
         if world_size is None:
             raise ValueError(f"strategy={strategy!r} needs world_size=")
+        if kwargs.get("frontend") in ("eager", "compile"):
+            if strategy != "ddp" or kwargs["frontend"] == "compile":
+                raise ValueError(f"strategy={strategy!r} on the {kwargs['frontend']!r} front end is not modelled "
+                                 "(the eager front end models strategy='ddp', torch's DistributedDataParallel): "
+                                 "pass frontend='thunder' for Thunder's transform")
+            with instant_process_group(world_size, rank):
+                return fn(model, *inputs, distributed=strategy, **kwargs)
         held = [*model.parameters(), *model.buffers()]
         transform = strategy_transform(strategy, held[0].device if held else None)
         with fake_process_group(world_size, rank):
@@ -80,11 +92,7 @@ def with_strategy(fn: F) -> F:
     return cast(F, run)  # its type is fn's, so that an editor shows fn's signature
 
 
-@contextlib.contextmanager
-def fake_process_group(world_size: int, rank: int) -> Iterator[None]:
-    """Rank `rank` of a fake process group of `world_size` for the block."""
-    import torch.distributed as dist
-
+def _check_rank(world_size: int, rank: int) -> None:
     for name, value in (("world_size", world_size), ("rank", rank)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError(f"{name} must be an integer, got {value!r}")
@@ -92,6 +100,14 @@ def fake_process_group(world_size: int, rank: int) -> Iterator[None]:
         raise ValueError(f"world_size must be at least 1, got {world_size}")
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
+
+
+@contextlib.contextmanager
+def fake_process_group(world_size: int, rank: int) -> Iterator[None]:
+    """Rank `rank` of a fake process group of `world_size` for the block."""
+    import torch.distributed as dist
+
+    _check_rank(world_size, rank)
     if dist.is_initialized():
         have = (dist.get_backend(), dist.get_world_size(), dist.get_rank())
         if have != ("fake", world_size, rank):
@@ -103,6 +119,70 @@ def fake_process_group(world_size: int, rank: int) -> Iterator[None]:
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     dist.init_process_group("fake", rank=rank, world_size=world_size, store=FakeStore())
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+_INSTANT = "peakmem-instant"
+
+
+def _instant_group(rank: int, world_size: int) -> Any:
+    """A process group whose collectives complete at once, each returning
+    its own tensors as they are (an all-reduce's sum is not taken, a
+    broadcast keeps each rank's values): what one rank allocates around its
+    collectives, without the other ranks. Collectives on meta tensors
+    complete too."""
+    import torch
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import _create_work_from_future
+
+    class InstantGroup(dist.ProcessGroup):
+        def _done(self, result: Any) -> Any:
+            future = torch.futures.Future()
+            future.set_result(result)
+            return _create_work_from_future(future)
+
+        def allreduce(self, tensors, opts=None):
+            return self._done(tensors)
+
+        def broadcast(self, tensors, opts=None):
+            return self._done(tensors)
+
+        def allgather(self, outputs, inputs, opts=None):
+            return self._done(outputs)
+
+        def barrier(self, opts=None):
+            return self._done(None)
+
+        def getBackendName(self) -> str:
+            return _INSTANT
+
+    return InstantGroup(rank, world_size)
+
+
+@contextlib.contextmanager
+def instant_process_group(world_size: int, rank: int) -> Iterator[None]:
+    """Rank `rank` of an instant process group (_instant_group) of
+    `world_size` for the block; a group the caller initialised is kept when
+    it has that size and rank (a real one: the step's collectives run)."""
+    import torch.distributed as dist
+
+    _check_rank(world_size, rank)
+    if dist.is_initialized():
+        have = (dist.get_world_size(), dist.get_rank())
+        if have != (world_size, rank):
+            raise ValueError(f"a process group is initialised already (world size {have[0]}, rank {have[1]}), "
+                             f"not rank {rank} of {world_size}: destroy it, or pass its own size and rank")
+        yield
+        return
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if _INSTANT not in dist.Backend.backend_list:
+        dist.Backend.register_backend(_INSTANT, lambda store, r, size, timeout: _instant_group(r, size),
+                                      devices=["cpu", "meta", "cuda"])
+    dist.init_process_group(_INSTANT, rank=rank, world_size=world_size, store=FakeStore())
     try:
         yield
     finally:

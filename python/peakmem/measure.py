@@ -125,6 +125,7 @@ __all__ = ["Measurement", "call", "detect_convention", "make_inputs", "measure"]
 
 _INPUTS_RANGE = "peakmem.inputs"
 _CALL_RANGE = "peakmem.call"
+_WARM_UP_RANGE = "peakmem.warm_up"
 
 
 @dataclass(frozen=True)
@@ -419,32 +420,41 @@ def _make_call_args(trace: Any, maker: _InputMaker, convention: str, inputs: Any
 
 
 def _cpu_allocation_events(prof: Any):
-    """Allocation nodes of the profile as (start_ns, ptr, signed size, in_inputs), time-ordered."""
+    """Allocation nodes of the profile as (start_ns, ptr, signed size,
+    in_inputs, in_warm_up), time-ordered. What torch.compile allocates while
+    it compiles (inside Dynamo's ``dynamo_timed`` ranges: the constants its
+    tracing makes and keeps) is the compiler's, not the step's: left out."""
     from torch._C._profiler import _EventType
 
     out = []
     stack = list(reversed(prof.profiler.kineto_results.experimental_event_tree()))
-    # Iterative pre-order walk; `in_inputs` is inherited from the range node.
-    stack = [(n, False) for n in stack]
+    # Iterative pre-order walk; the flags are inherited from the range nodes.
+    stack = [(n, False, False) for n in stack]
     while stack:
-        node, in_inputs = stack.pop()
+        node, in_inputs, in_warm_up = stack.pop()
         if node.tag == _EventType.Allocation:
             f = node.extra_fields
             if f.device.type == "cpu":
-                out.append((node.start_time_ns, f.ptr, f.alloc_size, in_inputs))
+                out.append((node.start_time_ns, f.ptr, f.alloc_size, in_inputs, in_warm_up))
             continue
-        inside = in_inputs or node.name == _INPUTS_RANGE
-        stack.extend((c, inside) for c in reversed(node.children))
+        if node.name.endswith("(dynamo_timed)"):
+            continue
+        inside, warm = in_inputs or node.name == _INPUTS_RANGE, in_warm_up or node.name == _WARM_UP_RANGE
+        stack.extend((c, inside, warm) for c in reversed(node.children))
     out.sort(key=lambda e: e[0])  # stable: equal times keep recording order
     return out
 
 
 def _walk_events(events) -> tuple[int, int, int, tuple[int, ...], int]:
+    """(peak, final, input bytes, the counted sizes, ignored frees) of
+    `events` (_cpu_allocation_events'). What a warm-up range leaves
+    allocated is held when the rest starts: counted in every figure, its
+    own peak not taken."""
     # Temporaries of input creation: allocated and freed inside the inputs
     # range. They are not inputs and not the trace's: drop both events.
     drop: set[int] = set()
     opened: dict[int, int] = {}
-    for i, (_, ptr, size, in_inputs) in enumerate(events):
+    for i, (_, ptr, size, in_inputs, _warm) in enumerate(events):
         if not in_inputs:
             continue
         if size > 0:
@@ -457,7 +467,7 @@ def _walk_events(events) -> tuple[int, int, int, tuple[int, ...], int]:
     ignored = 0
     total = peak = 0
     input_bytes = 0
-    for i, (_, ptr, size, in_inputs) in enumerate(events):
+    for i, (_, ptr, size, in_inputs, in_warm_up) in enumerate(events):
         if i in drop:
             continue
         if size > 0:
@@ -475,8 +485,9 @@ def _walk_events(events) -> tuple[int, int, int, tuple[int, ...], int]:
             input_bytes += size
         counted.append(size)
         total += size
-        peak = max(peak, total)
-    return peak, total, input_bytes, tuple(counted), ignored
+        if not in_warm_up:
+            peak = max(peak, total)
+    return max(peak, total), total, input_bytes, tuple(counted), ignored
 
 
 def _measure_cpu(fn: Callable, build: Callable, convention: str) -> Measurement:
@@ -560,13 +571,20 @@ def _measure_cuda(fn: Callable, build: Callable, convention: str, device: Any) -
     )
 
 
-def measure_region_cpu(device: Any, make: Callable, run: Callable) -> tuple[int, int, Any, None]:
+def measure_region_cpu(device: Any, make: Callable, run: Callable,
+                       warm_up: Callable | None = None) -> tuple[int, int, Any, None]:
     """Peak and final requested bytes of ``run(made)`` with ``made = make()``
     inside the region, from the profiler's events (the walk above), and
-    `made`; `device` is the CPU."""
+    `made`; `device` is the CPU. `warm_up`, when given, runs first in the
+    same profile: what it leaves allocated (a module's cache made at its
+    first call) is held by the region, and counted in both figures; what
+    the region frees of it is seen."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        if warm_up is not None:
+            with record_function(_WARM_UP_RANGE):
+                warm_up()
         with record_function(_INPUTS_RANGE):
             made = make()
         run(made)

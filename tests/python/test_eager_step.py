@@ -315,3 +315,36 @@ def test_attention_with_a_learned_bias_takes_the_kernel_the_cpu_takes():
     assert "aten._safe_softmax.default" in ops  # the math kernel's softmax
     assert not any("flash_attention" in op for op in ops)
     assert any(name == "grad of bias" for _, name, *_ in record.storages)
+
+
+class _MaskedAtFirstCall(torch.nn.Module):
+    """Makes its mask at its first call and keeps it (not a buffer): the
+    training loop's steps hold it from then on."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.mask = torch.nn.Linear(64, 64), None
+
+    def forward(self, x):
+        if self.mask is None:
+            self.mask = torch.ones(x.shape[-2], x.shape[-2], device=x.device).triu(1)
+        return (self.mask @ self.lin(x)).sum()
+
+
+@pytest.mark.parametrize("optimizer", [None, torch.optim.AdamW])
+def test_a_cache_made_at_the_first_call_is_held_by_the_step(optimizer):
+    # The estimate records the first call, which makes the 32 x 32 float
+    # mask (4,096 bytes) and keeps it; measure_step's warm-up step makes it
+    # and the measured steps hold it: counted (it was 4,096 bytes under,
+    # peak and final, while the warm-up's leftovers were not counted).
+    torch.manual_seed(0)
+    x = torch.randn(4, 32, 64)
+    estimate = peakmem.estimate_step(_MaskedAtFirstCall(), x, optimizer=optimizer, frontend="eager")
+    measured = peakmem.measure_step(_MaskedAtFirstCall(), x, optimizer=optimizer, frontend="eager")
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+    # The same net making its mask at every call and dropping it: 4,096
+    # bytes fewer held after the step.
+    fresh = _MaskedAtFirstCall()
+    fresh.forward = lambda x: (torch.ones(32, 32).triu(1) @ fresh.lin(x)).sum()
+    dropped = peakmem.measure_step(fresh, x, optimizer=optimizer, frontend="eager")
+    assert measured.final_bytes - dropped.final_bytes == 32 * 32 * 4

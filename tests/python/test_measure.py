@@ -467,7 +467,7 @@ def test_tree_events_match_the_flat_event_list():
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         work()
     flat = [e.nbytes() for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    tree = [size for _, _, size, _ in _cpu_allocation_events(prof)]
+    tree = [size for _, _, size, _, _ in _cpu_allocation_events(prof)]
     # x +16, wrapper +8, cast +4, y +16, -4, -8, -16 (x); sum: s +4; then
     # y (-16) and s (-4) die when work() returns.
     assert tree == flat == [16, 8, 4, 16, -4, -8, -16, 4, -16, -4]

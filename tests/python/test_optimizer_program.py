@@ -52,7 +52,7 @@ def _measured(cls, kwargs, dtype):
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             opt.step()
         total = peak = 0
-        for _t, _ptr, size, _inputs in _cpu_allocation_events(prof):
+        for _t, _ptr, size, _inputs, _warm_up in _cpu_allocation_events(prof):
             total += size
             peak = max(peak, total)
         out.append((peak, total))

@@ -58,6 +58,7 @@ from .cpu_attention import cpu_attention
 from .cpu_foreach import foreach_scratch
 from .cpu_outputs import cpu_layout, cpu_meta
 from .cuda_kernels import cuda_kernels
+from .data_parallel import wrapped_in_ddp
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .inductor_replay import (compile_failures_named, compiled_specs, compiling_for_the_cpu, is_compiled_module,
                               no_recompiles, recompiled, replayed_callback)
@@ -579,14 +580,17 @@ def _release(recorder: _Recorder, step: dict, box: list) -> None:
 def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: Callable | None = None,
                 gradient: str | None = None, optimizer: Any = None, optimizer_kwargs: dict | None = None,
                 steps: int = 1, zero_grad: bool = True, target: DeviceTarget | None = None,
-                model_inputs: int | None = None, routing: Any = None) -> RecordedStep:
+                model_inputs: int | None = None, routing: Any = None,
+                distributed: str | None = None) -> RecordedStep:
     """Runs ``steps`` iterations of the step on meta stand-ins under the
     recording dispatch mode (see the module docstring) and returns the record.
     `target`: the device the step is recorded for (device_target.py; None:
     the CPU). `model_inputs`: how many of the inputs, the first, the model
     takes (None: all); the loss takes all of them. `routing`: the
     mixture-of-experts routing assumed where the step cannot read it
-    (routing.py)."""
+    (routing.py). `distributed="ddp"`: the replica wrapped in
+    DistributedDataParallel under the current process group
+    (data_parallel.py), its buckets held from the start."""
     kwargs = dict(kwargs or {})
     if model_inputs is not None and model_inputs > len(inputs):
         raise ValueError(f"model_inputs={model_inputs} but the step has {len(inputs)} inputs")
@@ -596,9 +600,13 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
         model = model._orig_mod
     given = model
     model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs, recorder.shadows)
-    if compiled and model is given:  # a meta model is its own replica: compiled again, it is copied first
+    if (compiled or distributed) and model is given:  # a meta model is its own replica: copied first
         model = copy.deepcopy(model)
-    named = _held_at_the_start(recorder, model, inputs, kwargs)
+    buckets: list = []
+    if distributed == "ddp":
+        model, buckets = wrapped_in_ddp(model)
+    named = _held_at_the_start(recorder, model, inputs, kwargs, buckets)
+    buckets.clear()  # the reducer's own: freed when it rebuilds them (the second step)
     parameters = [p for _, p in named]
     model, backends = recompiled(model, compiled)
     step = {"model": model, "inputs": inputs, "kwargs": kwargs, "loss_fn": loss_fn, "gradient": gradient,
@@ -634,9 +642,10 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     return _closed(recorder)
 
 
-def _held_at_the_start(recorder: _Recorder, model: Any, inputs: tuple, kwargs: dict) -> list:
-    """Registers the parameters, buffers and inputs (held before the step
-    starts) and returns the named parameters."""
+def _held_at_the_start(recorder: _Recorder, model: Any, inputs: tuple, kwargs: dict, buckets: list) -> list:
+    """Registers the parameters, buffers, inputs and a data-parallel
+    wrapper's gradient buckets (held before the step starts) and returns the
+    named parameters."""
     from torch.utils._pytree import tree_leaves
 
     import torch
@@ -649,6 +658,8 @@ def _held_at_the_start(recorder: _Recorder, model: Any, inputs: tuple, kwargs: d
     for i, x in enumerate(tree_leaves((inputs, kwargs))):
         if isinstance(x, torch.Tensor):
             recorder.storage(x, f"input {i}", _INPUTS)
+    for i, b in enumerate(buckets):
+        recorder.storage(b, f"DDP gradient bucket {i}", _GRADIENTS)
     for entry in recorder.record.storages:
         entry[3] = entry[1].split(" ", 1)[1].rpartition(".")[0] if entry[2] == _PARAMETERS else ""
     recorder.record.held = list(range(len(recorder.record.storages)))
@@ -725,7 +736,7 @@ def _record(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = 
         return record_step(model, *inputs, kwargs=dict(step.kwargs or {}), loss_fn=step.loss_fn,
                            gradient=step.gradient, optimizer=step.optimizer, optimizer_kwargs=step.optimizer_kwargs,
                            steps=step.steps, zero_grad=step.zero_grad, target=target,
-                           model_inputs=step.model_inputs, routing=routing)
+                           model_inputs=step.model_inputs, routing=routing, distributed=step.distributed)
 
     try:
         return record(step.routing)

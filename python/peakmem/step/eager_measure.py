@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+from .data_parallel import wrapped_in_ddp
 from .eager import _loss, _make_optimizer
 
 __all__ = ["measure_eager_step"]
@@ -18,54 +19,93 @@ __all__ = ["measure_eager_step"]
 
 def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tuple[int, int, int, Any]:
     """Runs `step` (a peakmem.step.TrainingStep) eagerly for real (one
-    unmeasured warm-up step first, its gradients dropped and the optimizer
-    made afresh) and measures it as measure_step does: (peak, final, input
-    bytes, allocator stats)."""
+    warm-up step first, its own peak not measured, its gradients dropped and
+    the optimizer made afresh) and measures it as measure_step does: (peak,
+    final, input bytes, allocator stats). On the CPU what the warm-up left
+    allocated is counted in both figures (the step holds it); on CUDA the
+    figures are relative to the process after the warm-up."""
     from ..measure import _InputMaker, measure_region_cpu, measure_region_cuda
     from .holdings import _input_tensors
     from .running import _backward
 
+    if step.distributed is not None and device.type == "cuda":  # the allocator's figures of its buckets
+        raise ValueError(f"measure_step with strategy={step.distributed!r} on the eager front end measures on the "
+                         "CPU only: a CUDA rank's measurement is not written yet")
     kwargs, loss_fn, gradient, zero_grad = dict(step.kwargs or {}), step.loss_fn, step.gradient, step.zero_grad
     optimizer, optimizer_kwargs, steps = step.optimizer, step.optimizer_kwargs, step.steps
     maker = _InputMaker(device, 0)
     parameters = list(model.parameters())
 
+    made: dict[str, Any] = {"model": model}
+
     def run_once(copies: tuple, kw: dict, opt: Any) -> None:
-        out = model(*step.model_call(copies), **kw)
+        out = made["model"](*step.model_call(copies), **kw)
         loss = _loss(out, loss_fn, copies, kw)
         del out
         _backward(loss, gradient)
         if opt is not None:
             opt.step()
         if zero_grad:
-            (opt if opt is not None else model).zero_grad(set_to_none=True)
+            (opt if opt is not None else made["model"]).zero_grad(set_to_none=True)
         del loss
 
-    run_once(*maker.copy_given((inputs, kwargs), whole_storages=True),
-             _make_optimizer(optimizer, optimizer_kwargs, parameters))
-    for p in parameters:
-        p.grad = None
-    opt = _make_optimizer(optimizer, optimizer_kwargs, parameters)
+    def make() -> Any:
+        return maker.copy_given((inputs, kwargs), whole_storages=True)
+
+    held = _settled_ddp(made, run_once, make, parameters) if step.distributed == "ddp" else 0
+
+    def warm_up() -> None:
+        run_once(*maker.copy_given((inputs, kwargs), whole_storages=True),
+                 _make_optimizer(optimizer, optimizer_kwargs, parameters))
+        for p in parameters:
+            p.grad = None
+        made["optimizer"] = _make_optimizer(optimizer, optimizer_kwargs, parameters)
+        gc.collect()
 
     def run(copies):
         for _ in range(steps):
-            run_once(*copies, opt)
+            run_once(*copies, made["optimizer"])
 
-    gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        measured = measure_region_cuda if device.type == "cuda" else measure_region_cpu
-        peak, final, copies, allocator = measured(
-            device, lambda: maker.copy_given((inputs, kwargs), whole_storages=True), run)
+        if device.type == "cuda":
+            # Figures relative to the warm process: what the warm-up left
+            # (cuBLAS's workspaces among it) is the process's, which
+            # scripts/gpu_check.py's workspaces row compares apart.
+            warm_up()
+            peak, final, copies, allocator = measure_region_cuda(device, make, run)
+        else:
+            # What the warm-up left (a module's cache made at its first
+            # call) is held by the measured steps: counted.
+            peak, final, copies, allocator = measure_region_cpu(device, make, run, warm_up)
         from torch.utils._pytree import tree_leaves
 
         input_bytes = sum({id(t.untyped_storage()): t.untyped_storage().nbytes()
                            for t in _input_tensors(tuple(tree_leaves(copies)))}.values())
-        del copies, opt
+        del copies
+        made.clear()
     finally:
         if was_enabled:
             gc.enable()
     for p in parameters:
         p.grad = None
-    return peak, final, input_bytes, allocator
+    return peak + held, final + held, input_bytes, allocator
+
+
+def _settled_ddp(made: dict, run_once: Any, make: Any, parameters: list) -> int:
+    """``made["model"]`` wrapped in DistributedDataParallel and run two
+    steps before the profile starts (no optimizer, the gradients dropped):
+    the second rebuilds the buckets in the gradients' order (reducer.cpp
+    rebuild_buckets), broadcasting their layout, and a real group's worker
+    threads (gloo's) drop the last reference to what a broadcast sent where
+    the profiler does not see it. The measured steps are DDP's steady ones;
+    returns the bytes of its buckets, which they hold (added to the figures,
+    as the parameters are). A cache a module makes at its first call is made
+    here too, and not counted."""
+    made["model"] = wrapped_in_ddp(made["model"])[0]
+    for _ in range(2):
+        run_once(*make(), None)
+    for p in parameters:
+        p.grad = None
+    return sum(b.buffer().untyped_storage().nbytes() for b in made["model"].reducer._get_zeros_like_grad_buckets())

@@ -64,7 +64,11 @@ class StepOptions(TypedDict, total=False):
     strategy: ``"fsdp"`` (``"fsdp-zero2"``), ``"fsdp-zero3"`` or ``"ddp"``,
         with `world_size` and `rank`: Thunder's transform for the strategy,
         run as that rank of a fake process group made for the call
-        (peakmem.distribution). Not with `transform`.
+        (peakmem.distribution). Not with `transform`. With
+        ``frontend="eager"``, ``"ddp"`` is torch's DistributedDataParallel
+        around the model, that rank's step recorded in this process
+        (peakmem.step.data_parallel); the other strategies are not
+        modelled there.
     world_size: the number of ranks of `strategy`'s process group.
     rank: which of them the step is (default 0).
     kwinputs: the model's keyword inputs, ``model(*inputs, **kwinputs)``

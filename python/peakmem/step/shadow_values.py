@@ -130,7 +130,7 @@ class ShadowValues:
         a number as it is, tensors as meta stand-ins with their shadows.
         DataDependentError where the arguments have no shadows."""
         import torch
-        from torch.utils._pytree import tree_map
+        from torch.utils._pytree import tree_leaves, tree_map
 
         result = self._run(func, args, kwargs)
         if result is None and "meta kernel" in str(error).lower():
@@ -149,8 +149,10 @@ class ShadowValues:
             error_out.router = self.router
             raise error_out from error
 
+        given = {id(a) for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor) and a.device.type == "cpu"}
+
         def stand_in(x: Any) -> Any:
-            if not isinstance(x, torch.Tensor):
+            if not isinstance(x, torch.Tensor) or id(x) in given:  # a real tensor written in place: itself
                 return x
             with torch.utils._python_dispatch._disable_current_modes():
                 meta = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
@@ -168,6 +170,15 @@ class ShadowValues:
 
         outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
         if not outs:
+            return
+        if func is torch.ops.aten.copy_.default and outs[0].device.type == "meta":
+            # The whole stand-in overwritten: the source's value, where it
+            # has one (a real CPU tensor copied to the device, DDP's bucket
+            # indices among them), broadcast and cast as copy_ does.
+            source = self.of(args[1])
+            self._forget(id(outs[0]))
+            if source is not None and outs[0].numel() <= MAX_SHADOW_ELEMENTS:
+                self.give(outs[0], source.to(outs[0].dtype).expand(outs[0].shape).clone())
             return
         tensors = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         if not all(self.of(a) is not None for a in tensors) or any(t.numel() > MAX_SHADOW_ELEMENTS for t in outs):

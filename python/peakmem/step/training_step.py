@@ -107,6 +107,10 @@ class TrainingStep:
         frontend: ``"thunder"``, ``"eager"`` or ``"compile"``; None until ``resolved``.
         routing: the mixture-of-experts routing assumed where the eager
             step cannot read it (peakmem.step.routing; None: none assumed).
+        distributed: ``"ddp"``: the eager step's model wrapped in torch's
+            DistributedDataParallel under the current process group
+            (peakmem.step.data_parallel; set by distribution.with_strategy
+            from ``strategy=``); None: the model as it is.
 
     ValueError on construction for steps that are not a positive integer,
     a gradient other than None or ``"ones"``, optimizer_kwargs without an
@@ -128,6 +132,7 @@ class TrainingStep:
     frontend: Frontend | None = None
     device: str | None = None
     routing: Any = None
+    distributed: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, int) or isinstance(self.steps, bool) or self.steps < 1:
