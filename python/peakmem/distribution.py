@@ -17,8 +17,10 @@ Tensor parallelism names the layers it shards, so it stays a ``transform=``
 (tests/data/distributed/program.py shows one).
 
 On the eager front end (``frontend="eager"``) ``"ddp"`` is torch's own
-DistributedDataParallel around the step's model (peakmem.step.data_parallel),
-run under rank `rank` of an instant process group of `world_size`
+DistributedDataParallel around the step's model (peakmem.step.data_parallel)
+and ``"fsdp"`` FSDP2's fully_shard on it (peakmem.step.fully_sharded, with
+the caller's ``parallelize=``), run under rank `rank` of an instant process
+group of `world_size`
 (``instant_process_group``: torch's fake group completes a collective
 without its tensors, which DDP's reducer needs back); a process group the
 caller initialised (gloo on real ranks, say) is used as it is when it has
@@ -69,6 +71,8 @@ def with_strategy(fn: F) -> F:
     def run(model: Any, *inputs: Any, strategy: Strategy | None = None, world_size: int | None = None,
             rank: int = 0, **kwargs: Any) -> Any:
         if strategy is None:
+            if kwargs.get("parallelize") is not None:
+                raise ValueError("parallelize= shards the model for strategy='fsdp' (with world_size= and rank=)")
             if world_size is not None or rank != 0:
                 raise ValueError("world_size= and rank= go with strategy= (with transform=, the caller's "
                                  "process group says them)")
@@ -78,12 +82,18 @@ def with_strategy(fn: F) -> F:
         if world_size is None:
             raise ValueError(f"strategy={strategy!r} needs world_size=")
         if kwargs.get("frontend") in ("eager", "compile"):
-            if strategy != "ddp" or kwargs["frontend"] == "compile":
+            if strategy not in ("ddp", "fsdp") or kwargs["frontend"] == "compile":
                 raise ValueError(f"strategy={strategy!r} on the {kwargs['frontend']!r} front end is not modelled "
-                                 "(the eager front end models strategy='ddp', torch's DistributedDataParallel): "
-                                 "pass frontend='thunder' for Thunder's transform")
+                                 "(the eager front end models strategy='ddp', torch's DistributedDataParallel, "
+                                 "and 'fsdp', FSDP2's fully_shard): pass frontend='thunder' for Thunder's "
+                                 "transform")
+            if kwargs.get("parallelize") is not None and strategy != "fsdp":
+                raise ValueError("parallelize= is FSDP2's wrapping: it goes with strategy='fsdp'")
             with instant_process_group(world_size, rank):
                 return fn(model, *inputs, distributed=strategy, **kwargs)
+        if kwargs.get("parallelize") is not None:
+            raise ValueError("parallelize= shards the eager front end's model: it goes with strategy='fsdp' and "
+                             "frontend='eager'")
         held = [*model.parameters(), *model.buffers()]
         transform = strategy_transform(strategy, held[0].device if held else None)
         with fake_process_group(world_size, rank):
@@ -128,7 +138,7 @@ def fake_process_group(world_size: int, rank: int) -> Iterator[None]:
 _INSTANT = "peakmem-instant"
 
 
-def _instant_group(rank: int, world_size: int) -> Any:
+def _instant_group(rank: int, world_size: int, name: str) -> Any:
     """A process group whose collectives complete at once, each returning
     its own tensors as they are (an all-reduce's sum is not taken, a
     broadcast keeps each rank's values): what one rank allocates around its
@@ -153,8 +163,30 @@ def _instant_group(rank: int, world_size: int) -> Any:
         def allgather(self, outputs, inputs, opts=None):
             return self._done(outputs)
 
+        def all_gather_single(self, output, input, opts=None):
+            return self._done([output])
+
+        def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+            return self._done(outputs)
+
+        def reduce_scatter(self, outputs, inputs, opts=None):
+            return self._done(outputs)
+
+        def reduce_scatter_single(self, output, input, opts=None):
+            return self._done([output])
+
+        def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+            return self._done(outputs)
+
+        def allreduce_coalesced(self, tensors, opts=None):
+            return self._done(tensors)
+
         def barrier(self, opts=None):
             return self._done(None)
+
+        @property
+        def group_name(self) -> str:  # what a DeviceMesh resolves the group by
+            return name
 
         def getBackendName(self) -> str:
             return _INSTANT
@@ -180,8 +212,9 @@ def instant_process_group(world_size: int, rank: int) -> Iterator[None]:
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     if _INSTANT not in dist.Backend.backend_list:
-        dist.Backend.register_backend(_INSTANT, lambda store, r, size, timeout: _instant_group(r, size),
-                                      devices=["cpu", "meta", "cuda"])
+        dist.Backend.register_backend(
+            _INSTANT, lambda opts, _options: _instant_group(opts.group_rank, opts.group_size, opts.group_id),
+            extended_api=True, devices=["cpu", "meta", "cuda"])
     dist.init_process_group(_INSTANT, rank=rank, world_size=world_size, store=FakeStore())
     try:
         yield

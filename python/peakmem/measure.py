@@ -419,11 +419,21 @@ def _make_call_args(trace: Any, maker: _InputMaker, convention: str, inputs: Any
 # CPU: profiler events
 
 
+_COLLECTIVE_RANGES = ("c10d::", "gloo:")
+
+
 def _cpu_allocation_events(prof: Any):
     """Allocation nodes of the profile as (start_ns, ptr, signed size,
     in_inputs, in_warm_up), time-ordered. What torch.compile allocates while
     it compiles (inside Dynamo's ``dynamo_timed`` ranges: the constants its
-    tracing makes and keeps) is the compiler's, not the step's: left out."""
+    tracing makes and keeps) is the compiler's, not the step's: left out.
+    So is what a collective's backend allocates inside the collective
+    (ranges named ``c10d::`` and ``gloo:``: gloo's copy of a reduce-scatter's
+    input, its all-gather's staging buffer), which the step's program does
+    not make: NCCL's buffers on a GPU are outside PyTorch's allocator, and a
+    one-process rank's collectives (distribution.instant_process_group)
+    make none. Their frees, wherever they come, free nothing the walk
+    counted."""
     from torch._C._profiler import _EventType
 
     out = []
@@ -437,7 +447,7 @@ def _cpu_allocation_events(prof: Any):
             if f.device.type == "cpu":
                 out.append((node.start_time_ns, f.ptr, f.alloc_size, in_inputs, in_warm_up))
             continue
-        if node.name.endswith("(dynamo_timed)"):
+        if node.name.endswith("(dynamo_timed)") or node.name.startswith(_COLLECTIVE_RANGES):
             continue
         inside, warm = in_inputs or node.name == _INPUTS_RANGE, in_warm_up or node.name == _WARM_UP_RANGE
         stack.extend((c, inside, warm) for c in reversed(node.children))
@@ -472,7 +482,9 @@ def _walk_events(events) -> tuple[int, int, int, tuple[int, ...], int]:
             continue
         if size > 0:
             if ptr in live:
-                raise RuntimeError(f"profiler reported a second allocation at live address {ptr:#x}")
+                raise RuntimeError(f"profiler reported a second allocation at live address {ptr:#x} ({size:,} bytes "
+                                   f"after {live[ptr]:,}): the free between them was not seen (a thread the "
+                                   "profiler does not follow freed it)")
             live[ptr] = size
         else:
             own = live.pop(ptr, None)

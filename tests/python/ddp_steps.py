@@ -1,5 +1,5 @@
 """DistributedDataParallel steps on the eager front end: the models, inputs
-and step options that scripts/measure_ddp_steps.py measures as real gloo
+and step options that scripts/measure_distributed_steps.py --strategy ddp measures as real gloo
 ranks and tests/python/test_data_parallel.py estimates in one process.
 
 Each entry makes ``(model, inputs, options)`` on the CPU from seed 0 (every

@@ -2,7 +2,7 @@
 torch's DistributedDataParallel around the step's model, one rank of it
 recorded in this process (peakmem.step.data_parallel), against the same
 ranks run for real as gloo processes (tests/data/ddp/measured.json, written
-by scripts/measure_ddp_steps.py: the collectives moved the data)."""
+by scripts/measure_distributed_steps.py --strategy ddp: the collectives moved the data)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ def test_measure_step_runs_the_rank_in_one_process_as_estimated(threads):
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"strategy": "fsdp", "world_size": 2, "frontend": "eager"}, "strategy='fsdp' on the 'eager' front end is not"),
+    ({"strategy": "fsdp-zero2", "world_size": 2, "frontend": "eager"},
+     "strategy='fsdp-zero2' on the 'eager' front end is not"),
     ({"strategy": "ddp", "frontend": "eager"}, "strategy='ddp' needs world_size="),
     ({"strategy": "ddp", "world_size": 2, "rank": 2, "frontend": "eager"}, r"rank must be in \[0, 2\), got 2"),
 ])

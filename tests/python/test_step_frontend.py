@@ -84,8 +84,8 @@ def test_front_end_mistakes_are_named(thunder):
         peakmem.estimate_step(model, x, loss_fn=mse_loss, transform=lambda jm: jm, frontend="eager")
     with pytest.raises(ValueError, match="kwinputs= .* needs frontend='eager'"):
         peakmem.estimate_step(thunder.jit(model), loss_fn=mse_loss, kwinputs={"x": x})
-    with pytest.raises(ValueError, match="strategy='fsdp' on the 'eager' front end is not modelled"):
-        peakmem.estimate_step(model, x, loss_fn=mse_loss, strategy="fsdp", world_size=2, frontend="eager")
+    with pytest.raises(ValueError, match="strategy='fsdp-zero3' on the 'eager' front end is not modelled"):
+        peakmem.estimate_step(model, x, loss_fn=mse_loss, strategy="fsdp-zero3", world_size=2, frontend="eager")
     with pytest.raises(ValueError, match="the formula is derived from Thunder's traces"):
         peakmem.peak_formula(model, lambda b: (torch.randn(b, 64),), loss_fn=mse_loss, frontend="eager")
 

@@ -52,13 +52,15 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..measure import local_shard
 from .accumulation import Accumulations
 from .compiled import CompiledStepError, compiled_regions_refused
 from .cpu_attention import cpu_attention
-from .cpu_foreach import foreach_scratch
+from .call_pricing import _arguments, _describe, _scratch_events
 from .cpu_outputs import cpu_layout, cpu_meta
 from .cuda_kernels import cuda_kernels
 from .data_parallel import wrapped_in_ddp
+from .fully_sharded import meta_parameters_trained, wrapped_in_fsdp
 from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .inductor_replay import (compile_failures_named, compiled_specs, compiling_for_the_cpu, is_compiled_module,
                               no_recompiles, recompiled, replayed_callback)
@@ -72,35 +74,7 @@ __all__ = ["record_step", "estimate_eager_step", "recorded_step_file"]
 CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries", "workspaces")
 _PARAMETERS, _INPUTS, _GRADIENTS, _STATE, _ACTIVATIONS, _TEMPORARIES, _WORKSPACES = range(7)
 
-# torch dtypes by the registry's short names (peakmem/ir/value_type.h).
-_DTYPE_NAMES = {
-    "bool": "b8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "ui8",
-    "uint64": "ui64", "bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64",
-    "complex32": "c32", "complex64": "c64", "complex128": "c128", "float8_e5m2": "f8_e5m2",
-    "float8_e4m3fn": "f8_e4m3fn", "float8_e5m2fnuz": "f8_e5m2fnuz", "float8_e4m3fnuz": "f8_e4m3fnuz",
-}
-# The arguments ATen wraps a Python number in (aten_ops.h).
-_WRAPPED_ARGUMENTS = ("self", "other")
 
-
-def _dtype_name(dtype: Any, op: str) -> str:
-    name = str(dtype).removeprefix("torch.")
-    try:
-        return _DTYPE_NAMES[name]
-    except KeyError:
-        raise ValueError(f"{op}: the dtype {dtype} has no size rule in peakmem's registry") from None
-
-
-def _number_kind(x: Any) -> str | None:
-    if isinstance(x, bool):
-        return "bool"
-    if isinstance(x, int):
-        return "int"
-    if isinstance(x, float):
-        return "float"
-    if isinstance(x, complex):
-        return "complex"
-    return None
 
 
 @dataclass
@@ -140,6 +114,7 @@ class _Recorder:
 
     def storage(self, t: Any, name: str, category: int, device: str | None = None) -> int | None:
         """Registers `t`'s storage if new (its index), else None."""
+        t = local_shard(t)  # a DTensor's own storage is the global shape's, never allocated
         st = t.untyped_storage()
         key = id(st)
         if key in self.live:
@@ -159,7 +134,7 @@ class _Recorder:
 
     def index_of(self, t: Any) -> int | None:
         """`t`'s storage index (the storage a gradient sum made in place is, accumulation.py)."""
-        index = self.live.get(id(t.untyped_storage()))
+        index = self.live.get(id(local_shard(t).untyped_storage()))
         return None if index is None else self.sums.root(index)
 
     def to_host(self, t: Any) -> None:
@@ -179,6 +154,25 @@ class _Recorder:
             self.pending.append(-1 - index)
             if index in self.sums.alias:  # a gradient sum made in place: its first operand's storage
                 self.pending.append(-1 - self.sums.root(index))
+
+    def resized(self, tensors: list, name: str) -> None:
+        """Storages resized in place (FSDP2's all-gather buffers,
+        fully_sharded.py): one resized to nothing is freed, one given bytes
+        again is a new allocation; each is a parameter's, named `name`."""
+        events, freed = [], False
+        for t in tensors:
+            st = t.untyped_storage()
+            if st.nbytes() == 0:
+                freed |= id(st) in self.live
+                self._freed(id(st))
+                continue
+            index = self.storage(t, name, _PARAMETERS)
+            if index is not None:
+                events.append(index)
+            _categorize(self, [t], _PARAMETERS, [name])
+        if events or freed:
+            self.statement(f"FSDP2: {name} {'allocated' if events else 'freed'} (UntypedStorage.resize_)",
+                           source_line(), events, moment=False)
 
     def scratch(self, bytes_: int, op: str, device: str) -> int:
         index = len(self.record.storages)
@@ -255,39 +249,6 @@ class _Recorder:
         self.unchecked = []
 
 
-def _arguments(func: Any, args: tuple, kwargs: dict, op: str, known: Callable[[Any], bool]) -> tuple[list, bool]:
-    """The call's arguments as ``_core.aten_scratch`` takes them (name,
-    value) in schema order, and whether it wraps a number: a Python number
-    in its self/other arguments, or a 0-d CPU tensor the recording never saw
-    made (``known``), which ATen's C++ made with wrapped_scalar_tensor
-    before calling (a backward formula's ``grad * 2``), whatever the other
-    operands' device."""
-    import torch
-
-    out, wraps = [], False
-    for i, argument in enumerate(func._schema.arguments):
-        if i < len(args):
-            value = args[i]
-        elif argument.name in kwargs:
-            value = kwargs[argument.name]
-        else:
-            continue
-        if isinstance(value, torch.Tensor):
-            wrapped = value.dim() == 0 and value.device.type == "cpu" and not known(value)
-            wraps = wraps or wrapped
-            value = ("tensor", _dtype_name(value.dtype, op), list(value.shape), list(value.stride()), wrapped)
-        elif _number_kind(value) is not None:
-            wraps = wraps or argument.name in _WRAPPED_ARGUMENTS
-        elif isinstance(value, (list, tuple)) and all(type(v) in (int, bool) for v in value):
-            value = [int(v) for v in value]  # sizes, strides, an output_mask
-        elif isinstance(value, torch.dtype):
-            value = _DTYPE_NAMES.get(str(value).removeprefix("torch."))
-        else:
-            value = None
-        out.append((argument.name, value))
-    return out, wraps
-
-
 def _data_dependent(error: Exception) -> bool:
     """Whether a meta call failed for want of the data (``.item()``,
     ``nonzero``, a data-dependent output shape), not for a mistake."""
@@ -297,14 +258,18 @@ def _data_dependent(error: Exception) -> bool:
         or "data dependent" in text or "data-independent" in text or "cannot copy out of meta tensor" in text)
 
 
-def _describe(x: Any) -> str:
+def _passed_on(types: tuple) -> str | None:
+    """How a call the recording does not record is passed on: ``"run"``
+    while a fake mode is on (a DTensor's sharding propagated on fake
+    tensors: no memory), ``"subclass"`` for a tensor subclass among the
+    arguments (a DTensor's sharded parameter: its own dispatch runs the call
+    on its local tensors, which come back as plain ones); None: recorded."""
     import torch
 
-    if isinstance(x, torch.Tensor):
-        return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}"
-    if isinstance(x, (list, tuple)):
-        return "[" + ", ".join(_describe(v) for v in x) + "]"
-    return repr(x)
+    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
+        return "run"
+    plain = (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer)
+    return "subclass" if any(t not in plain for t in types) else None
 
 
 def _dispatch_mode(recorder: _Recorder):
@@ -331,6 +296,9 @@ def _dispatch_mode(recorder: _Recorder):
             return True
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            passed = _passed_on(types)
+            if passed:
+                return func(*args, **(kwargs or {})) if passed == "run" else NotImplemented
             kwargs = kwargs or {}
             op = str(func)
             recorder.saved_numbers()
@@ -362,22 +330,8 @@ def _dispatch_mode(recorder: _Recorder):
                 recorder.sums.note(len(recorder.record.statements), args, out, lambda t: recorder.live.get(
                     id(t.untyped_storage())))
             arguments, wraps = _arguments(func, args, kwargs, op, lambda t: recorder.index_of(t) is not None)
-            before, with_outputs, why_not, known = aten_scratch(op, arguments, threads, kernels)
-            if not known and not recorder.target.cuda:  # a CPU foreach op: its per-tensor calls' rules
-                known, before, with_outputs = foreach_scratch(func, args, kwargs, price_on_the_cpu)
-            if not known and func.namespace == "aten":
-                recorder.unknown_ops.add(op)
-            if why_not:
-                recorder.record.diagnostics.append(
-                    f"statement {len(recorder.record.statements)} ({op}): what it allocates inside the op "
-                    f"is not counted: {why_not}")
-            if before:
-                s = recorder.scratch(before, op, device)
-                events[:0] = [s, -1 - s]
-            if with_outputs:
-                s = recorder.scratch(with_outputs, op, device)
-                events += [s, -1 - s]
-            events += recorder.library_workspaces(op)
+            _scratch_events(recorder, func, (args, kwargs), aten_scratch(op, arguments, threads, kernels),
+                            price_on_the_cpu, device, events)
             source = f"{op}({', '.join(_describe(a) for a in args)}) -> {_describe(out)}"
             if recorder.module:
                 source += f"  # {recorder.module}"
@@ -581,7 +535,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
                 gradient: str | None = None, optimizer: Any = None, optimizer_kwargs: dict | None = None,
                 steps: int = 1, zero_grad: bool = True, target: DeviceTarget | None = None,
                 model_inputs: int | None = None, routing: Any = None,
-                distributed: str | None = None) -> RecordedStep:
+                distributed: str | None = None, parallelize: Callable | None = None) -> RecordedStep:
     """Runs ``steps`` iterations of the step on meta stand-ins under the
     recording dispatch mode (see the module docstring) and returns the record.
     `target`: the device the step is recorded for (device_target.py; None:
@@ -590,7 +544,9 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     mixture-of-experts routing assumed where the step cannot read it
     (routing.py). `distributed="ddp"`: the replica wrapped in
     DistributedDataParallel under the current process group
-    (data_parallel.py), its buckets held from the start."""
+    (data_parallel.py), its buckets held from the start; ``"fsdp"``: the
+    replica sharded by FSDP2's fully_shard, by `parallelize` or by default
+    (fully_sharded.py)."""
     kwargs = dict(kwargs or {})
     if model_inputs is not None and model_inputs > len(inputs):
         raise ValueError(f"model_inputs={model_inputs} but the step has {len(inputs)} inputs")
@@ -602,9 +558,11 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     model, inputs, kwargs = meta_replica(model, tuple(inputs), kwargs, recorder.shadows)
     if (compiled or distributed) and model is given:  # a meta model is its own replica: copied first
         model = copy.deepcopy(model)
-    buckets: list = []
-    if distributed == "ddp":
-        model, buckets = wrapped_in_ddp(model)
+    def sharding() -> Any:  # FSDP2 on the meta replica: made and run under it
+        return meta_parameters_trained(recorder.resized) if distributed == "fsdp" else contextlib.nullcontext()
+
+    with sharding():
+        model, buckets = _distributed(model, distributed, parallelize)
     named = _held_at_the_start(recorder, model, inputs, kwargs, buckets)
     buckets.clear()  # the reducer's own: freed when it rebuilds them (the second step)
     parameters = [p for _, p in named]
@@ -628,7 +586,8 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     gc.collect()
     gc.disable()
     try:
-        with kernel_choices(recorder.target), compiled_regions_refused(replayed_callback), transformers_quiet():
+        with kernel_choices(recorder.target), compiled_regions_refused(replayed_callback), transformers_quiet(), \
+                sharding():
             if compiled:
                 _compile(recorder, step)
             with _recording_contexts(recorder, bool(compiled)), _dispatch_mode(recorder):
@@ -640,6 +599,16 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
         if was_enabled:
             gc.enable()
     return _closed(recorder)
+
+
+def _distributed(model: Any, distributed: str | None, parallelize: Callable | None) -> tuple[Any, list]:
+    """The replica as the rank runs it, and the tensors its wrapper made and
+    keeps (DDP's buckets)."""
+    if distributed == "ddp":
+        return wrapped_in_ddp(model)
+    if distributed == "fsdp":
+        return wrapped_in_fsdp(model, parallelize), []
+    return model, []
 
 
 def _held_at_the_start(recorder: _Recorder, model: Any, inputs: tuple, kwargs: dict, buckets: list) -> list:
@@ -736,7 +705,8 @@ def _record(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = 
         return record_step(model, *inputs, kwargs=dict(step.kwargs or {}), loss_fn=step.loss_fn,
                            gradient=step.gradient, optimizer=step.optimizer, optimizer_kwargs=step.optimizer_kwargs,
                            steps=step.steps, zero_grad=step.zero_grad, target=target,
-                           model_inputs=step.model_inputs, routing=routing, distributed=step.distributed)
+                           model_inputs=step.model_inputs, routing=routing, distributed=step.distributed,
+                           parallelize=step.parallelize)
 
     try:
         return record(step.routing)

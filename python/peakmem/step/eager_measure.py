@@ -8,22 +8,28 @@ tensors.
 
 from __future__ import annotations
 
+import copy
 import gc
 from typing import Any
 
 from .data_parallel import wrapped_in_ddp
 from .eager import _loss, _make_optimizer
+from .fully_sharded import wrapped_in_fsdp
+from .holdings import _held_by_module, _storage_bytes
 
 __all__ = ["measure_eager_step"]
 
 
-def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tuple[int, int, int, Any]:
+def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tuple[int, int, int, Any, int]:
     """Runs `step` (a peakmem.step.TrainingStep) eagerly for real (one
     warm-up step first, its own peak not measured, its gradients dropped and
     the optimizer made afresh) and measures it as measure_step does: (peak,
-    final, input bytes, allocator stats). On the CPU what the warm-up left
-    allocated is counted in both figures (the step holds it); on CUDA the
-    figures are relative to the process after the warm-up."""
+    final, input bytes, allocator stats, the bytes the model as run holds
+    before the step: its parameters and buffers, a rank's shards of them
+    under FSDP2). On the CPU what the warm-up left allocated is counted in
+    both figures (the step holds it); on CUDA the figures are relative to
+    the process after the warm-up. Under FSDP2 a copy of `model` is sharded
+    and run (fully_shard changes the module it is given)."""
     from ..measure import _InputMaker, measure_region_cpu, measure_region_cuda
     from .holdings import _input_tensors
     from .running import _backward
@@ -34,7 +40,10 @@ def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tup
     kwargs, loss_fn, gradient, zero_grad = dict(step.kwargs or {}), step.loss_fn, step.gradient, step.zero_grad
     optimizer, optimizer_kwargs, steps = step.optimizer, step.optimizer_kwargs, step.steps
     maker = _InputMaker(device, 0)
+    if step.distributed == "fsdp":
+        model = wrapped_in_fsdp(copy.deepcopy(model), step.parallelize)
     parameters = list(model.parameters())
+    held_by_model = _storage_bytes(_held_by_module(model))
 
     made: dict[str, Any] = {"model": model}
 
@@ -90,7 +99,7 @@ def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tup
             gc.enable()
     for p in parameters:
         p.grad = None
-    return peak + held, final + held, input_bytes, allocator
+    return peak + held, final + held, input_bytes, allocator, held_by_model
 
 
 def _settled_ddp(made: dict, run_once: Any, make: Any, parameters: list) -> int:

@@ -46,8 +46,7 @@ def _measure_eager(model: Any, inputs: tuple, step: TrainingStep) -> StepReport:
     if step.recompute is not None:
         plan = _eager_plan(model, tuple(inputs), step, _pricing("requested", None, None, None))
     with installed(model, plan):
-        peak, final, input_bytes, allocator = measure_eager_step(model, tuple(inputs), step, device)
-    parameters = _storage_bytes(_held_by_module(model))
+        peak, final, input_bytes, allocator, parameters = measure_eager_step(model, tuple(inputs), step, device)
     return StepReport(
         peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
         step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},

@@ -66,9 +66,18 @@ class StepOptions(TypedDict, total=False):
         run as that rank of a fake process group made for the call
         (peakmem.distribution). Not with `transform`. With
         ``frontend="eager"``, ``"ddp"`` is torch's DistributedDataParallel
-        around the model, that rank's step recorded in this process
-        (peakmem.step.data_parallel); the other strategies are not
-        modelled there.
+        around the model (peakmem.step.data_parallel) and ``"fsdp"`` is
+        FSDP2, torch's ``fully_shard`` (peakmem.step.fully_sharded), that
+        rank's step recorded in this process; ``"fsdp-zero2"`` and
+        ``"fsdp-zero3"`` are Thunder's names, not modelled there.
+    parallelize: with ``strategy="fsdp"`` on the eager front end, the
+        user's own wrapping: ``parallelize(model)`` is called on the copy
+        of the model the rank runs, under its process group, and shards it
+        as the training script does (``fully_shard`` per block and on the
+        root, with ``reshard_after_forward`` and ``mp_policy``; a module it
+        returns is the one run). None (the default): every block of each
+        ``nn.ModuleList`` is sharded, then the root, with fully_shard's
+        defaults.
     world_size: the number of ranks of `strategy`'s process group.
     rank: which of them the step is (default 0).
     kwinputs: the model's keyword inputs, ``model(*inputs, **kwinputs)``
@@ -104,6 +113,7 @@ class StepOptions(TypedDict, total=False):
     zero_grad: bool
     transform: Callable | None
     strategy: Strategy | None
+    parallelize: Callable | None
     world_size: int | None
     rank: int
     kwinputs: Mapping[str, Any] | None

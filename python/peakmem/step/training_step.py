@@ -109,8 +109,12 @@ class TrainingStep:
             step cannot read it (peakmem.step.routing; None: none assumed).
         distributed: ``"ddp"``: the eager step's model wrapped in torch's
             DistributedDataParallel under the current process group
-            (peakmem.step.data_parallel; set by distribution.with_strategy
-            from ``strategy=``); None: the model as it is.
+            (peakmem.step.data_parallel); ``"fsdp"``: sharded by FSDP2's
+            fully_shard (peakmem.step.fully_sharded); set by
+            distribution.with_strategy from ``strategy=``; None: the model
+            as it is.
+        parallelize: with ``"fsdp"``, the caller's wrapping of the model
+            (None: each ModuleList block, then the root).
 
     ValueError on construction for steps that are not a positive integer,
     a gradient other than None or ``"ones"``, optimizer_kwargs without an
@@ -133,6 +137,7 @@ class TrainingStep:
     device: str | None = None
     routing: Any = None
     distributed: str | None = None
+    parallelize: Callable | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, int) or isinstance(self.steps, bool) or self.steps < 1:
