@@ -6,35 +6,25 @@ by scripts/measure_distributed_steps.py --strategy ddp: the collectives moved th
 
 from __future__ import annotations
 
-import copy
-import json
-from pathlib import Path
-
 import pytest
-import torch
 import torch.distributed as dist
 
 import peakmem
 from ddp_steps import STEPS, THREADS
+from measured_ranks import estimate, intra_op_threads, table
 
-MEASURED = json.loads((Path(__file__).resolve().parents[1] / "data" / "ddp" / "measured.json").read_text())
+MEASURED = table("ddp")
 ROWS = MEASURED["rows"]
 
 
 @pytest.fixture
 def threads():
-    was = torch.get_num_threads()
-    torch.set_num_threads(MEASURED["threads_per_rank"])
-    yield
-    torch.set_num_threads(was)
+    with intra_op_threads(MEASURED["threads_per_rank"]):
+        yield
 
 
 def _estimate(name: str, world_size: int, rank: int, on_meta: bool = False):
-    model, inputs, options = STEPS[name]()
-    if on_meta:
-        model = copy.deepcopy(model).to("meta")
-    return peakmem.estimate_step(model, *inputs, **options, frontend="eager", strategy="ddp", world_size=world_size,
-                                 rank=rank)
+    return estimate(STEPS[name], "ddp", world_size, rank, on_meta)
 
 
 def test_the_table_covers_every_step_and_rank():

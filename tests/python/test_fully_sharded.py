@@ -7,20 +7,16 @@ the data)."""
 
 from __future__ import annotations
 
-import copy
-import json
-from pathlib import Path
-
 import pytest
 import torch
 import torch.distributed as dist
 
 import peakmem
 from fsdp_steps import STEPS, THREADS
+from measured_ranks import estimate, intra_op_threads, table
 
-MEASURED = json.loads((Path(__file__).resolve().parents[1] / "data" / "fsdp" / "measured.json").read_text())
+MEASURED = table("fsdp")
 ROWS = MEASURED["rows"]
-
 
 # Not exact yet: the GPT with bf16 parameters on 4 ranks is estimated
 # 2,048 bytes over every gloo rank at its peak (block 0's all-gather in the
@@ -47,18 +43,12 @@ def _in_ci(row: dict) -> bool:
 
 @pytest.fixture
 def threads():
-    was = torch.get_num_threads()
-    torch.set_num_threads(MEASURED["threads_per_rank"])
-    yield
-    torch.set_num_threads(was)
+    with intra_op_threads(MEASURED["threads_per_rank"]):
+        yield
 
 
 def _estimate(name: str, world_size: int, rank: int, on_meta: bool = False):
-    model, inputs, options = STEPS[name]()
-    if on_meta:
-        model = copy.deepcopy(model).to("meta")
-    return peakmem.estimate_step(model, *inputs, **options, frontend="eager", strategy="fsdp",
-                                 world_size=world_size, rank=rank)
+    return estimate(STEPS[name], "fsdp", world_size, rank, on_meta)
 
 
 def test_the_table_covers_every_step_and_rank():
