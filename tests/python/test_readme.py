@@ -85,10 +85,10 @@ def test_blocks_are_found_and_none_is_skipped():
     # Today no block needs leaving out; a skip marker added later must say why (above).
     assert len(PYTHON) >= 9 and len(SHELL) >= 8
     assert [b.where for b in BLOCKS if b.skip_reason] == []
-    # The README's examples: size a model, the largest batch, a compiled step beside its eager one, each
-    # with its output.
+    # The README's examples: size a model, the largest batch, does each rank fit, a compiled step beside
+    # its eager one, each with its output.
     front = [b for b in PYTHON if b.document == "README.md"]
-    assert len(front) == 3 and all(b.output for b in front)
+    assert len(front) == 4 and all(b.output for b in front)
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.where)

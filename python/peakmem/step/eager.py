@@ -562,7 +562,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
         return meta_parameters_trained(recorder.resized) if distributed == "fsdp" else contextlib.nullcontext()
 
     with sharding():
-        model, buckets = _distributed(model, distributed, parallelize)
+        model, buckets = _distributed(recorder, model, distributed, parallelize)
     named = _held_at_the_start(recorder, model, inputs, kwargs, buckets)
     buckets.clear()  # the reducer's own: freed when it rebuilds them (the second step)
     parameters = [p for _, p in named]
@@ -601,12 +601,18 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     return _closed(recorder)
 
 
-def _distributed(model: Any, distributed: str | None, parallelize: Callable | None) -> tuple[Any, list]:
+def _distributed(recorder: _Recorder, model: Any, distributed: str | None,
+                 parallelize: Callable | None) -> tuple[Any, list]:
     """The replica as the rank runs it, and the tensors its wrapper made and
     keeps (DDP's buckets)."""
     if distributed == "ddp":
         return wrapped_in_ddp(model)
     if distributed == "fsdp":
+        if recorder.target.cuda:
+            recorder.record.diagnostics.append(
+                "FSDP2's all-gathers and reduce-scatters run on their own CUDA streams; they are recorded in "
+                "the order the program makes them: the requested bytes are the program's, the caching "
+                "allocator's reserved bytes do not yet keep its streams' blocks apart")
         return wrapped_in_fsdp(model, parallelize), []
     return model, []
 
