@@ -181,6 +181,18 @@ def _instant_group(rank: int, world_size: int, name: str) -> Any:
         def allreduce_coalesced(self, tensors, opts=None):
             return self._done(tensors)
 
+        def reduce(self, tensors, opts=None):
+            return self._done(tensors)
+
+        def scatter(self, outputs, inputs, opts=None):
+            return self._done(outputs)
+
+        def gather(self, outputs, inputs, opts=None):
+            return self._done(outputs)
+
+        def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+            return self._done([output])
+
         def barrier(self, opts=None):
             return self._done(None)
 

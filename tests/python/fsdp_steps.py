@@ -72,3 +72,38 @@ STEPS: dict[str, Callable[[], tuple]] = {
 }
 WORLD_SIZES = (2, 4)
 THREADS = 1  # each rank's intra-op threads (the CPU kernels' scratch depends on them)
+
+
+def _llama_plan():
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    # torchtitan's plan for a Llama block: the attention heads and the MLP's
+    # hidden units split across the tensor-parallel ranks.
+    return {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
+            "mlp.down_proj": RowwiseParallel()}
+
+
+def _llama_2d(tp: int):
+    """FSDP2 over the data-parallel ranks and tensor parallelism over `tp`
+    ranks on a 2-D mesh (world size / tp by tp), as torchtitan composes them."""
+    def parallelize(model):
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import parallelize_module
+
+        mesh = init_device_mesh("cpu", (dist.get_world_size() // tp, tp), mesh_dim_names=("dp", "tp"))
+        for layer in model.model.layers:
+            parallelize_module(layer, mesh["tp"], _llama_plan())
+            fully_shard(layer, mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
+
+    def make():
+        model, kwargs = eager_models.llama("cpu")
+        return model, (), {"kwinputs": kwargs, **ADAMW, "parallelize": parallelize}
+
+    return make
+
+
+STEPS["hf_llama_adamw_fsdp_tp2"] = _llama_2d(2)

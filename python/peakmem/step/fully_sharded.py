@@ -12,7 +12,9 @@ casts, and the optimizer over the shards.
 
 The wrapping is the user's: ``parallelize=fn`` calls ``fn(model)`` on the
 replica under the group (``fully_shard`` per block and on the root, with
-the user's ``reshard_after_forward`` and ``mp_policy``). Without it, every
+the user's ``reshard_after_forward`` and ``mp_policy``; tensor parallelism
+by ``parallelize_module`` on a 2-D mesh beside it, whose DTensor
+collectives the instant group completes too). Without it, every
 block of each ``nn.ModuleList`` in the model (a transformer's layers) is
 sharded, then the root, with fully_shard's defaults.
 

@@ -74,8 +74,10 @@ class StepOptions(TypedDict, total=False):
         user's own wrapping: ``parallelize(model)`` is called on the copy
         of the model the rank runs, under its process group, and shards it
         as the training script does (``fully_shard`` per block and on the
-        root, with ``reshard_after_forward`` and ``mp_policy``; a module it
-        returns is the one run). None (the default): every block of each
+        root, with ``reshard_after_forward`` and ``mp_policy``, composed
+        with ``parallelize_module``'s tensor parallelism on a 2-D mesh as
+        torchtitan does; a module it returns is the one run). None (the
+        default): every block of each
         ``nn.ModuleList`` is sharded, then the root, with fully_shard's
         defaults.
     world_size: the number of ranks of `strategy`'s process group.
