@@ -18,22 +18,6 @@ from measured_ranks import estimate, intra_op_threads, table
 MEASURED = table("fsdp")
 ROWS = MEASURED["rows"]
 
-# Not exact yet: the GPT with bf16 parameters on 4 ranks is estimated
-# 2,048 bytes over every gloo rank at its peak (block 0's all-gather in the
-# backward); at the peak the recording still holds bf16 gradients of block
-# 1 that the measured rank has freed in FSDP2's reduce. On 2 ranks, and the
-# Llama with the same policy on 2 and 4, it is exact. strict: the test
-# fails once the estimate is exact, for the mark to come off.
-NOT_EXACT_YET = {("gpt_lm_adamw_bf16_fp32", 4)}
-
-
-def _marks(row: dict) -> list:
-    marks = [] if _in_ci(row) else [pytest.mark.long]
-    if (row["name"], row["world_size"]) in NOT_EXACT_YET:
-        marks.append(pytest.mark.xfail(strict=True, reason="2,048 bytes over at the peak: see NOT_EXACT_YET"))
-    return marks
-
-
 def _in_ci(row: dict) -> bool:
     """The first and last rank of each step in CI; the ranks between are
     the long run's (every rank holds shards of one size here: each
@@ -58,7 +42,7 @@ def test_the_table_covers_every_step_and_rank():
     assert seen == {(n, w, r) for n in STEPS for w in (2, 4) for r in range(w)}
 
 
-@pytest.mark.parametrize("row", [pytest.param(r, marks=_marks(r)) for r in ROWS],
+@pytest.mark.parametrize("row", [pytest.param(r, marks=() if _in_ci(r) else pytest.mark.long) for r in ROWS],
                          ids=lambda r: f"{r['name']}-{r['world_size']}-{r['rank']}")
 def test_each_rank_is_estimated_as_the_gloo_rank_measured(threads, row):
     estimate = _estimate(row["name"], row["world_size"], row["rank"])

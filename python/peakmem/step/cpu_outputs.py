@@ -13,6 +13,12 @@ anything sees it.
   contiguous input (aten/src/ATen/native/layer_norm.cpp,
   ``layer_norm_backward_cpu``); the meta function follows the incoming
   gradient's strides.
+* ``native_layer_norm``: the CPU kernel makes the saved mean and rstd in
+  ``param_scalar_type(input, mixed_type)`` (aten/src/ATen/native/
+  layer_norm.cpp, ``layer_norm_cpu``): the input's own dtype unless the
+  input is bf16 or f16 and the weight is not (mixed), so a bf16 layer
+  norm with bf16 weights saves them in bf16; the meta function makes
+  them float32 always.
 
 A meta function may also refuse what the CPU kernel takes (``cpu_meta``):
 
@@ -43,12 +49,30 @@ def _contiguous_first(out: Any) -> Any:
     return (made, *out[1:])
 
 
-def cpu_layout(func: Any, out: Any) -> Any:
-    """`out`, the meta outputs of `func`, laid out as the CPU kernel lays them."""
+def _statistics_in_the_inputs_dtype(out: Any, args: tuple) -> Any:
+    """native_layer_norm's (output, mean, rstd) with mean and rstd in the
+    dtype the CPU kernel makes them (see the module docstring)."""
+    import torch
+
+    x, weight = args[0], args[2] if len(args) > 2 else None
+    mixed = x.dtype in (torch.bfloat16, torch.float16) and weight is not None and weight.dtype != x.dtype
+    dtype = torch.float32 if mixed else x.dtype
+    if out[1].dtype == dtype:
+        return out
+    with torch.utils._python_dispatch._disable_current_modes():
+        mean, rstd = (torch.empty_strided(t.shape, t.stride(), dtype=dtype, device=t.device) for t in out[1:])
+    return (out[0], mean, rstd)
+
+
+def cpu_layout(func: Any, out: Any, args: tuple = ()) -> Any:
+    """`out`, the meta outputs of `func` called on `args`, laid out as the
+    CPU kernel lays them."""
     import torch
 
     if func is torch.ops.aten.native_layer_norm_backward.default:
         return _contiguous_first(out)
+    if func is torch.ops.aten.native_layer_norm.default:
+        return _statistics_in_the_inputs_dtype(out, args)
     return out
 
 

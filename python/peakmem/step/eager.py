@@ -313,7 +313,7 @@ def _dispatch_mode(recorder: _Recorder):
                 if out is None:
                     out = recorder.shadows.instead(func, args, kwargs, e)
             if not recorder.target.cuda:
-                out = cpu_layout(func, out)
+                out = cpu_layout(func, out, args)
             recorder.shadows.follow(func, args, kwargs, out)
             if func is torch.ops.aten.topk.default and recorder.shadows.of(args[0]) is None:
                 recorder.topk_without_values(args, kwargs, out)
