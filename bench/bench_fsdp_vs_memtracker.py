@@ -16,12 +16,15 @@ and on the root, as the step's ``parallelize`` says) on 2 and 4 ranks, rank 0:
   the fake mode, the mesh made before it), its peak the ``Total`` of
   ``get_tracker_snapshot("peak")``.
 
-Then Llama-2-70B's shapes (tests/python/step_models.py's LlamaLM: vocab
-32,000, dim 8,192, 64 heads, 8 key-value heads, SwiGLU 28,672, bf16, AdamW,
-batch 1, sequence 2,048) on 64 ranks, each block and the root sharded: both
-tools' figures and seconds, no truth (it takes 64 GPUs); peakmem also for an
-H100 (``device="cuda:h100"``: CUDA's optimizer and kernels), which
-FSDPMemTracker answers only on a CUDA machine.
+Then two 70B ranks of 64, both tools' figures and seconds, with no truth
+(it takes 64 GPUs): Llama-2-70B's shapes (tests/python/step_models.py's
+LlamaLM: vocab 32,000, dim 8,192, 64 heads, 8 key-value heads, SwiGLU
+28,672; bf16, AdamW, batch 1, sequence 2,048), each block and the root
+sharded by FSDP2; and Llama-3-70B's (``transformers``, vocab 128,256,
+sequence 8,192) with FSDP2 over 8 data-parallel ranks and tensor
+parallelism of 8 on a 2-D mesh (llama3_70b_fsdp_tp). peakmem also answers
+the first for an H100 (``device="cuda:h100"``: CUDA's optimizer and
+kernels), which FSDPMemTracker answers only on a CUDA machine.
 
 Printed per step: each tool's bytes off the measured peak and its seconds;
 a tool that raises is a miss, listed with its error. The baseline is
@@ -56,7 +59,9 @@ def memtracker_peak(make, world_size: int) -> tuple[int, float]:
     try:
         mesh = init_device_mesh("cpu", (world_size,))  # a mesh cannot be made inside the fake mode
         fully_shard_module._init_default_mesh = lambda: mesh
-        with FakeTensorMode():
+        if hasattr(make, "mesh"):
+            make.mesh()  # the step's own (2-D) mesh, made here for the same reason
+        with FakeTensorMode(allow_non_fake_inputs=True):  # the mesh (made before it) holds real tensors
             model, inputs, options = make()
             options["parallelize"](model)
             optimizer = options["optimizer"](model.parameters())
@@ -100,6 +105,50 @@ def llama_70b(layers: int, seq: int = 2048):
             block.cos, block.sin = block.cos.to(torch.bfloat16), block.sin.to(torch.bfloat16)
         return model, (idx, idx), {"optimizer": torch.optim.AdamW, "parallelize": per_block(lambda m: m.blocks)}
 
+    return make
+
+
+def llama3_70b_fsdp_tp(layers: int, tp: int = 8, seq: int = 8192):
+    """A maker of Llama-3-70B's step (``transformers``' LlamaForCausalLM:
+    vocab 128,256, dim 8,192, 64 heads, 8 key-value heads, SwiGLU 28,672;
+    bf16, AdamW, batch 1, sequence 8,192) with torchtitan's composition:
+    tensor parallelism of `tp` on each block (fsdp_steps._llama_plan), FSDP2
+    over the data-parallel ranks, on a 2-D mesh."""
+    import torch
+    import transformers
+    from torch.distributed.fsdp import fully_shard
+
+    from fsdp_steps import _llama_plan
+
+    made: list = []  # a mesh made ahead of a fake mode, for the next wrapping
+
+    def mesh():
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+
+        made.append(init_device_mesh("cpu", (dist.get_world_size() // tp, tp), mesh_dim_names=("dp", "tp")))
+        return made[-1]
+
+    def parallelize(model):
+        from torch.distributed.tensor.parallel import parallelize_module
+
+        two_d = made.pop() if made else mesh() and made.pop()
+        for layer in model.model.layers:
+            parallelize_module(layer, two_d["tp"], _llama_plan())
+            fully_shard(layer, mesh=two_d["dp"])
+        fully_shard(model, mesh=two_d["dp"])
+
+    def make():
+        faked = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None
+        config = transformers.LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=layers,
+                                          num_attention_heads=64, num_key_value_heads=8, vocab_size=128256)
+        with torch.device("cpu" if faked else "meta"):
+            model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+            ids = torch.zeros(1, seq, dtype=torch.long)
+        return model, (), {"kwinputs": {"input_ids": ids, "labels": ids}, "optimizer": torch.optim.AdamW,
+                           "parallelize": parallelize}
+
+    make.mesh = mesh
     return make
 
 
@@ -163,10 +212,10 @@ def main() -> int:
     # The 70B rank first: each process group made and destroyed in this
     # process leaves torch's logging a little deeper (its "[rank0]:"
     # prefixes pile up), and after a few dozen the 70B's stack overflows.
-    wanted = [(f"llama_70b_{args.layers}_layers", 64)]
+    wanted = [(f"llama_70b_{args.layers}_layers", 64), (f"llama3_70b_{args.layers}_layers_fsdp_tp8", 64)]
     wanted += [(n, w) for n in STEPS for w in (2, 4) if "parallelize" in STEPS[n]()[2]]
     for name, world_size in wanted:
-        make = STEPS.get(name) or llama_70b(args.layers)
+        make = STEPS.get(name) or (llama3_70b_fsdp_tp(args.layers) if "tp8" in name else llama_70b(args.layers))
         row = _row(name, make, world_size, measured.get((name, world_size)))
         rows.append(row)
         truth = f"{row['measured']:,}" if row["measured"] is not None else "(64 GPUs)"
