@@ -27,7 +27,6 @@ tensors, the report formats, the CLI).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -95,18 +94,10 @@ def main() -> int:
             rows.append(row)
             print(f"{name:<18} {truth:>10,} {_off(row, 'peakmem'):>12} {row['peakmem_s']:>6.2f} "
                   f"{_off(row, 'memtracker'):>15} {row.get('memtracker_s', float('nan')):>6.2f}")
-    for r in rows:
-        for tool in ("peakmem", "memtracker"):
-            if f"{tool}_error" in r:
-                print(f"{r['step']}: {tool} raised {r[tool + '_error']}")
-    exact = sum(r.get("peakmem_off") == 0 for r in rows)
-    print(f"peakmem exact on {exact} of {len(rows)} steps; MemTracker exact on "
-          f"{sum(r.get('memtracker_off') == 0 for r in rows)} of {len(rows)}")
-    if args.json:
-        from provenance import provenance
+    from provenance import side_by_side_summary, write_rows
 
-        with open(args.json, "w") as f:
-            json.dump({**provenance(), "rows": rows}, f, indent=2)
+    side_by_side_summary(rows, "memtracker", "MemTracker")
+    write_rows(args.json, rows)
     return 0
 
 

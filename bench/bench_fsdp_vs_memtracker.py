@@ -222,18 +222,10 @@ def main() -> int:
         print(f"{name:<28} {world_size:>5} {truth:>14} {_cell(row, 'peakmem'):>16} "
               f"{row.get('peakmem_s', float('nan')):>6.2f} {_cell(row, 'memtracker'):>19} "
               f"{row.get('memtracker_s', float('nan')):>6.2f}")
-    for r in rows:
-        for tool in ("peakmem", "memtracker"):
-            if f"{tool}_error" in r:
-                print(f"{r['step']}: {tool} raised {r[tool + '_error']}")
-    with_truth = [r for r in rows if r.get("measured") is not None]
-    print(f"peakmem exact on {sum(r.get('peakmem_off') == 0 for r in with_truth)} of {len(with_truth)} steps; "
-          f"FSDPMemTracker exact on {sum(r.get('memtracker_off') == 0 for r in with_truth)} of {len(with_truth)}")
-    if args.json:
-        from provenance import provenance
+    from provenance import side_by_side_summary, write_rows
 
-        with open(args.json, "w") as f:
-            json.dump({**provenance(), "rows": rows}, f, indent=2)
+    side_by_side_summary(rows, "memtracker", "FSDPMemTracker")
+    write_rows(args.json, rows)
     return 0
 
 
