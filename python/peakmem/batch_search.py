@@ -145,8 +145,11 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
         raise ValueError(f"method must be 'formula' or 'search', got {method!r}")
     shown = _Progress(progress, limit)
     plan, recompute = _plan_and_recompute(step_options.get("plan", False), step_options.get("recompute"))
+    # strategy= on the eager front end is torch's DDP or FSDP2 there (peakmem.distribution.with_strategy),
+    # not a Thunder-only option.
+    thunder_only = ("transform", "plan") + (() if step_options.get("frontend") == "eager" else ("strategy",))
     frontend, model = resolve_frontend(model, step_options.get("frontend"), None, recompute=recompute is not None,
-                                       **{k: step_options.get(k) for k in ("transform", "plan", "strategy")})
+                                       **{k: step_options.get(k) for k in thunder_only})
     step_options = {**step_options, "frontend": frontend, "plan": plan, "recompute": recompute}
     if records(frontend):
         # The formula is derived from Thunder's traces; an eager or compiled

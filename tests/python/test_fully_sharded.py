@@ -119,3 +119,18 @@ def test_what_fsdp_on_the_eager_front_end_does_not_take_is_an_error(kwargs, mess
     model, inputs, options = STEPS["mlp_adamw"]()
     with pytest.raises(ValueError, match=message):
         peakmem.estimate_step(model, *inputs, **options, **kwargs)
+
+
+def test_the_largest_batch_of_a_rank(threads):
+    # max_batch_size with strategy="fsdp": the largest batch whose rank's
+    # step fits the budget; one more does not.
+    model, inputs, options = STEPS["mlp_adamw"]()
+    budget, rank = 8 * 2**20, {"frontend": "eager", "strategy": "fsdp", "world_size": 4, "rank": 0}
+
+    def batch(n):
+        return (torch.randn(n, 256, device="meta"),)
+
+    found = peakmem.max_batch_size(model, batch, budget, **options, **rank, progress=False)
+    peak = {n: peakmem.estimate_step(model, *batch(n), **options, **rank).peak_bytes
+            for n in (found.batch_size, found.batch_size + 1)}
+    assert peak[found.batch_size] <= budget < peak[found.batch_size + 1]
