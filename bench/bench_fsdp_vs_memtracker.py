@@ -49,18 +49,28 @@ def memtracker_peak(make, world_size: int) -> tuple[int, float]:
     import torch
     import torch.distributed as dist
     import torch.distributed.fsdp._fully_shard._fully_shard as fully_shard_module
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
-    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     dist.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
     default_mesh = fully_shard_module._init_default_mesh
+    coordinate = DeviceMesh._compute_coordinate_on_dim
     try:
         mesh = init_device_mesh("cpu", (world_size,))  # a mesh cannot be made inside the fake mode
         fully_shard_module._init_default_mesh = lambda: mesh
         if hasattr(make, "mesh"):
             make.mesh()  # the step's own (2-D) mesh, made here for the same reason
+        # fully_shard on a tensor-parallel module makes a mesh of the two
+        # (DeviceMesh._concatenate), which finds the rank in it with nonzero:
+        # under the fake mode that is a DynamicOutputShapeException, so the
+        # mesh's own tensors are read outside it.
+        def coordinate_outside_the_fake_mode(self):
+            with unset_fake_temporarily():
+                return coordinate(self)
+
+        DeviceMesh._compute_coordinate_on_dim = coordinate_outside_the_fake_mode
         with FakeTensorMode(allow_non_fake_inputs=True):  # the mesh (made before it) holds real tensors
             model, inputs, options = make()
             options["parallelize"](model)
@@ -80,6 +90,7 @@ def memtracker_peak(make, world_size: int) -> tuple[int, float]:
         return sum(v.get("Total", 0) for d, v in peak.items() if torch.device(d).type == "cpu"), seconds
     finally:
         fully_shard_module._init_default_mesh = default_mesh
+        DeviceMesh._compute_coordinate_on_dim = coordinate
         dist.destroy_process_group()
 
 

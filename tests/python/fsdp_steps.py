@@ -85,25 +85,50 @@ def _llama_plan():
             "mlp.down_proj": RowwiseParallel()}
 
 
-def _llama_2d(tp: int):
-    """FSDP2 over the data-parallel ranks and tensor parallelism over `tp`
-    ranks on a 2-D mesh (world size / tp by tp), as torchtitan composes them."""
+def _gpt_plan():
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    # Megatron's MLP split: the hidden units across the tensor-parallel
+    # ranks. (The block's attention projects q, k and v in one fused
+    # Linear that its forward splits by the model width: a column split of
+    # it would split that width, so it stays whole on every rank.)
+    return {"c_fc": ColwiseParallel(), "c_proj2": RowwiseParallel()}
+
+
+def two_d(blocks: Callable, plan: Callable, tp: int) -> Callable:
+    """FSDP2 over the data-parallel ranks and tensor parallelism of `tp`
+    by `plan()` on each of `blocks(model)`, on a 2-D mesh (world size / tp
+    by tp), as torchtitan composes them."""
     def parallelize(model):
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor.parallel import parallelize_module
 
         mesh = init_device_mesh("cpu", (dist.get_world_size() // tp, tp), mesh_dim_names=("dp", "tp"))
-        for layer in model.model.layers:
-            parallelize_module(layer, mesh["tp"], _llama_plan())
-            fully_shard(layer, mesh=mesh["dp"])
+        for block in blocks(model):
+            parallelize_module(block, mesh["tp"], plan())
+            fully_shard(block, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
 
+    return parallelize
+
+
+def _llama_2d(tp: int):
     def make():
         model, kwargs = eager_models.llama("cpu")
-        return model, (), {"kwinputs": kwargs, **ADAMW, "parallelize": parallelize}
+        return model, (), {"kwinputs": kwargs, **ADAMW,
+                           "parallelize": two_d(lambda m: m.model.layers, _llama_plan, tp)}
 
     return make
 
 
+def _gpt_2d(tp: int):
+    def make():
+        torch.manual_seed(0)
+        return GPT(), _tokens(), {**ADAMW, "parallelize": two_d(lambda m: m.blocks, _gpt_plan, tp)}
+
+    return make
+
+
+STEPS["gpt_lm_adamw_fsdp_tp2"] = _gpt_2d(2)
 STEPS["hf_llama_adamw_fsdp_tp2"] = _llama_2d(2)
