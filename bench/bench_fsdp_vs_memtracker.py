@@ -48,6 +48,7 @@ def memtracker_peak(make, world_size: int) -> tuple[int, float]:
     `world_size`, in fake mode; and its seconds (the step under the tracker)."""
     import torch
     import torch.distributed as dist
+    import torch.distributed.device_mesh as device_mesh_module
     import torch.distributed.fsdp._fully_shard._fully_shard as fully_shard_module
     from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
@@ -57,11 +58,16 @@ def memtracker_peak(make, world_size: int) -> tuple[int, float]:
     dist.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
     default_mesh = fully_shard_module._init_default_mesh
     coordinate = DeviceMesh._compute_coordinate_on_dim
+
+    def init_device_mesh_outside(*args, **kwargs):
+        with unset_fake_temporarily():
+            return init_device_mesh(*args, **kwargs)
     try:
         mesh = init_device_mesh("cpu", (world_size,))  # a mesh cannot be made inside the fake mode
         fully_shard_module._init_default_mesh = lambda: mesh
-        if hasattr(make, "mesh"):
-            make.mesh()  # the step's own (2-D) mesh, made here for the same reason
+        # A step's own (2-D) mesh, made by its wrapping inside the fake mode,
+        # is made outside it for the same reason.
+        device_mesh_module.init_device_mesh = init_device_mesh_outside
         # fully_shard on a tensor-parallel module makes a mesh of the two
         # (DeviceMesh._concatenate), which finds the rank in it with nonzero:
         # under the fake mode that is a DynamicOutputShapeException, so the
@@ -91,6 +97,7 @@ def memtracker_peak(make, world_size: int) -> tuple[int, float]:
     finally:
         fully_shard_module._init_default_mesh = default_mesh
         DeviceMesh._compute_coordinate_on_dim = coordinate
+        device_mesh_module.init_device_mesh = init_device_mesh
         dist.destroy_process_group()
 
 
@@ -127,27 +134,10 @@ def llama3_70b_fsdp_tp(layers: int, tp: int = 8, seq: int = 8192):
     over the data-parallel ranks, on a 2-D mesh."""
     import torch
     import transformers
-    from torch.distributed.fsdp import fully_shard
 
-    from fsdp_steps import _llama_plan
+    from fsdp_steps import _llama_plan, two_d
 
-    made: list = []  # a mesh made ahead of a fake mode, for the next wrapping
-
-    def mesh():
-        import torch.distributed as dist
-        from torch.distributed.device_mesh import init_device_mesh
-
-        made.append(init_device_mesh("cpu", (dist.get_world_size() // tp, tp), mesh_dim_names=("dp", "tp")))
-        return made[-1]
-
-    def parallelize(model):
-        from torch.distributed.tensor.parallel import parallelize_module
-
-        two_d = made.pop() if made else mesh() and made.pop()
-        for layer in model.model.layers:
-            parallelize_module(layer, two_d["tp"], _llama_plan())
-            fully_shard(layer, mesh=two_d["dp"])
-        fully_shard(model, mesh=two_d["dp"])
+    parallelize = two_d(lambda m: m.model.layers, _llama_plan, tp)
 
     def make():
         faked = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None
@@ -159,7 +149,6 @@ def llama3_70b_fsdp_tp(layers: int, tp: int = 8, seq: int = 8192):
         return model, (), {"kwinputs": {"input_ids": ids, "labels": ids}, "optimizer": torch.optim.AdamW,
                            "parallelize": parallelize}
 
-    make.mesh = mesh
     return make
 
 
