@@ -19,6 +19,7 @@
 #include "peakmem/models/recorded_step.h"
 #include "peakmem/models/training_step.h"
 #include "peakmem/semantics/aten_ops.h"
+#include "peakmem/semantics/convolution_scratch.h"
 
 namespace peakmem_python {
 namespace {
@@ -242,6 +243,20 @@ void BindStep(nb::module_& m) {
       "('tensor', dtype short name, shape, strides, wrapped), or None for anything else. Returns "
       "(before_outputs, with_outputs, why_not, known): why_not is non-empty when the op's rule does not "
       "cover the call (nothing is counted for it); known is whether the registry has the op at all.");
+
+  m.def(
+      "fold_scratch_events",
+      [](const std::vector<std::tuple<std::int64_t, bool>>& events) {
+        std::vector<peakmem::ScratchEvent> in;
+        in.reserve(events.size());
+        for (const auto& [bytes, output] : events) in.push_back({bytes, output});
+        const peakmem::ScratchEstimate s = peakmem::FoldScratchEvents(in);
+        return nb::make_tuple(s.before_outputs, s.with_outputs);
+      },
+      nb::arg("events"),
+      "One op's allocations (bytes > 0) and frees (bytes < 0) in order, each (bytes, returned to the caller), "
+      "as the (before_outputs, with_outputs) scratch aten_scratch gives "
+      "(peakmem/semantics/convolution_scratch.h FoldScratchEvents).");
 
   m.def(
       "simulate_step",

@@ -42,3 +42,28 @@ def test_a_bf16_layer_norm_step_is_measured_as_estimated():
     estimate = peakmem.estimate_step(model, x, **options)
     measured = peakmem.measure_step(model, x, **options)
     assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+
+
+CONVOLUTION = torch.ops.aten.convolution.default
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("input_last,weight_last,groups,transposed", [
+    (False, False, 1, False),
+    (True, False, 1, False),  # the input channels-last: so is the output
+    (False, True, 1, False),  # the weight alone decides it too
+    (True, False, 16, False),  # depthwise
+    (True, False, 1, True),  # transposed
+])
+def test_a_convolution_output_takes_the_memory_format_the_cpu_kernel_gives(dtype, input_last, weight_last, groups,
+                                                                          transposed):
+    last = torch.channels_last
+    x = torch.randn(2, 16, 8, 8, dtype=dtype)
+    w = torch.randn(16, 16 // groups, 3, 3, dtype=dtype)
+    x = x.contiguous(memory_format=last) if input_last else x
+    w = w.contiguous(memory_format=last) if weight_last else w
+    rest = (None, [1, 1], [1, 1], [1, 1], transposed, [0, 0], groups)
+    real = CONVOLUTION(x, w, *rest)  # the CPU kernel, run
+    meta_args = (x.to("meta"), w.to("meta"), *rest)
+    laid_out = cpu_layout(CONVOLUTION, CONVOLUTION(*meta_args), meta_args)
+    assert (laid_out.shape, laid_out.stride()) == (real.shape, real.stride())

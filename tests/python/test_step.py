@@ -46,16 +46,6 @@ def check_timeline(report, setup: dict) -> None:
     assert all(t.total(i) <= t.statement_peak[i] for i in range(len(t.statement_peak)))
 
 
-# What the eager front end does not model yet on these steps, each named in
-# the estimate's diagnostics (never a silent difference): the test checks
-# that the estimate differs from the measurement only there, and that the
-# diagnostics say why.
-EAGER_GAPS = {
-    # oneDNN's scratchpad for a strided convolution's input gradient.
-    "cnn_sgd_momentum_2_steps": "a strided convolution's input gradient runs a oneDNN kernel",
-}
-
-
 @pytest.mark.parametrize("frontend", ["thunder", "eager"])
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
 def test_estimate_equals_measurement(thunder, entry: Entry, frontend: str):
@@ -64,10 +54,6 @@ def test_estimate_equals_measurement(thunder, entry: Entry, frontend: str):
     model, inputs = _fresh(entry)
     measured = peakmem.measure_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend=frontend)
     estimated = peakmem.estimate_step(model, *inputs, loss_fn=entry.loss_fn, **entry.setup, frontend=frontend)
-    if frontend == "eager" and entry.name in EAGER_GAPS:
-        assert estimated.peak_bytes != measured.peak_bytes, f"{entry.name} is exact now: take it off EAGER_GAPS"
-        assert any(EAGER_GAPS[entry.name] in d for d in estimated.report.diagnostics), estimated.report.diagnostics
-        return
     assert (estimated.peak_bytes, estimated.final_bytes) == (measured.peak_bytes, measured.final_bytes)
     assert sum(estimated.by_category.values()) == estimated.peak_bytes
     # By module: the same bytes; the inputs (and the loss) are the top's.

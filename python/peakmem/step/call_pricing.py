@@ -95,14 +95,21 @@ def _scratch_events(recorder: Any, func: Any, call: tuple, priced: tuple, price_
         known, before, with_outputs = foreach_scratch(func, *call, price_on_the_cpu)
     if not known and func.namespace == "aten":
         recorder.unknown_ops.add(op)
-    if why_not:
-        recorder.record.diagnostics.append(
-            f"statement {len(recorder.record.statements)} ({op}): what it allocates inside the op "
-            f"is not counted: {why_not}")
-    if before:
-        s = recorder.scratch(before, op, device)
-        events[:0] = [s, -1 - s]
-    if with_outputs:
-        s = recorder.scratch(with_outputs, op, device)
-        events += [s, -1 - s]
+    statement = f"statement {len(recorder.record.statements)} ({op})"
+    # A CPU convolution outside the rules: its two scratch storages sized
+    # once the recording has finished, by asking the kernel (cpu_kernel_probe.py).
+    deferred = recorder.probes.deferred_because(op, why_not, recorder.target.cuda)
+    if deferred:  # the rule's figures, if any, are for another instruction set
+        before = with_outputs = 0
+    if why_not and not deferred:
+        recorder.record.diagnostics.append(f"{statement}: what it allocates inside the op is not counted: {why_not}")
+    scratch = [-1, -1]
+    if before or deferred:
+        scratch[0] = recorder.scratch(before, op, device)
+        events[:0] = [scratch[0], -1 - scratch[0]]
+    if with_outputs or deferred:
+        scratch[1] = recorder.scratch(with_outputs, op, device)
+        events += [scratch[1], -1 - scratch[1]]
+    if deferred:
+        recorder.probes.defer(func, *call, (scratch[0], scratch[1]), statement, deferred)
     events += recorder.library_workspaces(op)

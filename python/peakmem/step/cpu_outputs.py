@@ -19,6 +19,14 @@ anything sees it.
   input is bf16 or f16 and the weight is not (mixed), so a bf16 layer
   norm with bf16 weights saves them in bf16; the meta function makes
   them float32 always.
+* ``convolution`` (2-d): the CPU computes in channels-last, and returns
+  its output so, when the input or the weight suggests channels-last
+  (aten/src/ATen/native/Convolution.cpp,
+  ``_determine_backend_memory_format``: ``mkldnn_conv_use_channels_last``
+  for oneDNN, ``thnn_conv_use_channels_last`` for the native kernels, any
+  dtype, transposed or not); the meta function leaves every output
+  contiguous (torch/_meta_registrations.py, ``meta_conv``: "meta tensors
+  have no device info").
 
 A meta function may also refuse what the CPU kernel takes (``cpu_meta``):
 
@@ -49,6 +57,19 @@ def _contiguous_first(out: Any) -> Any:
     return (made, *out[1:])
 
 
+def _channels_last_convolution(out: Any, args: tuple) -> Any:
+    """A 2-d convolution's output in channels-last where the CPU makes it
+    so (see the module docstring)."""
+    import torch
+    from torch._prims_common import suggest_memory_format
+
+    if out.dim() != 4 or out.is_contiguous(memory_format=torch.channels_last) or not any(
+            suggest_memory_format(t) == torch.channels_last for t in args[:2]):
+        return out
+    with torch.utils._python_dispatch._disable_current_modes():
+        return torch.empty(out.shape, dtype=out.dtype, device=out.device, memory_format=torch.channels_last)
+
+
 def _statistics_in_the_inputs_dtype(out: Any, args: tuple) -> Any:
     """native_layer_norm's (output, mean, rstd) with mean and rstd in the
     dtype the CPU kernel makes them (see the module docstring)."""
@@ -73,6 +94,8 @@ def cpu_layout(func: Any, out: Any, args: tuple = ()) -> Any:
         return _contiguous_first(out)
     if func is torch.ops.aten.native_layer_norm.default:
         return _statistics_in_the_inputs_dtype(out, args)
+    if func is torch.ops.aten.convolution.default:
+        return _channels_last_convolution(out, args)
     return out
 
 

@@ -57,6 +57,7 @@ from .accumulation import Accumulations
 from .compiled import CompiledStepError, compiled_regions_refused
 from .cpu_attention import cpu_attention
 from .call_pricing import _arguments, _describe, _scratch_events
+from .cpu_kernel_probe import KernelProbes
 from .cpu_outputs import cpu_layout, cpu_meta
 from .cuda_kernels import cuda_kernels
 from .data_parallel import wrapped_in_ddp
@@ -111,6 +112,7 @@ class _Recorder:
         self.unchecked: list[Any] = []
         self.unknown_ops: set[str] = set()  # ATen ops the registry has no entry for
         self.sums = Accumulations()  # the backward's gradient sums (accumulation.py)
+        self.probes = KernelProbes()  # CPU convolutions outside the rules (cpu_kernel_probe.py)
 
     def storage(self, t: Any, name: str, category: int, device: str | None = None) -> int | None:
         """Registers `t`'s storage if new (its index), else None."""
@@ -645,6 +647,7 @@ def _closed(recorder: _Recorder) -> RecordedStep:
     """The record, with what the recording saw but did not count named."""
     if recorder.routing is not None:
         recorder.routing.check_all_used()
+    recorder.probes.settle(recorder.record.storages, recorder.record.diagnostics)
     if recorder.host_bytes:
         recorder.record.diagnostics.append(
             f"{recorder.host_bytes:,} bytes of CPU tensors (Adam's step counters, saved numbers, attention's "
