@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["module_of_path", "argument_modules", "value_modules", "held_tensors"]
+__all__ = ["module_of_path", "argument_modules", "tied_arguments", "value_modules", "held_tensors"]
 
 
 def module_of_path(path: str) -> str:
@@ -40,6 +40,25 @@ def argument_modules(holder: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for path, _ in [*holder.named_parameters(), *holder.named_buffers()]:
         out[_thunder_name(path)] = module_of_path(path)
+    return out
+
+
+def tied_arguments(holder: Any, flat_args: list[str]) -> dict[str, str]:
+    """Each of the forward's arguments (`flat_args`) that is the same tensor
+    as an earlier one -> that one: tied weights, one parameter under two
+    module paths, which the trace takes once per path."""
+    tensor_of = {_thunder_name(path): id(t) for path, t in [*holder.named_parameters(remove_duplicate=False),
+                                                            *holder.named_buffers(remove_duplicate=False)]}
+    first: dict[int, str] = {}
+    out: dict[str, str] = {}
+    for name in flat_args:
+        key = tensor_of.get(name)
+        if key is None:
+            continue
+        if key in first:
+            out[name] = first[key]
+        else:
+            first[key] = name
     return out
 
 

@@ -320,8 +320,9 @@ bool LiveReader::ToContainerExpr(PyObject* p, int depth, Expr* e) {
   return true;
 }
 
-// A constant: exact, as repr() spells it; otherwise numbers, None and bools
-// as Python prints them and anything else by its type's name.
+// A constant: exact, as repr() spells it; otherwise numbers, None, bools
+// and the Ellipsis as Python prints them and anything else by its type's
+// name.
 void LiveReader::SetConstant(PyObject* p, Expr* e) {
   e->kind = Expr::Kind::kConstant;
   if (options_.exact) {
@@ -332,6 +333,8 @@ void LiveReader::SetConstant(PyObject* p, Expr* e) {
     e->text = "None";
   } else if (PyBool_Check(p)) {
     e->text = p == Py_True ? "True" : "False";
+  } else if (p == Py_Ellipsis) {  // `x[..., 1:]`: the dimensions it keeps (view_strides.cc)
+    e->text = "...";
   } else if (PyLong_CheckExact(p) || PyFloat_CheckExact(p) || PyComplex_CheckExact(p)) {
     e->text = builder_.Keep(nb::cast<std::string>(nb::repr(p)));
   } else {

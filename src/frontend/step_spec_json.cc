@@ -117,6 +117,12 @@ const Key kKeys[] = {
     Member<&S::saved, ReadNames>("forward", "saved"),
     Member<&S::outputs, ReadNames>("forward", "outputs"),
     Member<&S::flat_args, ReadNames>("forward", "flat_args"),
+    {"forward", "tied", true,
+     [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.tied_args = ReadNameMap(f, k); },
+     [](const RankedStepSpec& s) -> std::optional<Json> {
+       if (s.spec.tied_args.empty()) return std::nullopt;
+       return s.spec.tied_args;
+     }},
     Member<&S::cotangents, ReadNames>("backward", "cotangents"),
     {"backward", "grads", false,
      [](const Fields& f, const std::string& k, RankedStepSpec& o) { o.spec.grads = f.Names(k, true); },

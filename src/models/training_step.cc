@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -74,6 +75,12 @@ struct Gradient {
   // obeys_layout_contract, clone_obey_contract): the copy's bytes (0: stolen).
   std::int64_t copy_bytes = 0;
   std::string_view module;  // its own, else its parameter's (StepSpec::value_modules)
+  // A tied argument's gradient (TrainingStepSpec::tied_args): the engine
+  // adds it in place into the earlier argument's, in AccumulateGrad's
+  // input buffer (input_buffer.cpp, InputBuffer::add: the buffer holds the
+  // only reference to a dense gradient), and frees it; that one goes on to
+  // AccumulateGrad alone.
+  bool tied = false;
 };
 
 // The gradients the backward returns, in the forward's argument order.
@@ -109,6 +116,7 @@ std::vector<Gradient> Gradients(const TrainingStepSpec& spec, const Report& bw,
         break;
       }
     }
+    out_g.tied = spec.tied_args.count(arg) > 0;
     for (const Gradient& other : out) {
       if (other.storage == r.storage) {
         throw std::invalid_argument("the gradients of two arguments share " + g +
@@ -119,6 +127,17 @@ std::vector<Gradient> Gradients(const TrainingStepSpec& spec, const Report& bw,
     out.push_back(out_g);
   }
   return out;
+}
+
+// The forward's argument_tensors for tied arguments: each and the argument
+// it is tied to share one storage group.
+void TiedArgumentTensors(const TrainingStepSpec& spec, std::vector<ArgumentTensor>* out) {
+  std::map<std::string_view, int> group_of;  // the earlier argument -> its group
+  for (const auto& [arg, first] : spec.tied_args) {
+    auto [it, fresh] = group_of.emplace(first, static_cast<int>(group_of.size()));
+    if (fresh) out->push_back({first, false, it->second, -1, {}});
+    out->push_back({arg, false, it->second, -1, {}});
+  }
 }
 
 // The bytes of the storages a run's caller passed (made before its first statement).
@@ -201,14 +220,18 @@ void StepSimulation::RunPrograms(const ParsedTrace& forward, const ParsedTrace& 
   report_options.steps = events_;
   report_options.breakdown = events_;
   report_options.live_at_peak = events_;
-  out_.forward = Analyze(forward, "runtime", Options(CallingConvention::kForward, spec_), report_options);
+  RuntimeOptions fw_options = Options(CallingConvention::kForward, spec_);
+  TiedArgumentTensors(spec_, &fw_options.argument_tensors);
+  out_.forward = Analyze(forward, "runtime", fw_options, report_options);
   returned_ = ByName(out_.forward);
   // The backward, its saved tensors the forward's; autograd holds the cotangents.
   RuntimeOptions bw_options = Options(CallingConvention::kBackward, spec_);
   BackwardArgumentTensors(spec_, out_.forward, &bw_options.argument_tensors);
   out_.backward = Analyze(backward, "runtime", bw_options, report_options);
   gradients_ = Gradients(spec_, out_.backward, returned_);
-  for (const Gradient& g : gradients_) out_.grad_bytes += out_.backward.alloc_log->storages[g.storage].bytes;
+  for (const Gradient& g : gradients_) {
+    if (!g.tied) out_.grad_bytes += out_.backward.alloc_log->storages[g.storage].bytes;
+  }
   // The loss (the forward's outputs that are not its arguments) and the
   // saved tensors the forward owns, as the forward's storages.
   for (const std::string& name : spec_.outputs) {
@@ -322,6 +345,10 @@ void StepSimulation::Backward(int k) {
   stream_.Begin();
   const bool fresh = grads_.empty();
   for (const Gradient& g : gradients_) {
+    if (g.tied) stream_.Free(bw_ids[g.storage]);
+  }
+  for (const Gradient& g : gradients_) {
+    if (g.tied) continue;
     const StorageId made = bw_ids[g.storage];
     if (!fresh) {
       stream_.Free(made);

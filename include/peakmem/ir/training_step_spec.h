@@ -23,6 +23,11 @@ struct TrainingStepSpec {
   // The forward's flat arguments, in order; the backward returns one gradient
   // (or none) for each.
   std::vector<std::string> flat_args;
+  // A flat argument that is the same tensor as an earlier one -> that one:
+  // tied weights, one parameter reached by two module paths, which Thunder
+  // passes once per path. One storage; autograd sums their gradients into
+  // the earlier one's before AccumulateGrad.
+  std::map<std::string, std::string, std::less<>> tied_args;
   // The backward's returned gradient for each flat argument ("" for none).
   std::vector<std::string> grads;
   // The backward's cotangent arguments: autograd holds them.

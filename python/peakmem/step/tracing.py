@@ -203,6 +203,9 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, step: TrainingStep, 
                          "(without an optimizer the step is)")
     tracing = time.perf_counter() - start
     names = _trace_names(fw, bw)
+    tied = module_paths.tied_arguments(holder, names["forward"]["flat_args"])
+    if tied:
+        names["forward"]["tied"] = tied
     arguments = module_paths.argument_modules(holder)
     gradient_modules = {g: arguments[a] for a, g in zip(names["forward"]["flat_args"], names["backward"]["grads"])
                         if g and a in arguments}
