@@ -43,12 +43,21 @@ def argument_modules(holder: Any) -> dict[str, str]:
     return out
 
 
-def tied_arguments(holder: Any, flat_args: list[str]) -> dict[str, str]:
+def tied_arguments(holder: Any, flat_args: list[str], inputs: tuple = ()) -> dict[str, str]:
     """Each of the forward's arguments (`flat_args`) that is the same tensor
-    as an earlier one -> that one: tied weights, one parameter under two
-    module paths, which the trace takes once per path."""
+    as an earlier one -> that one: tied weights (one parameter under two
+    module paths, which the trace takes once per path) and an input tensor
+    passed twice (``model(ids, labels=ids)``). The trace names the inputs'
+    arguments after the code's own parameters and puts them first: they are
+    matched to the tensors of `inputs` in order, where the counts agree."""
+    import torch
+
     tensor_of = {_thunder_name(path): id(t) for path, t in [*holder.named_parameters(remove_duplicate=False),
                                                             *holder.named_buffers(remove_duplicate=False)]}
+    given = [x for x in inputs if isinstance(x, torch.Tensor)]
+    others = [name for name in flat_args if name not in tensor_of]
+    if len(others) == len(given):
+        tensor_of.update({name: id(x) for name, x in zip(others, given)})
     first: dict[int, str] = {}
     out: dict[str, str] = {}
     for name in flat_args:

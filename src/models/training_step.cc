@@ -268,7 +268,7 @@ void StepSimulation::RunPrograms(const ParsedTrace& forward, const ParsedTrace& 
         "the forward's arguments hold " + std::to_string(forward_arguments_) +
         " bytes, more than the module's parameters and buffers (" + std::to_string(spec_.parameter_bytes) +
         ") and the inputs (" + std::to_string(spec_.input_bytes) +
-        "): tensors passed twice (tied weights) are not modelled yet");
+        "): a tensor passed twice that the spec does not name as tied (forward.tied) is not modelled");
   }
 }
 

@@ -1,5 +1,6 @@
 """Tied weights: one parameter under two module paths (an LM head tied to
-its embedding). Thunder's trace takes it once per path and its backward
+its embedding); and one input tensor passed twice (``model(ids, ids)``, the
+ids as their own labels). Thunder's trace takes it once per path and its backward
 returns a gradient for each; autograd adds the second into the first in
 AccumulateGrad's input buffer before AccumulateGrad steals the sum
 (torch/csrc/autograd/input_buffer.cpp, InputBuffer::add). Each step is
@@ -71,6 +72,21 @@ def test_a_tied_head_step_is_exact(thunder, frontend, loss_inside, tie):
         # and its step count (a 0-d float32)
         untied = peakmem.estimate_step(TiedLM(False, loss_inside), *inputs, **step)
         assert untied.final_bytes - estimate.final_bytes == 3 * VOCAB * WIDTH * 4 + 4
+
+@pytest.mark.parametrize("frontend", ["thunder", "eager"])
+@pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
+def test_the_ids_passed_again_as_labels_are_one_tensor(thunder, frontend, tie):
+    torch.manual_seed(0)
+    model = TiedLM(tie, loss_inside=True)
+    ids = _inputs()[0]
+    step = {"optimizer": torch.optim.AdamW, "frontend": frontend}
+    estimate = peakmem.estimate_step(model, ids, ids, **step)
+    measured = peakmem.measure_step(model, ids, ids, **step)
+    assert (estimate.peak_bytes, estimate.final_bytes) == (measured.peak_bytes, measured.final_bytes)
+    # by hand: the step holds one ids tensor, not two (4 x 32 int64)
+    apart = peakmem.estimate_step(model, ids, ids.clone(), **step)
+    assert apart.final_bytes - estimate.final_bytes == 4 * 32 * 8
+
 
 def test_a_tied_step_file_travels_with_its_ties(thunder, tmp_path):
     """export_step writes the tie (forward.tied); the CLI, C++ alone,

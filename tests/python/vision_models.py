@@ -7,23 +7,36 @@ torchvision's PyPI wheel is built against CUDA torch: its C++ operators
 (``torchvision::nms`` and the other detection ops) do not load beside the
 CPU torch the tests pin, and its import then fails registering a fake
 kernel for ``nms`` and ``qnms`` (torchvision/_meta_registrations.py, the
-two registrations not guarded by ``extension._has_ops()``).
-``import_torchvision`` defines those two schemas first, so the import
-goes on without its C++ operators, which no model here calls (they are the
-detection heads' ops; calling one raises PyTorch's "no kernel" error)."""
+two registrations not guarded by ``extension._has_ops()``). So it is
+installed beside .venv, in build/torchvision (scripts/install-torchvision,
+which scripts/setup-python runs): in .venv, transformers would import it
+for every model. ``import_torchvision`` puts it on the path and defines
+those two schemas first, so the import goes on without its C++ operators,
+which no model here calls (they are the detection heads' ops; calling one
+raises PyTorch's "no kernel" error)."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import warnings
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 
+BESIDE = Path(__file__).resolve().parents[2] / "build" / "torchvision"
+
+
 def import_torchvision():
     """torchvision, importable beside the CPU torch (see the module
     docstring)."""
+    if importlib.util.find_spec("torchvision") is None:
+        assert (BESIDE / ".complete").exists(), (
+            f"{BESIDE} is missing: scripts/install-torchvision installs it (scripts/setup-python runs it)")
+        sys.path.append(str(BESIDE))
     for name in ("nms", "qnms"):
         if not _defined(f"torchvision::{name}"):
             torch.library.define(f"torchvision::{name}", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")

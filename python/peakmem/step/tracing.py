@@ -203,7 +203,7 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, step: TrainingStep, 
                          "(without an optimizer the step is)")
     tracing = time.perf_counter() - start
     names = _trace_names(fw, bw)
-    tied = module_paths.tied_arguments(holder, names["forward"]["flat_args"])
+    tied = module_paths.tied_arguments(holder, names["forward"]["flat_args"], inputs)
     if tied:
         names["forward"]["tied"] = tied
     arguments = module_paths.argument_modules(holder)
