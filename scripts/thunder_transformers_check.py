@@ -1,6 +1,6 @@
 """Can Thunder trace a training step of tiny Hugging Face transformers models?
 
-For each family (gpt2, llama, bert, t5, vit) a tiny randomly initialised
+For each family (gpt2, llama, bert, t5, vit, falcon, bloom, gpt_neo) a tiny randomly initialised
 model is built from its config and wrapped in an ``nn.Module`` whose
 ``forward`` returns the model's loss; then ``peakmem.estimate_step`` (Thunder
 traces the step) and ``peakmem.measure_step`` (the step run for real on the
@@ -49,7 +49,7 @@ if __name__ == "__main__" and "--hide" in sys.argv:  # before anything below imp
 import peakmem  # before anything imports thunder: it patches torch for Thunder 0.2.6
 import torch
 
-FAMILIES = ("gpt2", "llama", "bert", "t5", "vit")
+FAMILIES = ("gpt2", "llama", "bert", "t5", "vit", "falcon", "bloom", "gpt_neo")
 BATCH, SEQ, VOCAB = 2, 8, 128
 
 
@@ -79,8 +79,9 @@ class _LossOf(torch.nn.Module):
 
 def build(family: str, loss: str = "model", tie: bool = True):
     """Returns ``(wrapper, inputs)`` for `family`'s tiny model (`loss`:
-    ``"model"`` or ``"outside"``, see _LossOf; `tie`: GPT-2, BERT and T5
-    tie their embedding and output weights, as by default)."""
+    ``"model"`` or ``"outside"``, see _LossOf; `tie`: GPT-2, BERT, T5,
+    Falcon, BLOOM and GPT-Neo tie their embedding and output weights, as
+    by default)."""
     outside = loss == "outside"
     import transformers as tf
 
@@ -115,6 +116,19 @@ def build(family: str, loss: str = "model", tie: bool = True):
         pixels = torch.randn(BATCH, 3, 32, 32)
         labels = torch.randint(0, 10, (BATCH,))
         return _LossOf(model, lambda p, l: dict(pixel_values=p, labels=l), outside), (pixels, labels)
+    causal = {  # LM heads tied to the embedding, as by default
+        "falcon": lambda: tf.FalconForCausalLM(tf.FalconConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=VOCAB, tie_word_embeddings=tie)),
+        "bloom": lambda: tf.BloomForCausalLM(tf.BloomConfig(
+            n_layer=2, hidden_size=64, n_head=4, vocab_size=VOCAB, tie_word_embeddings=tie)),
+        "gpt_neo": lambda: tf.GPTNeoForCausalLM(tf.GPTNeoConfig(
+            num_layers=2, hidden_size=64, num_heads=4, vocab_size=VOCAB, max_position_embeddings=32,
+            attention_types=[[["global", "local"], 1]], window_size=8, tie_word_embeddings=tie)),
+    }
+    if family in causal:
+        model = causal[family]()
+        labels = torch.randint(0, VOCAB, (BATCH, SEQ))
+        return _LossOf(model, lambda i, l: dict(input_ids=i, labels=l, use_cache=False), outside), (ids, labels)
     raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
 
 
@@ -180,7 +194,8 @@ def main(argv=None) -> int:
                         help="model: the model's own loss (it gets labels; the default); outside: "
                              "cross_entropy of its logits, computed in the wrapper")
     parser.add_argument("--untie", action="store_true",
-                        help="GPT-2, BERT and T5 without tied input and output embeddings")
+                        help="GPT-2, BERT, T5, Falcon, BLOOM and GPT-Neo without tied input and output "
+                             "embeddings")
     parser.add_argument("--hide", default="", metavar="PACKAGES",
                         help="comma-separated packages to make unimportable (and invisible to "
                              "transformers' availability checks), e.g. kernels for older transformers")

@@ -9,6 +9,9 @@ ViT step Thunder traces, with the model's own loss, is 5.1.0
 scripts/install-thunder-transformers installs it beside the pinned one
 (build/thunder-transformers), and a subprocess with it first on the path
 shows the Thunder path's estimate equal to the step measured under Thunder.
+Under transformers 4.57.6 (build/thunder-transformers-4) Thunder traces the
+causal LMs whose heads are tied to their embeddings, Falcon, BLOOM and
+GPT-Neo: their estimates are exact too, tied and untied.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import thunder_transformers_check as check  # noqa: E402
 
 OLD_TRANSFORMERS = REPO / "build" / "thunder-transformers"
+TRANSFORMERS_4 = REPO / "build" / "thunder-transformers-4"
 
 
 # Thunder's reason, as its interpreter words it for each model: ViT's
@@ -62,3 +66,29 @@ def test_thunder_traces_vit_of_the_newest_transformers_it_can_exactly():
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     row = next(line for line in run.stdout.splitlines() if line.startswith("vit "))
     assert row.split()[1] == "ok" and "yes" in row.split(), row
+
+
+def _check_beside(installed, *arguments: str) -> subprocess.CompletedProcess:
+    """scripts/thunder_transformers_check.py with `installed` first on the path."""
+    assert (installed / ".complete").exists(), (
+        f"{installed} is missing: scripts/install-thunder-transformers installs it "
+        "(scripts/setup-python runs it)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(installed), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]))
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "thunder_transformers_check.py"), *arguments],
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.parametrize("tie", [True, pytest.param(False, marks=pytest.mark.long)], ids=["tied", "untied"])
+def test_thunder_steps_of_tied_lm_heads_are_exact(tie):
+    # Each family's tiny model with its own loss, one AdamW step estimated
+    # through Thunder and measured as Thunder runs it on the CPU under the
+    # profiler; exit status 0 when every peak and final figure is equal.
+    families = ("falcon", "bloom", "gpt_neo")
+    run = _check_beside(TRANSFORMERS_4, "--families", ",".join(families), "--hide", "kernels",
+                        *(() if tie else ("--untie",)))
+    assert "transformers 4.57.6" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    rows = {f: line.split() for line in run.stdout.splitlines() for f in families if line.startswith(f + " ")}
+    assert set(rows) == set(families), run.stdout
+    assert all(r[1] == "ok" and "yes" in r for r in rows.values()), run.stdout
