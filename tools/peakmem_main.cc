@@ -42,6 +42,7 @@
 #include "peakmem/report/report_diff.h"
 #include "peakmem/models/training_step_report.h"
 #include "peakmem/report/writer.h"
+#include "peakmem/semantics/execution_context.h"
 #include "spelling_suggestions.h"
 
 namespace {
@@ -286,8 +287,8 @@ void AddModelOptions(CLI::App* command, std::string* model, std::string* convent
   command
       ->add_option("--device", *device,
                    "Runtime model: whose kernels run the trace: 'auto' each tensor's own device "
-                   "(meta stands for the CPU), 'cpu', or a CUDA GPU ('cuda', 'cuda:h100', 'cuda:h200', "
-                   "'cuda:a100'): the op scratch CUDA's kernels allocate instead of the CPU's")
+                   "(meta stands for the CPU), 'cpu', or a CUDA GPU ('cuda', 'cuda:h100', 'cuda:a100', "
+                   "'cuda:l4', ...): the op scratch CUDA's kernels allocate instead of the CPU's")
       ->check(DeviceName())
       ->capture_default_str();
 }
@@ -439,7 +440,7 @@ auto SimulatingStepFile(const std::string& file, Simulate simulate) {
 std::int64_t BudgetBytes(const std::string& text) {
   std::int64_t bytes = 0;
   std::string error;
-  if (!peakmem::ParseByteSize(text, &bytes, &error)) throw std::invalid_argument("--budget: " + error);
+  if (!peakmem::ParseSizeWithUnit(text, &bytes, &error)) throw std::invalid_argument("--budget: " + error);
   return bytes;
 }
 
@@ -593,13 +594,53 @@ struct StepArgs {
   std::string format = "text";
   int steps = 0;  // 0: the file's
   bool zero_grad = false, keep_grad = false;  // neither: the file's
-  std::string budget;
+  std::string budget;  // empty: a GPU model's memory (the file's or --device's), else none
   std::string output;
-  std::string allocator = "requested";
+  std::string allocator;  // empty: cuda-caching on a GPU model, else requested
   std::string alloc_conf;  // empty: PYTORCH_CUDA_ALLOC_CONF's
   std::string device_memory;
   std::string device;  // empty: the file's (execution_context.h)
+  std::string context;  // empty: a GPU model's CUDA context (execution_context.h's catalog), else 0
 };
+
+// What a step file's target device says of the budget's verdict
+// (report/budget_verdict.h): on a GPU model of the catalog, the budget is
+// the card's memory unless given, the CUDA context counts against it and
+// the caching allocator prices the step, with the budget less the context
+// as its capacity, as peakmem.estimate_step does (step/budget.py).
+struct StepPricing {
+  peakmem::AllocatorOptions allocator;
+  std::optional<std::int64_t> budget;
+  std::int64_t context_bytes = 0;
+};
+
+StepPricing PriceStep(const StepArgs& args, const std::string& device) {
+  const peakmem::GpuModel* gpu = peakmem::FindGpuModel(device);
+  StepPricing out;
+  if (!args.budget.empty()) {
+    out.budget = BudgetBytes(args.budget);
+  } else if (gpu != nullptr) {
+    out.budget = gpu->total_memory_bytes;
+  }
+  if (!args.context.empty()) {
+    std::string error;
+    if (!peakmem::ParseSizeWithUnit(args.context, &out.context_bytes, &error)) {
+      throw std::invalid_argument("--context-bytes: " + error);
+    }
+  } else if (gpu != nullptr) {
+    out.context_bytes = gpu->context_bytes;
+  }
+  const std::string model = !args.allocator.empty() ? args.allocator : gpu != nullptr ? "cuda-caching" : "requested";
+  std::string device_memory = args.device_memory;
+  if (device_memory.empty() && model != "requested" && out.budget) {
+    // A budget the context fills leaves the allocator nothing: a 1-byte device fails its first request.
+    device_memory = std::to_string(std::max<std::int64_t>(*out.budget - out.context_bytes, 1)) + "B";
+  }
+  std::optional<std::string_view> conf;
+  if (!args.alloc_conf.empty()) conf = args.alloc_conf;
+  out.allocator = peakmem::MakeAllocatorOptions(model, conf, device_memory);
+  return out;
+}
 
 // `peakmem step`'s formats: its own text and JSON summaries, and every
 // writer's other format, rendering the whole step's Report.
@@ -622,16 +663,12 @@ std::string ReadStepFileText(const std::string& path) {
 
 int RunStep(const StepArgs& args) {
   return Guarded(args.file, [&] {
-    std::optional<std::string_view> conf;
-    if (!args.alloc_conf.empty()) conf = args.alloc_conf;
-    const peakmem::AllocatorOptions allocator =
-        peakmem::MakeAllocatorOptions(args.allocator, conf, args.device_memory);
     const bool summary = args.format == "text" || args.format == "json";
     peakmem::TrainingStepReportOptions report;
     report.name = args.file;
-    if (!args.budget.empty()) report.budget = BudgetBytes(args.budget);
     const std::string text = ReadStepFileText(args.file);
     peakmem::TrainingStepResult result;
+    StepPricing pricing;
     if (std::optional<peakmem::RecordedStep> recorded = peakmem::ParseRecordedStepFile(args.file, text)) {
       if (!args.device.empty()) {
         throw peakmem::StepFileError(args.file + ": a recorded step's kernels were chosen when it was recorded "
@@ -644,7 +681,10 @@ int RunStep(const StepArgs& args) {
                                      "again with peakmem.export_step(..., frontend='eager')");
       }
       report.optimizer = recorded->optimizer;
-      result = SimulatingStepFile(args.file, [&] { return peakmem::SimulateRecordedStep(*recorded, !summary, allocator); });
+      pricing = PriceStep(args, recorded->device);
+      result = SimulatingStepFile(args.file, [&] {
+        return peakmem::SimulateRecordedStep(*recorded, !summary, pricing.allocator);
+      });
     } else {
       peakmem::StepFile step = peakmem::ParseStepFile(args.file, text);
       if (args.steps > 0) step.spec.steps = args.steps;
@@ -652,13 +692,16 @@ int RunStep(const StepArgs& args) {
       if (args.keep_grad) step.spec.zero_grad = false;
       if (!args.device.empty()) step.spec.device = args.device;
       report.optimizer = step.optimizer;
+      pricing = PriceStep(args, step.spec.device);
       result = SimulatingStepFile(args.file, [&] {
         return peakmem::SimulateTrainingStep(step.forward, step.backward,
                                              step.optimizer_first ? &*step.optimizer_first : nullptr,
                                              step.optimizer_later ? &*step.optimizer_later : nullptr, step.spec,
-                                             !summary, allocator);
+                                             !summary, pricing.allocator);
       });
     }
+    report.budget = pricing.budget;
+    report.context_bytes = pricing.context_bytes;
     if (!summary) {  // --format took only registered names
       const peakmem::ReportWriter& writer = *peakmem::FindWriter(args.format);
       return WriteOutput(args.output, [&](const peakmem::ReportSink& sink) { writer.Write(result.step, {}, sink); });
@@ -684,9 +727,9 @@ CLI::App* AddStep(CLI::App& app, StepArgs& args) {
       ->capture_default_str();
   step->add_option("--allocator", args.allocator,
                    "Allocator the step is priced with: 'requested', or 'cuda-caching' (PyTorch's CUDA "
-                   "caching allocator over the whole step's allocations: allocated and reserved bytes)")
-      ->check(CLI::IsMember(peakmem::AllocatorModelNames()))
-      ->capture_default_str();
+                   "caching allocator over the whole step's allocations: allocated and reserved bytes; "
+                   "the default on a GPU model, whose verdict is its reserved bytes)")
+      ->check(CLI::IsMember(peakmem::AllocatorModelNames()));
   step->add_option("--alloc-conf", args.alloc_conf,
                    "cuda-caching: settings in PYTORCH_CUDA_ALLOC_CONF's syntax (default: that variable's)");
   step->add_option("--device-memory", args.device_memory,
@@ -695,10 +738,15 @@ CLI::App* AddStep(CLI::App& app, StepArgs& args) {
   step->add_option("--steps", args.steps, "Steps to run (default: the file's)")->check(CLI::Range(1, 1 << 20));
   CLI::Option* zero = step->add_flag("--zero-grad", args.zero_grad, "zero_grad(set_to_none=True) after each step");
   step->add_flag("--keep-grad", args.keep_grad, "Keep .grad between steps (accumulate)")->excludes(zero);
-  step->add_option("--budget", args.budget, "Bytes the step must fit in (a size such as 80GiB)");
+  step->add_option("--budget", args.budget,
+                   "Bytes the step must fit in (a size such as 80GiB; default: a GPU model's memory)");
+  step->add_option("--context-bytes", args.context,
+                   "What the card holds outside the caching allocator, counted against the budget (a size "
+                   "such as 600MiB; default: the GPU model's CUDA context, 0 on the CPU)");
   step->add_option("--device", args.device,
-                   "Whose kernels run the traced step's op scratch: cpu, cuda (a Hopper GPU), cuda:h100, "
-                   "cuda:h200, cuda:a100 (default: the file's, else each tensor's own device)")
+                   "Whose kernels run the traced step's op scratch: cpu, or a GPU model (cuda: a Hopper GPU, "
+                   "cuda:h100, cuda:a100, cuda:l4, ...: the names ParseTargetDevice's error lists), whose memory "
+                   "and CUDA context judge the budget (default: the file's, else each tensor's own device)")
       ->check(DeviceName());
   step->add_option("-o,--output", args.output, "Write the report to this file, not stdout");
   return step;

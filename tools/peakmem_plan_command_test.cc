@@ -100,14 +100,14 @@ TEST_F(Cli, PlanRecomputeWritesTheRecomputedStepFile) {
   EXPECT_EQ(nlohmann::json::parse(again.out).at("peak_bytes"), 524);
   // A budget it already fits: nothing recomputed, the step file as it was
   // (to stdout); one it cannot fit: the lowest peak, and it says so.
-  const CliResult fits = RunCli("plan " + ShellQuote(input) + " --recompute --budget 700");
+  const CliResult fits = RunCli("plan " + ShellQuote(input) + " --recompute --budget 700B");
   ASSERT_EQ(fits.exit_code, 0) << fits.err;
   EXPECT_NE(fits.err.find("step peak 648 -> 648 bytes (0.0% lower); recomputed 0 values (), added FLOPs 0; 1 "
                           "simulations\n  budget 700 bytes: fits"),
             std::string::npos)
       << fits.err;
   EXPECT_EQ(nlohmann::json::parse(fits.out), step);
-  const CliResult tight = RunCli("plan " + ShellQuote(input) + " --recompute --budget 500 -o " + ShellQuote(output));
+  const CliResult tight = RunCli("plan " + ShellQuote(input) + " --recompute --budget 500B -o " + ShellQuote(output));
   ASSERT_EQ(tight.exit_code, 0) << tight.err;
   EXPECT_NE(tight.err.find("648 -> 524 bytes"), std::string::npos) << tight.err;
   EXPECT_NE(tight.err.find("budget 500 bytes: does not fit"), std::string::npos) << tight.err;

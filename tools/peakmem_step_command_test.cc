@@ -22,7 +22,7 @@ TEST_F(Cli, StepSimulatesAStepFile) {
   const std::string path = TempPath("step.json");
   WriteFile(path, testing_util::StepFileJson().dump());
   const FileState before = StateOf(path);
-  const CliResult text = RunCli("step " + ShellQuote(path) + " --budget 512");
+  const CliResult text = RunCli("step " + ShellQuote(path) + " --budget 512B");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("peak 520 bytes (520 B) in the backward of step 1; final 256 bytes (256 B)"),
             std::string::npos)
@@ -41,6 +41,44 @@ TEST_F(Cli, StepSimulatesAStepFile) {
   EXPECT_EQ(j.at("phases").size(), 4u);
   EXPECT_TRUE(j.at("fits").is_null());
   EXPECT_EQ(StateOf(path), before);
+}
+
+// A budget without a unit is refused, as Python refuses it ("48" bytes is
+// rarely what was meant); on a GPU model of the catalog the verdict is the
+// caching allocator's reserved peak plus the CUDA context against the card's
+// memory (report/budget_verdict.h), with the budget the card's unless given.
+TEST_F(Cli, StepJudgesTheBudgetAsTheCardRunsOut) {
+  const std::string path = TempPath("step.json");
+  WriteFile(path, testing_util::StepFileJson().dump());
+  const CliResult bare = RunCli("step " + ShellQuote(path) + " --budget 48");
+  EXPECT_EQ(bare.exit_code, 2);
+  EXPECT_NE(bare.err.find("--budget: '48' has no unit: give a size such as 48GiB (or 48B for bytes)"),
+            std::string::npos)
+      << bare.err;
+  const CliResult cpu = RunCli("step " + ShellQuote(path) + " --budget 512B --format json");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  const nlohmann::ordered_json c = nlohmann::ordered_json::parse(cpu.out);
+  EXPECT_EQ(c.at("budget_basis"), "requested");
+  EXPECT_EQ(c.at("context_bytes"), 0);
+  EXPECT_EQ(c.at("counted_bytes"), 520);  // the hand-derived peak
+  const CliResult gpu = RunCli("step " + ShellQuote(path) + " --device cuda:h100 --format json");
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  const nlohmann::ordered_json g = nlohmann::ordered_json::parse(gpu.out);
+  EXPECT_EQ(g.at("budget"), 85'045'477'376);  // the H100 SXM's total_memory (execution_context.cc)
+  EXPECT_EQ(g.at("budget_basis"), "reserved");
+  EXPECT_EQ(g.at("context_bytes"), 512 << 20);
+  const std::int64_t reserved = g.at("allocator").at("reserved_peak_bytes");
+  EXPECT_GE(reserved, g.at("peak_bytes").get<std::int64_t>());
+  EXPECT_EQ(g.at("counted_bytes"), reserved + (512 << 20));
+  EXPECT_EQ(g.at("headroom_bytes"), 85'045'477'376 - reserved - (512 << 20));
+  EXPECT_EQ(g.at("fits"), true);
+  // A card the step does not fit: a budget below the context.
+  const CliResult tight = RunCli("step " + ShellQuote(path) + " --device cuda:h100 --budget 100MiB");
+  ASSERT_EQ(tight.exit_code, 0) << tight.err;
+  EXPECT_NE(tight.out.find("budget 104857600 bytes (100.0 MiB): does not fit"), std::string::npos) << tight.out;
+  const CliResult context = RunCli("step " + ShellQuote(path) + " --device cuda:h100 --context-bytes 1GiB --format json");
+  ASSERT_EQ(context.exit_code, 0) << context.err;
+  EXPECT_EQ(nlohmann::ordered_json::parse(context.out).at("context_bytes"), 1 << 30);
 }
 
 // `peakmem step` on an eager step's record, written by hand: a parameter

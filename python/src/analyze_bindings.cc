@@ -74,14 +74,41 @@ void BindAnalyze(nb::module_& m) {
         out["name"] = c->name;
         out["kind"] = !c->target ? "auto" : *c->target == peakmem::KernelDevice::kCuda ? "cuda" : "cpu";
         out["cuda_arch"] = c->cuda_arch;
+        out["sm_count"] = c->sm_count;
         out["cublas_workspace_bytes"] = w.cublas;
         out["cublas_lt_workspace_bytes"] = w.cublas_lt;
+        out["total_memory_bytes"] = c->total_memory_bytes;
+        out["context_bytes"] = c->context_bytes;
+        out["description"] = c->description;
         return out;
       },
       nb::arg("device"),
       "A target device (peakmem/semantics/execution_context.h) as a dict: name, kind ('auto', 'cpu' or "
-      "'cuda'), cuda_arch, and the cuBLAS and cuBLASLt workspaces' bytes a CUDA target keeps from its first "
-      "matrix product. ValueError for a name it does not know.");
+      "'cuda'), cuda_arch, sm_count, the cuBLAS and cuBLASLt workspaces' bytes a CUDA target keeps from its "
+      "first matrix product, and a GPU model's total_memory_bytes, context_bytes and description (0 and '' "
+      "off a GPU model). ValueError for a name it does not know.");
+
+  m.def(
+      "gpu_catalog",
+      [] {
+        nb::list out;
+        for (const peakmem::GpuModel* g = peakmem::GpuCatalogBegin(); g != peakmem::GpuCatalogEnd(); ++g) {
+          nb::dict d;
+          d["name"] = std::string(g->name);
+          d["description"] = std::string(g->description);
+          d["cuda_arch"] = g->arch;
+          d["sm_count"] = g->sm_count;
+          d["total_memory_bytes"] = g->total_memory_bytes;
+          d["context_bytes"] = g->context_bytes;
+          d["context_measured"] = g->context_measured;
+          d["source"] = std::string(g->source);
+          out.append(d);
+        }
+        return out;
+      },
+      "The GPU models a target device may name (semantics/execution_context.h's GpuCatalog), each a dict: "
+      "name, description, cuda_arch, sm_count, total_memory_bytes (torch's total_memory), context_bytes "
+      "(the CUDA context outside the allocator), context_measured and source.");
 
   m.def(
       "analyze_text",

@@ -10,6 +10,8 @@
 #include "peakmem/analyze.h"
 #include "peakmem/frontend/trace_json_writer.h"
 #include "peakmem/allocators/nccl_buffers.h"
+#include "peakmem/report/attribution.h"
+#include "peakmem/report/budget_verdict.h"
 #include "peakmem/report/human_bytes.h"
 #include "peakmem/semantics/op_registry.h"
 #include "thunder_drop_in.h"
@@ -100,6 +102,48 @@ NB_MODULE(_core, m) {
   m.def("human_bytes", &peakmem::HumanBytes, nb::arg("bytes"),
         "A byte count in binary units as the reports print it beside the bytes: '512 B', '59.6 KiB', "
         "'1.2 MiB', '3.45 GiB'.");
+
+  m.def(
+      "parse_size_with_unit",
+      [](const std::string& text) {
+        std::int64_t bytes = 0;
+        std::string error;
+        if (!peakmem::ParseSizeWithUnit(text, &bytes, &error)) throw std::invalid_argument(error);
+        return bytes;
+      },
+      nb::arg("text"),
+      "A size a person types ('80GiB', '512 MiB') in bytes; ValueError for a bare number ('48': which unit?) "
+      "or anything parse_byte_size refuses.");
+
+  m.def(
+      "judge_budget",
+      [](std::int64_t budget, std::int64_t requested_peak, std::optional<std::int64_t> reserved_peak,
+         bool out_of_memory, std::int64_t context_bytes) {
+        std::optional<peakmem::AllocatorPeak> allocator;
+        if (reserved_peak) allocator = peakmem::AllocatorPeak{*reserved_peak, out_of_memory};
+        const peakmem::BudgetVerdict v = peakmem::JudgeBudget(budget, requested_peak, allocator, context_bytes);
+        nb::dict out;
+        out["budget"] = v.budget;
+        out["fits"] = v.fits;
+        out["headroom_bytes"] = v.headroom_bytes ? nb::cast(*v.headroom_bytes) : nb::none();
+        out["budget_basis"] = std::string(peakmem::VerdictBasisName(v.basis));
+        out["context_bytes"] = v.context_bytes;
+        out["counted_bytes"] = v.counted_bytes;
+        out["text"] = peakmem::BudgetVerdictText(v);
+        return out;
+      },
+      nb::arg("budget"), nb::arg("requested_peak"), nb::arg("reserved_peak") = nb::none(),
+      nb::arg("out_of_memory") = false, nb::arg("context_bytes") = 0,
+      "Whether a step fits its budget (report/budget_verdict.h): the caching allocator's reserved peak "
+      "(where it ran: reserved_peak, out_of_memory) or the requested peak, plus context_bytes. A dict: budget, "
+      "fits, headroom_bytes (None where the allocator ran out), budget_basis, context_bytes, counted_bytes and "
+      "text (the line every text output prints).");
+
+  {
+    nb::list categories;
+    for (std::string_view c : peakmem::kStepCategories) categories.append(std::string(c));
+    m.attr("STEP_CATEGORIES") = nb::tuple(categories);
+  }
 
   m.def(
       "parse_byte_size",

@@ -206,15 +206,17 @@ void BindRecordedStep(nb::module_& m) {
       "recorded_step_file_json",
       [](const RecordedStorages& storages, const std::vector<std::int64_t>& held,
          const RecordedStatements& statements, const RecordedPhases& phases,
-         const std::vector<std::string>& diagnostics, const std::string& optimizer) {
+         const std::vector<std::string>& diagnostics, const std::string& optimizer, const std::string& device) {
         peakmem::RecordedStep step = MakeRecordedStep(storages, held, statements, phases, diagnostics);
         step.optimizer = optimizer;
+        step.device = device;
         return nb::module_::import_("json").attr("loads")(peakmem::RecordedStepToJson(step).dump());
       },
       nb::arg("storages"), nb::arg("held"), nb::arg("statements"), nb::arg("phases"), nb::arg("diagnostics"),
-      nb::arg("optimizer") = "",
-      "The recorded step file (docs/step-file.md, \"Recorded steps\") of simulate_recorded_step's lists and "
-      "the optimizer's description ('' without one), as a dict (frontend/recorded_step_file.h).");
+      nb::arg("optimizer") = "", nb::arg("device") = "",
+      "The recorded step file (docs/step-file.md, \"Recorded steps\") of simulate_recorded_step's lists, "
+      "the optimizer's description ('' without one) and the target device it was recorded for ('' for none "
+      "named), as a dict (frontend/recorded_step_file.h).");
 }
 
 }  // namespace

@@ -181,4 +181,18 @@ bool ParseByteSize(std::string_view text, std::int64_t* bytes, std::string* erro
   return true;
 }
 
+bool ParseSizeWithUnit(std::string_view text, std::int64_t* bytes, std::string* error) {
+  std::size_t begin = 0, end = text.size();
+  while (begin < end && text[begin] == ' ') ++begin;
+  while (end > begin && text[end - 1] == ' ') --end;
+  const std::string_view number = text.substr(begin, end - begin);
+  const bool bare = !number.empty() && number.find_first_not_of("0123456789.") == std::string_view::npos;
+  if (bare) {
+    const std::string n(number);
+    *error = "'" + std::string(text) + "' has no unit: give a size such as " + n + "GiB (or " + n + "B for bytes)";
+    return false;
+  }
+  return ParseByteSize(text, bytes, error);
+}
+
 }  // namespace peakmem

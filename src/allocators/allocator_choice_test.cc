@@ -57,6 +57,21 @@ TEST(ByteSize, UnitsArePowersOf1000Or1024) {
   EXPECT_EQ(Size("4611686018427387905"), (std::int64_t{1} << 62) + 1);
 }
 
+TEST(ByteSize, ASizeAPersonTypesNamesItsUnit) {
+  std::int64_t bytes = -7;
+  std::string error;
+  EXPECT_FALSE(ParseSizeWithUnit("48", &bytes, &error));
+  EXPECT_EQ(bytes, -7);
+  EXPECT_NE(error.find("'48' has no unit: give a size such as 48GiB (or 48B for bytes)"), std::string::npos) << error;
+  EXPECT_FALSE(ParseSizeWithUnit(" 1.5 ", &bytes, &error));
+  ASSERT_TRUE(ParseSizeWithUnit("48GiB", &bytes, &error)) << error;
+  EXPECT_EQ(bytes, 48 * 1024 * MiB);
+  ASSERT_TRUE(ParseSizeWithUnit("4096B", &bytes, &error)) << error;
+  EXPECT_EQ(bytes, 4096);
+  EXPECT_FALSE(ParseSizeWithUnit("48XB", &bytes, &error));  // ParseByteSize's own errors stand
+  EXPECT_NE(error.find("cannot read the size '48XB'"), std::string::npos) << error;
+}
+
 TEST(ByteSize, RejectsWhatIsNotASize) {
   EXPECT_NE(SizeError("").find("expected a number and a unit"), std::string::npos);
   EXPECT_NE(SizeError("GiB").find("expected a number and a unit"), std::string::npos);

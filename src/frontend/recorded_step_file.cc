@@ -22,8 +22,8 @@ class RecordedReader {
     if (!version.is_number_integer() || version.get<std::int64_t>() != kRecordedStepFileVersion) {
       Fail("peakmem_recorded_step", "must be " + std::to_string(kRecordedStepFileVersion));
     }
-    constexpr std::string_view kKeys[] = {"peakmem_recorded_step", "optimizer", "storages", "held",
-                                           "statements",            "phases",    "diagnostics"};
+    constexpr std::string_view kKeys[] = {"peakmem_recorded_step", "optimizer", "storages",    "held",
+                                           "statements",            "phases",    "diagnostics", "device"};
     for (const auto& [key, value] : root_.items()) {
       if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
         throw StepFileError(file_ + ": unknown key '" + key + "'");
@@ -31,6 +31,7 @@ class RecordedReader {
     }
     RecordedStep step;
     if (root_.contains("optimizer") && !root_["optimizer"].is_null()) step.optimizer = String(root_["optimizer"], "optimizer");
+    if (root_.contains("device") && !root_["device"].is_null()) step.device = String(root_["device"], "device");
     const Json& storages = Array(root_, "storages");
     for (std::size_t i = 0; i < storages.size(); ++i) step.storages.push_back(Storage(storages[i], i));
     for (const Json& h : Array(root_, "held")) step.held.push_back(Integer(h, "held", 0));
@@ -115,6 +116,7 @@ nlohmann::ordered_json RecordedStepToJson(const RecordedStep& step) {
   nlohmann::ordered_json& phases = out["phases"] = nlohmann::ordered_json::array();
   for (const RecordedPhase& p : step.phases) phases.push_back({p.name, p.iteration, p.first, p.end});
   out["diagnostics"] = step.diagnostics;
+  if (!step.device.empty()) out["device"] = step.device;
   return out;
 }
 

@@ -23,17 +23,24 @@ std::vector<std::string> Diagnostics(const TrainingStepResult& step) {
 
 }  // namespace
 
+std::optional<BudgetVerdict> JudgeStep(const TrainingStepResult& step, const TrainingStepReportOptions& options) {
+  if (!options.budget) return std::nullopt;
+  std::optional<AllocatorPeak> allocator;
+  if (step.step.allocator != nullptr) {
+    const CudaAllocatorStats& s = step.step.allocator->stats;
+    allocator = AllocatorPeak{s.reserved_bytes_peak, s.oom_step != kCudaNoStep};
+  }
+  return JudgeBudget(*options.budget, step.peak_bytes, allocator, options.context_bytes);
+}
+
 std::string TrainingStepToText(const TrainingStepResult& step, const TrainingStepReportOptions& options) {
   std::string out = fmt::format("peakmem step: {}\n", options.name);
   if (!options.optimizer.empty()) out += fmt::format("optimizer: {}\n", options.optimizer);
   out += fmt::format("peak {} bytes ({}) in the {} of step {}; final {} bytes ({})\n", step.peak_bytes,
                      HumanBytes(step.peak_bytes), step.phase_at_peak, step.step_at_peak, step.final_bytes,
                      HumanBytes(step.final_bytes));
-  if (options.budget) {
-    const std::int64_t headroom = *options.budget - step.peak_bytes;
-    out += fmt::format("budget {} bytes ({}): {}, headroom {} bytes ({})\n", *options.budget,
-                       HumanBytes(*options.budget), headroom >= 0 ? "fits" : "does not fit", headroom,
-                       HumanBytes(headroom));
+  if (const std::optional<BudgetVerdict> verdict = JudgeStep(step, options)) {
+    out += BudgetVerdictText(*verdict) + "\n";
   }
   out += "\nat the peak, by category:\n";
   for (const auto& [category, bytes] : step.by_category) out += fmt::format("  {:<16} {:>14}\n", category, bytes);
@@ -72,15 +79,8 @@ std::string TrainingStepToJson(const TrainingStepResult& step, const TrainingSte
   for (const auto& [category, bytes] : step.by_category) j["by_category"][category] = bytes;
   j["by_module"] = nlohmann::ordered_json::object();
   for (const auto& [module, bytes] : step.by_module) j["by_module"][module] = bytes;
-  if (options.budget) {
-    j["budget"] = *options.budget;
-    j["fits"] = step.peak_bytes <= *options.budget;
-    j["headroom_bytes"] = *options.budget - step.peak_bytes;
-  } else {
-    j["budget"] = nullptr;
-    j["fits"] = nullptr;
-    j["headroom_bytes"] = nullptr;
-  }
+  const nlohmann::ordered_json verdict = BudgetVerdictJson(JudgeStep(step, options));
+  for (const auto& [key, value] : verdict.items()) j[key] = value;
   j["allocator"] = AllocatorSummaryJson(step.step);
   j["phases"] = nlohmann::ordered_json::array();
   for (const TrainingStepPhase& p : step.phases) {

@@ -27,9 +27,37 @@ TEST(ExecutionContext, NamesParseToTheirKernelsAndArchitecture) {
   EXPECT_EQ(h100->cuda_arch, 90);
   EXPECT_EQ(ParseTargetDevice("cuda:a100", &error)->cuda_arch, 80);
   EXPECT_EQ(ParseTargetDevice("cpu", &error)->KernelsFor("cuda:0"), KernelDevice::kCpu);
-  EXPECT_FALSE(ParseTargetDevice("cuda:v100", &error));
-  EXPECT_NE(error.find("unknown device 'cuda:v100'"), std::string::npos) << error;
+  EXPECT_FALSE(ParseTargetDevice("cuda:k80", &error));
+  EXPECT_NE(error.find("unknown device 'cuda:k80'"), std::string::npos) << error;
   EXPECT_NE(error.find("cuda:h100"), std::string::npos) << error;
+  EXPECT_NE(error.find("cuda:rtx4090"), std::string::npos) << error;
+}
+
+TEST(ExecutionContext, TheCatalogsCardsCarryTheirMemoryAndArchitecture) {
+  std::string error;
+  // deviceQuery's "Total amount of global memory: 81106 MBytes (85045477376 bytes)" on an H100 SXM.
+  const auto h100 = ParseTargetDevice("cuda:h100", &error);
+  EXPECT_EQ(h100->total_memory_bytes, 85'045'477'376);
+  EXPECT_EQ((h100->total_memory_bytes + (1 << 19)) >> 20, 81'106);  // deviceQuery rounds to MiB
+  EXPECT_EQ(h100->context_bytes, kAssumedContextBytes);
+  // The PCIe card has 114 SMs (torch's multi_processor_count), the SXM 132.
+  EXPECT_EQ(ParseTargetDevice("cuda:h100-pcie", &error)->sm_count, 114);
+  EXPECT_EQ(ParseTargetDevice("cuda:h100-pcie", &error)->cuda_arch, 90);
+  // torch prints total_memory=143156MB for an H200: 143156 * 2^20 bytes.
+  EXPECT_EQ(ParseTargetDevice("cuda:h200", &error)->total_memory_bytes, 143'156LL * 1024 * 1024);
+  EXPECT_EQ(ParseTargetDevice("cuda:l4", &error)->cuda_arch, 89);
+  EXPECT_EQ(ParseTargetDevice("cuda:v100", &error)->cuda_arch, 70);
+  EXPECT_EQ(ParseTargetDevice("cuda:b200", &error)->cuda_arch, 100);
+  // "cuda" is a Hopper GPU: the H100 SXM's figures.
+  EXPECT_EQ(ParseTargetDevice("cuda", &error)->total_memory_bytes, h100->total_memory_bytes);
+  // Every card has its memory and a source for it, and is found by its name.
+  for (const GpuModel* g = GpuCatalogBegin(); g != GpuCatalogEnd(); ++g) {
+    EXPECT_GT(g->total_memory_bytes, 15LL << 30) << g->name;
+    EXPECT_FALSE(g->source.empty()) << g->name;
+    EXPECT_EQ(FindGpuModel(g->name), g);
+  }
+  EXPECT_EQ(FindGpuModel("cuda:k80"), nullptr);
+  EXPECT_EQ(ParseTargetDevice("cpu", &error)->total_memory_bytes, 0);
 }
 
 TEST(ExecutionContext, CublasWorkspacesAreWhatAnH200Kept) {

@@ -132,7 +132,7 @@ def test_a_size_without_a_unit_is_refused_and_an_int_is_bytes():
 
     model, x = torch.nn.Linear(16, 4), torch.randn(8, 16)
     loss = lambda output, x: output.sum()  # noqa: E731
-    with pytest.raises(ValueError, match=r"budget='80' has no unit: give a size such as '80GiB'.*budget=80\)"):
+    with pytest.raises(ValueError, match=r"budget='80' has no unit: give a size such as 80GiB.*budget=80\)"):
         peakmem.estimate_step(model, x, loss_fn=loss, budget="80")
     with pytest.raises(ValueError, match=r"device_memory='1.5' has no unit"):
         peakmem.estimate_step(model, x, loss_fn=loss, allocator="cuda-caching", device_memory="1.5")

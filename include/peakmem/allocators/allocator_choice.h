@@ -85,4 +85,9 @@ AllocatorResult RunAllocatorModel(const AllocLog& log, const AllocatorOptions& o
 // for anything else, a negative size or one that overflows 64 bits.
 bool ParseByteSize(std::string_view text, std::int64_t* bytes, std::string* error);
 
+// ParseByteSize for a size a person types (a budget, a device's memory):
+// a bare number is refused ("48" is 48 bytes to ParseByteSize, rarely
+// what was meant), the error suggesting "48GiB" or "48B".
+bool ParseSizeWithUnit(std::string_view text, std::int64_t* bytes, std::string* error);
+
 }  // namespace peakmem

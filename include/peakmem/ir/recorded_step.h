@@ -53,6 +53,10 @@ struct RecordedStep {
   // cover its call, ops the registry lacks): the step Report's diagnostics.
   std::vector<std::string> diagnostics;
   std::string optimizer;  // the optimizer's description ("" without one)
+  // The target device it was recorded for ("cuda:h100", "cpu"; "" where
+  // the file does not say): its kernels were chosen then, and a GPU
+  // model's memory and context judge the budget.
+  std::string device;
 };
 
 }  // namespace peakmem

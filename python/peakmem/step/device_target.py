@@ -24,7 +24,9 @@ workspaces), the estimate for a CUDA target decides as CUDA would:
   ``workspaces`` category.
 
 What the allocator never sees (the CUDA context, NCCL's buffers) is not in
-these figures. ``scaled_dot_product_attention``'s CUDA backends and
+these figures; a GPU model's memory and CUDA context (the catalog in
+semantics/execution_context.h, ``peakmem.gpu_catalog()``) judge the budget
+(peakmem.step.budget). ``scaled_dot_product_attention``'s CUDA backends and
 ``torch.autocast("cuda")`` are not yet recorded as CUDA runs them: a step
 that meets either is flagged in the report's diagnostics.
 """
@@ -56,6 +58,9 @@ class DeviceTarget:
     cuda_arch: int = 0
     cublas_workspace_bytes: int = 0
     cublas_lt_workspace_bytes: int = 0
+    total_memory_bytes: int = 0
+    context_bytes: int = 0
+    description: str = ""
 
     @property
     def cuda(self) -> bool:
@@ -76,7 +81,8 @@ class DeviceTarget:
 
 def device_target(device: str | None, model: Any) -> DeviceTarget:
     """`device` parsed (semantics/execution_context.h names them: ``"cpu"``,
-    ``"cuda"``, ``"cuda:h100"``, ``"cuda:h200"``, ``"cuda:a100"``); None or
+    ``"cuda"``, a GPU model of its catalog: ``"cuda:h100"``,
+    ``"cuda:a100-40gb"``, ``"cuda:l4"``, ...); None or
     ``"auto"``: the device `model`'s parameters are on, ``meta`` standing
     for the CPU; a DeviceTarget as it is. ValueError for another name."""
     from .._core import target_device
@@ -91,7 +97,9 @@ def device_target(device: str | None, model: Any) -> DeviceTarget:
     parsed = target_device(device)
     return DeviceTarget(name=parsed["name"] or device, kind=parsed["kind"], cuda_arch=parsed["cuda_arch"],
                         cublas_workspace_bytes=parsed["cublas_workspace_bytes"],
-                        cublas_lt_workspace_bytes=parsed["cublas_lt_workspace_bytes"])
+                        cublas_lt_workspace_bytes=parsed["cublas_lt_workspace_bytes"],
+                        total_memory_bytes=parsed["total_memory_bytes"], context_bytes=parsed["context_bytes"],
+                        description=parsed["description"])
 
 
 def cuda_target_name(device: Any) -> str:

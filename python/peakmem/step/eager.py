@@ -66,14 +66,17 @@ from .device_target import GEMM_OPS, DeviceTarget, kernel_choices
 from .inductor_replay import (compile_failures_named, compiled_specs, compiling_for_the_cpu, is_compiled_module,
                               no_recompiles, recompiled, replayed_callback)
 from .meta_replica import meta_replica
+from .report import CATEGORIES
 from .running import transformers_quiet
 from .routing import Routing, assumed_topk_indices, observed_counts
 from .shadow_values import DataDependentError, ShadowValues, source_line
 
 __all__ = ["record_step", "estimate_eager_step", "recorded_step_file"]
 
-CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries", "workspaces")
-_PARAMETERS, _INPUTS, _GRADIENTS, _STATE, _ACTIVATIONS, _TEMPORARIES, _WORKSPACES = range(7)
+# Indexes of report.CATEGORIES (C++'s kStepCategories), as recorded storages name their category.
+_PARAMETERS, _INPUTS, _GRADIENTS, _STATE, _ACTIVATIONS, _TEMPORARIES, _WORKSPACES = (
+    CATEGORIES.index(c) for c in ("parameters", "inputs", "gradients", "optimizer_state", "activations",
+                                  "temporaries", "workspaces"))
 
 
 

@@ -11,7 +11,15 @@ from ..summary_writing import summary_json, write_summary
 __all__ = ["CATEGORIES", "StepReport"]
 
 
-CATEGORIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries")
+def _step_categories() -> tuple[str, ...]:
+    from .._core import STEP_CATEGORIES
+
+    return tuple(STEP_CATEGORIES)
+
+
+# The step's categories, defined once in C++ (report/attribution.h's
+# kStepCategories): what by_category's keys are and the peak sums.
+CATEGORIES = _step_categories()
 
 
 @dataclass(frozen=True)
@@ -37,11 +45,22 @@ class StepReport:
             state are its module's; a tensor the traces make is the module's
             whose parameters its op reads, else its inputs'
             (peakmem.module_paths says how). Estimate only.
-        budget: the bytes the step must fit in (``None``: not asked);
-            ``fits`` and ``headroom_bytes`` then say whether and by how much.
+        budget: the bytes the step must fit in (``None``: not asked; on a
+            GPU model, its memory unless given); ``fits`` and
+            ``headroom_bytes`` then say whether and by how much, and
+            ``verdict`` how it was judged (peakmem.step.budget): its
+            ``budget_basis`` (``"reserved"``: the caching allocator's
+            reserved peak, on a GPU target; ``"requested"``: the requested
+            peak), ``context_bytes`` (the CUDA context counted against the
+            budget) and ``counted_bytes`` (what was held at the worst point).
         forward, backward: the runtime model's reports of the two traces as
-            the step runs them; optimizer: that of the first step's
-            ``optimizer.step()`` program (estimate only).
+            the step runs them; optimizer_program: that of the first step's
+            ``optimizer.step()`` program (Thunder's estimate only).
+        optimizer: the optimizer as the step ran it, with its
+            implementation (``"AdamW(lr=0.001), foreach"``); None without one.
+        steps: how many steps the figures cover (``step_at_peak`` is one of
+            them); steady: whether they were run until the step's memory
+            repeats (``steps=None``, the default).
         measured: ``True`` for ``measure_step``.
         frontend: the front end that made the report: ``"thunder"`` (the
             step traced, or run, by Thunder) or ``"eager"`` (recorded, or
@@ -97,7 +116,7 @@ class StepReport:
     headroom_bytes: int | None = None
     forward: Any = None
     backward: Any = None
-    optimizer: Any = None
+    optimizer_program: Any = None
     measured: bool = False
     frontend: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
@@ -107,6 +126,17 @@ class StepReport:
     allocator: dict | None = None
     report: Any = None
     device: str | None = None
+    verdict: dict | None = None
+    optimizer: str | None = None
+    steps: int | None = None
+    steady: bool = False
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def diagnostics(self) -> list[str]:
+        """What the estimate could not count or assumed, one line each (the
+        whole step's report's; empty for a measurement)."""
+        return list(self.report.diagnostics) if self.report is not None else []
 
     def summary(self) -> dict[str, Any]:
         """The step's figures as plain data (what ``to_json`` writes and the
@@ -120,6 +150,10 @@ class StepReport:
             "phase_at_peak": self.phase_at_peak, "step_at_peak": self.step_at_peak,
             "by_category": dict(self.by_category), "by_module": dict(self.by_module),
             "budget": self.budget, "fits": self.fits, "headroom_bytes": self.headroom_bytes,
+            "budget_basis": (self.verdict or {}).get("budget_basis"),
+            "context_bytes": (self.verdict or {}).get("context_bytes"),
+            "counted_bytes": (self.verdict or {}).get("counted_bytes"),
+            "steps": self.steps, "optimizer": self.optimizer,
             "allocator": self.allocator, "nccl_estimate": self.nccl_estimate, "seconds": dict(self.seconds)}
         if self.device is not None:
             out["device"] = self.device
@@ -143,19 +177,18 @@ class StepReport:
         kind = "measured" if self.measured else "estimated"
         lines = [f"StepReport({kind}: peak {size(self.peak_bytes)} in the {self.phase_at_peak} of "
                  f"step {self.step_at_peak}; final {size(self.final_bytes)}"]
-        if self.budget is not None:
-            verdict = "fits" if self.fits else "does not fit"
-            if self.headroom_bytes is not None:
-                verdict += f", headroom {size(self.headroom_bytes)}"
+        if self.verdict is not None:
+            verdict = self.verdict["text"]
             oom = (self.allocator or {}).get("out_of_memory")
             if oom:
                 verdict += f"; the allocator runs out of memory at {oom['op']} ({size(oom['requested_bytes'])})"
-            lines.append(f"  budget {size(self.budget)}: {verdict}")
+            lines.append(f"  {verdict}")
         if self.allocator is not None and "reserved_peak_bytes" in self.allocator:
             lines.append(f"  allocator: allocated peak {size(self.allocator['allocated_peak_bytes'])}, "
                          f"reserved peak {size(self.allocator['reserved_peak_bytes'])}")
         if self.by_category:
             lines.append("  at the peak: " + ", ".join(f"{c} {b:,}" for c, b in self.by_category.items()))
+        lines.extend(f"  {line}" for line in self.assumptions)
         return "\n".join(lines) + ")"
 
     def write(self, format: str = "text", path: str | os.PathLike | None = None, **options: Any) -> str | bytes:
@@ -188,14 +221,18 @@ class StepReport:
         return step_report_html(self)
 
 
-def _with_budget(report: StepReport, budget: int | None) -> StepReport:
+def _with_budget(report: StepReport, budget: int | None, context_bytes: int = 0) -> StepReport:
+    """`report` judged against `budget` by the one verdict (_core.judge_budget,
+    report/budget_verdict.h): an estimate priced by the caching allocator
+    by its reserved peak (and whether it ran out of memory), anything else
+    by its requested peak; `context_bytes` counted against the budget."""
+    from .._core import judge_budget
+
     if budget is None:
         return report
-    if report.allocator is not None and report.allocator.get("fits") is not None:
-        # Priced by an allocator run with the budget as its capacity: its answer.
-        # Its headroom is None where it ran out of memory (reserved bytes
-        # stop where the failing request could not be met).
-        return replace(report, budget=budget, fits=report.allocator["fits"],
-                       headroom_bytes=report.allocator["headroom_bytes"])
-    return replace(report, budget=budget, fits=report.peak_bytes <= budget,
-                   headroom_bytes=budget - report.peak_bytes)
+    allocator = report.allocator if not report.measured else None
+    reserved = allocator.get("reserved_peak_bytes") if allocator is not None else None
+    oom = bool(allocator.get("out_of_memory")) if allocator is not None else False
+    verdict = judge_budget(budget, report.peak_bytes, reserved, oom, context_bytes)
+    return replace(report, budget=budget, fits=verdict["fits"], headroom_bytes=verdict["headroom_bytes"],
+                   verdict=verdict)

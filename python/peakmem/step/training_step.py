@@ -92,7 +92,10 @@ class TrainingStep:
             (None: all); the rest are the loss's only (``model_call``).
         gradient: None or ``"ones"`` (``Gradient``).
         optimizer, optimizer_kwargs: the optimizer's class and its settings (None: no optimizer).
-        steps: how many steps run in a row (a positive integer).
+        steps: how many steps run in a row (a positive integer); None
+            (the default): the steady state, as many as it takes for the
+            step's memory to repeat (``least_steps`` at least; see
+            peakmem.step's docstring).
         zero_grad: ``zero_grad(set_to_none=True)`` after each step.
         kwargs: the model's keyword inputs (the eager front end's; the
             functions' ``kwinputs=``).
@@ -127,7 +130,7 @@ class TrainingStep:
     gradient: Gradient | None = None
     optimizer: Any = None
     optimizer_kwargs: Mapping[str, Any] | None = None
-    steps: int = 1
+    steps: int | None = None
     zero_grad: bool = True
     kwargs: Mapping[str, Any] | None = None
     transform: Callable | None = None
@@ -140,8 +143,10 @@ class TrainingStep:
     parallelize: Callable | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.steps, int) or isinstance(self.steps, bool) or self.steps < 1:
-            raise ValueError(f"steps must be a positive integer, got {self.steps!r}")
+        if self.steps is not None and (not isinstance(self.steps, int) or isinstance(self.steps, bool)
+                                       or self.steps < 1):
+            raise ValueError(f"steps must be a positive integer (or None: until the step's memory repeats), "
+                             f"got {self.steps!r}")
         if self.gradient not in _GRADIENTS:
             raise ValueError(f"gradient must be None (a scalar loss) or 'ones' "
                              f"(loss.backward(torch.ones_like(loss))), got {self.gradient!r}")
@@ -170,6 +175,30 @@ class TrainingStep:
         left out."""
         given = {("kwargs" if k == "kwinputs" else k): v for k, v in options.items()}
         return cls(**{k: v for k, v in given.items() if k in cls.__dataclass_fields__})
+
+    @property
+    def steady(self) -> bool:
+        """Whether the step runs until its memory repeats (``steps=None``)."""
+        return self.steps is None
+
+    def least_steps(self) -> int:
+        """The fewest steps the steady state takes: two where the first
+        step leaves something the next one holds through its forward and
+        backward (an optimizer's state, ``.grad`` kept by
+        ``zero_grad=False``, a distributed wrapper's buckets rebuilt or
+        state made lazily at the first step), else one. The eager front end
+        records more while the live bytes after a step still differ from
+        those after the one before."""
+        keeps = (self.optimizer is not None or not self.zero_grad or self.distributed is not None
+                 or self.transform is not None)
+        return 2 if keeps else 1
+
+    def steps_to_run(self) -> int:
+        """``steps``, or where it is None the least number of steps the
+        steady state takes (what Thunder's simulation and measure_step run:
+        their later steps repeat the second by construction, and
+        measure_step runs one more to show it)."""
+        return self.steps if self.steps is not None else self.least_steps()
 
     def model_call(self, inputs: tuple) -> tuple:
         """The inputs the model is called with: the first `model_inputs`

@@ -1,0 +1,53 @@
+#include "peakmem/report/budget_verdict.h"
+
+#include <gtest/gtest.h>
+
+namespace peakmem {
+namespace {
+
+TEST(BudgetVerdict, RequestedPeakAgainstTheBudget) {
+  // 100 bytes held at the peak, no context: 20 left of 120; 121 needed of 120 does not fit.
+  BudgetVerdict v = JudgeBudget(120, 100, std::nullopt, 0);
+  EXPECT_TRUE(v.fits);
+  EXPECT_EQ(v.basis, VerdictBasis::kRequested);
+  EXPECT_EQ(v.counted_bytes, 100);
+  EXPECT_EQ(v.headroom_bytes, 20);
+  v = JudgeBudget(120, 100, std::nullopt, 21);
+  EXPECT_FALSE(v.fits);
+  EXPECT_EQ(v.counted_bytes, 121);
+  EXPECT_EQ(v.headroom_bytes, -1);
+}
+
+TEST(BudgetVerdict, ReservedPeakAndContextWhereTheAllocatorRan) {
+  // The requested peak (90) does not decide: reserved 100 + context 15 = 115 of 120.
+  BudgetVerdict v = JudgeBudget(120, 90, AllocatorPeak{100, false}, 15);
+  EXPECT_TRUE(v.fits);
+  EXPECT_EQ(v.basis, VerdictBasis::kReserved);
+  EXPECT_EQ(v.counted_bytes, 115);
+  EXPECT_EQ(v.headroom_bytes, 5);
+  EXPECT_EQ(VerdictBasisName(v.basis), "reserved");
+}
+
+TEST(BudgetVerdict, AnAllocatorThatRanOutHasNoHeadroom) {
+  BudgetVerdict v = JudgeBudget(120, 90, AllocatorPeak{100, true}, 15);
+  EXPECT_FALSE(v.fits);
+  EXPECT_FALSE(v.headroom_bytes.has_value());
+}
+
+TEST(BudgetVerdict, TextAndJsonSayWhatWasCounted) {
+  EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 100, std::nullopt, 0)), "budget 120 bytes (120 B): fits, headroom 20 bytes (20 B)");
+  EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 90, AllocatorPeak{100, false}, 15)),
+            "budget 120 bytes (120 B): fits, headroom 5 bytes (5 B); counted: the caching allocator's reserved peak "
+            "100 + the CUDA context 15");
+  EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 90, AllocatorPeak{100, true}, 15)).rfind(
+                "budget 120 bytes (120 B): does not fit; counted", 0), 0u);
+  const nlohmann::ordered_json j = BudgetVerdictJson(JudgeBudget(120, 90, AllocatorPeak{100, true}, 15));
+  EXPECT_EQ(j["fits"], false);
+  EXPECT_TRUE(j["headroom_bytes"].is_null());
+  EXPECT_EQ(j["budget_basis"], "reserved");
+  EXPECT_EQ(j["context_bytes"], 15);
+  EXPECT_TRUE(BudgetVerdictJson(std::nullopt)["fits"].is_null());
+}
+
+}  // namespace
+}  // namespace peakmem
