@@ -13,15 +13,19 @@ Public API:
     TraceError                  bad trace input; carries file, line, column
     measure(trace, ...)         run a trace for real and measure its memory (a Measurement:
                                 to_json(), write("text" | "json"))
-    estimate_step(model, *inputs, loss_fn=, optimizer=, steps=, zero_grad=, budget=, recompute=, frontend=)
-                                one training step's memory, predicted (meta inputs work);
-                                by default as the model runs: a thunder.jit module's
-                                under Thunder, any other module's eagerly
+    estimate_step(model, *inputs, loss_fn=, optimizer=, steps=, zero_grad=, budget=, device=, recompute=,
+                  frontend=)
+                                a training step's memory, predicted (meta inputs work):
+                                by default the steady step of a training run (steps
+                                until its memory repeats), as the model runs: a
+                                thunder.jit module's under Thunder, any other eagerly
     measure_step(...)           the same step run for real on the CPU and measured
     export_step(model, *inputs, path=, ...)
                                 the step as a portable file: `peakmem step STEP.json`
     max_batch_size(model, make_inputs, budget, ...)
                                 the largest batch (or sequence) whose step fits
+    gpu_catalog()               the GPU models device= names: each card's memory and
+                                CUDA context, what "fits" on a GPU is judged by
     peak_formula(model, make_inputs, ...)
                                 the step at every size n from three Thunder traces
     plan(trace, time_budget=)   a statement order with a lower peak (a new TraceCtx
@@ -60,6 +64,7 @@ from .batch_formula import PeakFormula, peak_formula  # noqa: E402
 from .batch_search import BatchSearch, max_batch_size  # noqa: E402
 from .planning import Plan, plan, plan_transform  # noqa: E402
 from .distribution import nccl_estimate  # noqa: E402
+from .step.device_target import gpu_catalog  # noqa: E402
 
 __all__ = [
     "BatchSearch",
@@ -75,6 +80,7 @@ __all__ = [
     "estimate_step",
     "export_step",
     "available_models",
+    "gpu_catalog",
     "max_batch_size",
     "measure",
     "measure_step",

@@ -242,26 +242,30 @@ class PeakFormula:
         return _StepProgram(self._forward.at(n), self._backward.at(n), first, later, description,
                             _value_at(self._spec, n))
 
+    def judging(self, budget: int | str | None) -> Any:
+        """How a size's step is judged against `budget`, as estimate_step
+        judges it (peakmem.step.budget.judging: a GPU model's memory and
+        CUDA context, its caching allocator)."""
+        from .step.budget import judging
+        from .step.device_target import device_target
+
+        return judging(self.pricing, budget, device_target(self.pricing.get("device"), None))
+
     def simulate(self, n: int, budget: int | str | None = None) -> tuple[int, bool | None]:
         """The peak bytes at `n` and whether the step fits `budget` (None
-        without one): requested bytes, or with an allocator model its
-        ``fits`` (the budget the device's capacity unless the formula was
-        given ``device_memory``), as estimate_step's ``fits`` is. No events:
-        the quickest simulation."""
+        without one, and no GPU model to default it): the verdict
+        estimate_step gives (peakmem.step.report.judge). No events: the
+        quickest simulation."""
         from ._core import simulate_step
-        from .step.budget import _budget, _pricing
+        from .step.report import judge
 
-        limit = _budget(budget)
+        judged = self.judging(budget)
         p = self.program(n)
-        pricing = _pricing(self.pricing["allocator"], self.pricing["alloc_conf"],
-                           self.pricing["device_memory"], limit)
-        r = simulate_step(p.forward, p.backward, p.optimizer_first, p.optimizer_later, p.spec, **pricing)
-        if limit is None:
+        r = simulate_step(p.forward, p.backward, p.optimizer_first, p.optimizer_later, p.spec, **judged.pricing)
+        if judged.budget is None:
             return r["peak_bytes"], None
-        allocator = r["step"].allocator
-        if allocator is not None and allocator.get("fits") is not None:
-            return r["peak_bytes"], bool(allocator["fits"])
-        return r["peak_bytes"], r["peak_bytes"] <= limit
+        return r["peak_bytes"], bool(judge(judged.budget, r["peak_bytes"], r["step"].allocator,
+                                           judged.context_bytes)["fits"])
 
     def peak_bytes(self, n: int) -> int:
         return self.simulate(n)[0]
@@ -272,17 +276,14 @@ class PeakFormula:
     def estimate(self, n: int, budget: int | str | None = None) -> Any:
         """The StepReport at `n`, made by estimate_step's own simulation
         (step.estimate._simulate, step.report._with_budget); no ``nccl_estimate``."""
-        from .step.budget import _budget, _pricing
         from .step.estimate import _simulate
         from .step.report import _with_budget
 
         start = time.perf_counter()
-        limit = _budget(budget)
-        pricing = _pricing(self.pricing["allocator"], self.pricing["alloc_conf"],
-                           self.pricing["device_memory"], limit)
-        report, simulating = _simulate(self.program(n), pricing)
+        judged = self.judging(budget)
+        report, simulating = _simulate(self.program(n), judged.pricing)
         thunder_s = self.seconds["thunder"]
-        return replace(_with_budget(report, limit), seconds={
+        return replace(_with_budget(report, judged.budget, judged.context_bytes), seconds={
             "thunder": thunder_s, "peakmem": self.seconds["peakmem"] + time.perf_counter() - start,
             "simulate": simulating})
 
@@ -301,9 +302,9 @@ def _split_options(step_options: dict) -> tuple[dict, dict]:
             isinstance(plan, dict) and (plan.get("recompute") or plan.get("budget") is not None)):
         raise StructureChanges("recompute= chooses what to recompute at each size (and budget) "
                                "anew: no one program for every size")
-    pricing = {"allocator": step_options.get("allocator", "requested"),
-               "alloc_conf": step_options.get("alloc_conf"), "device_memory": step_options.get("device_memory")}
-    return {k: v for k, v in step_options.items() if k not in pricing and k != "frontend"}, pricing
+    priced = ("allocator", "alloc_conf", "device_memory", "context_bytes")
+    pricing = {k: step_options.get(k) for k in (*priced, "device")}
+    return {k: v for k, v in step_options.items() if k not in priced and k != "frontend"}, pricing
 
 
 def _check_sizes(sizes: Any, verify: bool) -> tuple[int, ...]:

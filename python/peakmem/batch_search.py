@@ -111,14 +111,19 @@ class BatchSearch:
 
 
 @takes(EstimateOptions)
-def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int | str, *,
+def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int | str | None = None, *,
                    low: int = 1, high: int | None = None, method: Literal["formula", "search"] = "formula",
                    sizes: tuple[int, ...] = DEFAULT_SIZES, verify: bool = True,
                    progress: bool | Callable[[str], Any] = True,
                    **step_options: Unpack[EstimateOptions]) -> BatchSearch:
     """The largest `n` in [`low`, `high`] whose step, ``estimate_step(model,
     *make_inputs(n), **step_options)``, fits in `budget` bytes (or a size
-    such as ``"80GiB"``). `step_options` are estimate_step's keyword
+    such as ``"80GiB"``; None: a GPU model's memory, ``device=``).
+    A size fits by estimate_step's verdict: on a GPU model the caching
+    allocator's reserved bytes plus the CUDA context against the budget
+    (peakmem.step.budget), on the CPU the requested peak; with the steady
+    state (``steps=None``, the default) judged over the training run's
+    steps, not the first alone. `step_options` are estimate_step's keyword
     arguments (below), `frontend` resolved as estimate_step resolves it; with
     ``recompute=True`` each size recomputes saved tensors until it fits
     `budget` (the report's ``recomputation`` says what and the FLOPs;
@@ -134,11 +139,13 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
     writes a line to stderr for each size traced and judged, a callable
     receives each line instead, False is silent. Raises ValueError when not
     even `low` fits."""
-    from .step.budget import _budget
+    from .step.budget import judging
+    from .step.device_target import device_target
 
-    limit = _budget(budget)
+    judged = judging(step_options, budget, device_target(step_options.get("device"), model))
+    limit = judged.budget
     if limit is None:
-        raise ValueError("max_batch_size needs a budget")
+        raise ValueError("max_batch_size needs a budget (or a GPU model to take its memory: device='cuda:h100')")
     if not isinstance(low, int) or low < 1 or (high is not None and high < low):
         raise ValueError(f"need 1 <= low <= high, got low={low!r}, high={high!r}")
     if method not in ("formula", "search"):
@@ -156,33 +163,31 @@ def max_batch_size(model: Any, make_inputs: Callable[[int], tuple], budget: int 
         # step is recorded anew at each size (in about a second for a 7B
         # model run eagerly).
         reason = None if method == "search" else f"the {frontend} front end estimates each size (no Thunder trace)"
-        return shown.done(_search(model, make_inputs, limit, low, high, step_options, reason=reason, shown=shown))
+        return shown.done(_search(model, make_inputs, judged, low, high, step_options, reason=reason, shown=shown))
     if method == "search":
-        return shown.done(_search(model, make_inputs, limit, low, high, step_options, shown=shown))
-    return shown.done(_by_formula(model, make_inputs, limit, low, high, sizes, verify, step_options, shown))
+        return shown.done(_search(model, make_inputs, judged, low, high, step_options, shown=shown))
+    return shown.done(_by_formula(model, make_inputs, judged, low, high, sizes, verify, step_options, shown))
 
 
-def _by_formula(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: int, high: int | None,
+def _by_formula(model: Any, make_inputs: Callable[[int], tuple], judged: Any, low: int, high: int | None,
                 sizes: tuple[int, ...], verify: bool, step_options: dict, shown: _Progress) -> BatchSearch:
     """max_batch_size's method="formula" on Thunder's front end: the
     formula's answer, or where it cannot answer (the step's structure
     changes with n, or the answer is below the sizes it is traced at) a
     warning and the search, reusing the traces made."""
     from .batch_formula import StructureChanges, _build, _check_sizes, _FirstDoesNotFit, _Traced
-    from .step.budget import _pricing
     from .step.estimate import _simulate
     from .step.report import _with_budget
 
+    limit = judged.budget
     sizes = _check_sizes(sizes, verify)
     traced = _Traced()
     smallest = min(sizes)
     below = (f"n={smallest}, the smallest size the formula is traced at, does not fit; the sizes below "
              "it are estimated one by one (a dimension of 1 can change the program)")
-    pricing = _pricing(step_options.get("allocator", "requested"), step_options.get("alloc_conf"),
-                       step_options.get("device_memory"), limit)
 
     def first_fits(program: Any) -> bool:
-        return bool(_with_budget(_simulate(program, pricing)[0], limit).fits)
+        return bool(_with_budget(_simulate(program, judged.pricing)[0], limit, judged.context_bytes).fits)
 
     if high is not None and high < smallest:
         reason = f"high={high} is below the sizes the formula is traced at ({', '.join(map(str, sizes))})"
@@ -206,7 +211,7 @@ def _by_formula(model: Any, make_inputs: Callable[[int], tuple], limit: int, low
     if high is None or high >= low:  # (else `low` did not fit: _search raises)
         warnings.warn(f"max_batch_size: {reason}; searching with a Thunder trace per size",
                       stacklevel=_caller_outside_peakmem())
-    return _search(model, make_inputs, limit, low, high, step_options, traced, reason, shown)
+    return _search(model, make_inputs, judged, low, high, step_options, traced, reason, shown)
 
 
 def _solve(formula: Any, limit: int, low: int, high: int | None, shown: _Progress) -> BatchSearch | None:
@@ -241,15 +246,15 @@ def _solve(formula: Any, limit: int, low: int, high: int | None, shown: _Progres
     return BatchSearch(good, report, limit, dict(sorted(tried.items())), formula.traces, "formula", None)
 
 
-def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: int, high: int | None,
+def _search(model: Any, make_inputs: Callable[[int], tuple], judged: Any, low: int, high: int | None,
             step_options: dict, traced: Any = None, reason: str | None = None,
             shown: _Progress | None = None) -> BatchSearch:
     """Doubling and bisection with estimate_step at each size; the steps in
     `traced` (a batch_formula._Traced) are reused, not traced again."""
-    from .step.budget import _pricing
     from .step.estimate import _simulate, estimate_step
     from .step.report import _with_budget
 
+    limit = judged.budget
     recompute = step_options.get("recompute")
     if recompute is not None and recompute.get("budget") is None:
         # Recompute only until the step fits this budget: the fewest added FLOPs.
@@ -257,10 +262,8 @@ def _search(model: Any, make_inputs: Callable[[int], tuple], limit: int, low: in
     reports: dict[int, Any] = {}
     traces = 0
     if traced is not None:
-        pricing = _pricing(step_options.get("allocator", "requested"), step_options.get("alloc_conf"),
-                           step_options.get("device_memory"), limit)
         for n, program in traced.programs.items():
-            reports[n] = _with_budget(_simulate(program, pricing)[0], limit)
+            reports[n] = _with_budget(_simulate(program, judged.pricing)[0], limit, judged.context_bytes)
             if shown is not None:
                 shown.judged(n, reports[n].peak_bytes, reports[n].fits, "traced above")
         traces = len(traced.programs)

@@ -30,14 +30,20 @@ BudgetVerdict JudgeBudget(std::int64_t budget, std::int64_t requested_peak_bytes
 }
 
 std::string BudgetVerdictText(const BudgetVerdict& v) {
-  std::string out = fmt::format("budget {} bytes ({}): {}", v.budget, HumanBytes(v.budget), v.fits ? "fits" : "does not fit");
-  if (v.headroom_bytes) out += fmt::format(", headroom {} bytes ({})", *v.headroom_bytes, HumanBytes(*v.headroom_bytes));
-  if (v.basis == VerdictBasis::kReserved) {
+  std::string out = fmt::format("budget {} bytes ({}): {}", GroupedBytes(v.budget), HumanBytes(v.budget),
+                                v.fits ? "fits" : "does not fit");
+  if (v.headroom_bytes) {
+    out += fmt::format(", headroom {} bytes ({})", GroupedBytes(*v.headroom_bytes), HumanBytes(*v.headroom_bytes));
+  }
+  if (v.basis == VerdictBasis::kReserved && !v.headroom_bytes) {
+    out += fmt::format("; the caching allocator runs out of memory within the budget less the CUDA context {}",
+                       GroupedBytes(v.context_bytes));
+  } else if (v.basis == VerdictBasis::kReserved) {
     out += fmt::format("; counted: the caching allocator's reserved peak {} + the CUDA context {}",
-                       v.counted_bytes - v.context_bytes, v.context_bytes);
+                       GroupedBytes(v.counted_bytes - v.context_bytes), GroupedBytes(v.context_bytes));
   } else if (v.context_bytes != 0) {
-    out += fmt::format("; counted: the requested peak {} + the CUDA context {}", v.counted_bytes - v.context_bytes,
-                       v.context_bytes);
+    out += fmt::format("; counted: the requested peak {} + the CUDA context {}",
+                       GroupedBytes(v.counted_bytes - v.context_bytes), GroupedBytes(v.context_bytes));
   }
   return out;
 }

@@ -39,8 +39,11 @@ TEST(BudgetVerdict, TextAndJsonSayWhatWasCounted) {
   EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 90, AllocatorPeak{100, false}, 15)),
             "budget 120 bytes (120 B): fits, headroom 5 bytes (5 B); counted: the caching allocator's reserved peak "
             "100 + the CUDA context 15");
-  EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 90, AllocatorPeak{100, true}, 15)).rfind(
-                "budget 120 bytes (120 B): does not fit; counted", 0), 0u);
+  EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 90, AllocatorPeak{100, true}, 15)),
+            "budget 120 bytes (120 B): does not fit; the caching allocator runs out of memory within the budget "
+            "less the CUDA context 15");
+  EXPECT_EQ(BudgetVerdictText(JudgeBudget(25'769'803'776, 25'407'222'792, std::nullopt, 0)),
+            "budget 25,769,803,776 bytes (24.00 GiB): fits, headroom 362,580,984 bytes (345.8 MiB)");
   const nlohmann::ordered_json j = BudgetVerdictJson(JudgeBudget(120, 90, AllocatorPeak{100, true}, 15));
   EXPECT_EQ(j["fits"], false);
   EXPECT_TRUE(j["headroom_bytes"].is_null());

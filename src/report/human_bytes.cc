@@ -13,4 +13,17 @@ std::string HumanBytes(std::int64_t bytes) {
   return fmt::format("{}{:.2f} GiB", sign, b / (1024.0 * 1024 * 1024));
 }
 
+std::string GroupedBytes(std::int64_t bytes) {
+  const bool negative = bytes < 0;
+  // The magnitude as unsigned: -2^63 has none as a signed count.
+  std::uint64_t magnitude = negative ? 0 - static_cast<std::uint64_t>(bytes) : static_cast<std::uint64_t>(bytes);
+  std::string digits = std::to_string(magnitude);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return negative ? "-" + out : out;
+}
+
 }  // namespace peakmem

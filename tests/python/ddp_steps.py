@@ -26,9 +26,12 @@ def _mlp(steps: int) -> Callable[[], tuple]:
     return make
 
 
-def _gpt():
-    torch.manual_seed(0)
-    return GPT(), _tokens(), ADAMW
+def _gpt(**more) -> Callable[[], tuple]:
+    def make():
+        torch.manual_seed(0)
+        return GPT(), _tokens(), {**ADAMW, **more}
+
+    return make
 
 
 def _hf(family: str, options: dict) -> Callable[[], tuple]:
@@ -45,7 +48,11 @@ STEPS: dict[str, Callable[[], tuple]] = {
     # (reducer.cpp rebuild_buckets): two buckets (the first capped at 1 MiB)
     # in place of the constructor's one.
     "mlp_adamw_3_steps": _mlp(3),
-    "gpt_lm_adamw": _gpt,
+    "gpt_lm_adamw": _gpt(),
+    # Gradient accumulation: the first micro-batches in no_sync(), their
+    # gradients kept in .grad; the last one's reduced through the buckets.
+    "gpt_lm_adamw_accumulating_2": _gpt(accumulation_steps=2),
+    "gpt_lm_adamw_accumulating_4": _gpt(accumulation_steps=4),
     "hf_llama_adamw": _hf("llama", ADAMW),
     # GPT-2's head is tied to its embedding: one parameter, one bucket slot.
     "hf_gpt2_sgd_momentum": _hf("gpt2", {"optimizer": torch.optim.SGD,

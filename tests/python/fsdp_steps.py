@@ -41,10 +41,11 @@ def _mlp(steps: int) -> Callable[[], tuple]:
     return make
 
 
-def _gpt(**fsdp) -> Callable[[], tuple]:
+def _gpt(accumulation_steps: int = 1, **fsdp) -> Callable[[], tuple]:
     def make():
         torch.manual_seed(0)
-        return GPT(), _tokens(), {**ADAMW, "parallelize": per_block(lambda m: m.blocks, **fsdp)}
+        return GPT(), _tokens(), {**ADAMW, "parallelize": per_block(lambda m: m.blocks, **fsdp),
+                                  "accumulation_steps": accumulation_steps}
 
     return make
 
@@ -65,6 +66,11 @@ STEPS: dict[str, Callable[[], tuple]] = {
     "gpt_lm_adamw": _gpt(),
     # Each block's parameters stay gathered from its forward to its backward.
     "gpt_lm_adamw_no_reshard": _gpt(reshard_after_forward=False),
+    # Gradient accumulation: set_requires_gradient_sync(False) but for the
+    # last micro-batch, whose reduce-scatter makes the sharded gradients;
+    # the unsharded ones are kept in between.
+    "gpt_lm_adamw_accumulating_2": _gpt(accumulation_steps=2),
+    "gpt_lm_adamw_accumulating_4": _gpt(accumulation_steps=4),
     "gpt_lm_adamw_bf16_fp32": _gpt(mp_policy=BF16_FP32),
     "hf_llama_adamw": _llama(),
     "hf_llama_adamw_no_reshard": _llama(reshard_after_forward=False),

@@ -30,7 +30,7 @@ def check_timeline(report, setup: dict) -> None:
     against measurement), reached in the phase and step the report names."""
     t = report.timeline
     phases = ["forward", "backward"] + (["optimizer"] if setup.get("optimizer") else [])
-    want = [(name, k) for k in range(1, setup.get("steps", 1) + 1) for name in phases]
+    want = [(name, k) for k in range(1, report.steps + 1) for name in phases]
     assert [(p.name, p.step) for p in t.phases] == want
     assert t.phases[0].start == 0 and t.phases[-1].end == len(t.statement_peak)
     assert all(a.end == b.start for a, b in zip(t.phases, t.phases[1:]))

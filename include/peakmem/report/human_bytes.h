@@ -11,4 +11,7 @@ namespace peakmem {
 // exact; KiB and MiB to one decimal, GiB, the largest, to two), signed.
 std::string HumanBytes(std::int64_t bytes);
 
+// The exact count with its thousands grouped: "25,769,803,776", "-8".
+std::string GroupedBytes(std::int64_t bytes);
+
 }  // namespace peakmem

@@ -37,7 +37,7 @@ import contextlib
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
-__all__ = ["DeviceTarget", "device_target"]
+__all__ = ["DeviceTarget", "device_target", "gpu_catalog"]
 
 # ATen's matrix products that run cuBLAS (or cuBLASLt) on CUDA: the first
 # of them makes the handles' workspaces (CublasHandlePool.cpp).
@@ -100,6 +100,20 @@ def device_target(device: str | None, model: Any) -> DeviceTarget:
                         cublas_lt_workspace_bytes=parsed["cublas_lt_workspace_bytes"],
                         total_memory_bytes=parsed["total_memory_bytes"], context_bytes=parsed["context_bytes"],
                         description=parsed["description"])
+
+
+def gpu_catalog() -> list[dict]:
+    """The GPU models ``device=`` may name (semantics/execution_context.h's
+    catalog), each a dict: ``name`` (``"cuda:h100"``), ``description``,
+    ``cuda_arch``, ``sm_count``, ``total_memory_bytes`` (what
+    ``torch.cuda.get_device_properties().total_memory`` reported, from the
+    public printout named in ``source``; it moves by tens of MiB between
+    drivers, so pass your card's own as ``budget=`` where it matters),
+    ``context_bytes`` (the CUDA context counted against it) and
+    ``context_measured``."""
+    from .._core import gpu_catalog as catalog
+
+    return list(catalog())
 
 
 def cuda_target_name(device: Any) -> str:

@@ -90,6 +90,7 @@ class RecordedStep:
     statements: list[tuple[str, str, list[int]]] = field(default_factory=list)
     phases: list[tuple[str, int, int, int]] = field(default_factory=list)
     diagnostics: list[str] = field(default_factory=list)
+    iterations: int = 0  # the steps recorded
 
 
 class _Recorder:
@@ -99,14 +100,15 @@ class _Recorder:
     ``step`` counters, a wrapped number autograd saves) is host memory, not
     recorded: ``host_bytes`` sums them."""
 
-    def __init__(self, target: DeviceTarget | None = None, routing: Any = None) -> None:
+    def __init__(self, target: DeviceTarget | None = None, routing: Any = None, per_step: bool = False) -> None:
         self.target = target or DeviceTarget(name="cpu", kind="cpu")
-        self.routing = None if routing is None else Routing(routing)  # routing.py
+        self.routing = None if routing is None else Routing(routing, per_step)  # routing.py
         self.host_bytes = 0
         self.workspaces_made = False
         self.shadows = ShadowValues()  # the real values the step reads (shadow_values.py)
         self.record = RecordedStep()
         self.live: dict[int, int] = {}  # id(untyped storage) -> storage index
+        self.backward_began = 0  # the first statement of the backward last recorded
         self._refs: dict[int, Any] = {}
         self.pending: list[int] = []  # frees since the last statement
         self.module = ""  # the nn.Module path running now
@@ -492,22 +494,56 @@ def _forward(recorder: _Recorder, k: int, step: dict) -> Any:
     return loss
 
 
-def _run_iteration(recorder: _Recorder, k: int, step: dict) -> None:
-    """One training iteration, recorded: forward (and loss), backward,
-    optimizer, zero_grad, the loss released (`box` holds it, so that
-    releasing it is one clear())."""
+def _gradient_sync(step: dict, last: bool) -> Any:
+    """A micro-batch's forward and backward under the wrapper's gradient
+    sync: DistributedDataParallel's ``no_sync()`` but for the last
+    micro-batch (reducer.cpp: the gradients stay in ``.grad``, no bucket is
+    reduced); FSDP2's ``set_requires_gradient_sync(last)`` (its
+    reduce-scatter skipped, the unsharded gradients kept)."""
+    model = step["model"]
+    if step["accumulation"] == 1:
+        return contextlib.nullcontext()
+    if hasattr(model, "no_sync"):
+        return contextlib.nullcontext() if last else model.no_sync()
+    if hasattr(model, "set_requires_gradient_sync"):
+        model.set_requires_gradient_sync(last)
+    return contextlib.nullcontext()
+
+
+def _forward_and_backward(recorder: _Recorder, k: int, step: dict, last: bool) -> list:
+    """One micro-batch's forward, loss and backward, recorded, its
+    gradients categorized; returns the box holding its loss. The backward's
+    first statement is ``recorder.backward_began``."""
     from .running import _backward
 
-    box = [_forward(recorder, k, step)]
-    first = len(recorder.record.statements)
-    with recorder.sums.during_backward(recorder.record.diagnostics) as by_engine:
-        _backward(box[0], step["gradient"])
+    with _gradient_sync(step, last):
+        box = [_forward(recorder, k, step)]
+        recorder.backward_began = len(recorder.record.statements)
+        with recorder.sums.during_backward(recorder.record.diagnostics) as by_engine:
+            _backward(box[0], step["gradient"])
     recorder.statement("loss.backward() returns", "AccumulateGrad done; autograd's graph released")
     recorder.sums.rewrite(recorder.record.statements, recorder.record.storages, by_engine)
     params, names = step["parameters"], step["parameter_names"]
     with_grad = [(p.grad, n) for p, n in zip(params, names) if p.grad is not None]
     _categorize(recorder, [g for g, _ in with_grad], _GRADIENTS, [f"grad of {n}" for _, n in with_grad])
-    del with_grad
+    return box
+
+
+def _run_iteration(recorder: _Recorder, k: int, step: dict) -> None:
+    """One training iteration, recorded: forward (and loss) and backward
+    for each of its micro-batches (``accumulation_steps``: the gradients
+    summed into ``.grad``, a data-parallel wrapper's gradient sync off but
+    for the last), then optimizer, zero_grad, the loss released (`box`
+    holds it, so that releasing it is one clear())."""
+    micro = step["accumulation"]
+    for i in range(1, micro):
+        box = _forward_and_backward(recorder, k, step, last=False)
+        box.clear()
+        recorder.statement("micro-batch returns", f"micro-batch {i} of {micro} done: its loss released, .grad kept")
+        _phase(recorder, "backward", k, recorder.backward_began)
+    box = _forward_and_backward(recorder, k, step, last=True)
+    first = recorder.backward_began
+    params, names = step["parameters"], step["parameter_names"]
     opt = step["optimizer"]
     if opt is None:
         _release(recorder, step, box)
@@ -536,13 +572,24 @@ def _release(recorder: _Recorder, step: dict, box: list) -> None:
     recorder.statement("step() returns", "the loss released")
 
 
+# A step whose live bytes still change after this many steps is flagged.
+_MOST_STEADY_STEPS = 5
+
+
 def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: Callable | None = None,
                 gradient: str | None = None, optimizer: Any = None, optimizer_kwargs: dict | None = None,
-                steps: int = 1, zero_grad: bool = True, target: DeviceTarget | None = None,
+                steps: int | None = 1, zero_grad: bool = True, target: DeviceTarget | None = None,
                 model_inputs: int | None = None, routing: Any = None,
-                distributed: str | None = None, parallelize: Callable | None = None) -> RecordedStep:
+                distributed: str | None = None, parallelize: Callable | None = None,
+                least_steps: int = 1, accumulation_steps: int = 1) -> RecordedStep:
     """Runs ``steps`` iterations of the step on meta stand-ins under the
     recording dispatch mode (see the module docstring) and returns the record.
+    ``steps=None``: the steady state: iterations until what is live after
+    one equals (bytes by category) what was live after the one before,
+    `least_steps` at least and _MOST_STEADY_STEPS at most (beyond them a
+    diagnostic says the memory still changes); ``record.iterations`` says
+    how many ran. `accumulation_steps`: each step's micro-batches, each on
+    the same inputs (_run_iteration).
     `target`: the device the step is recorded for (device_target.py; None:
     the CPU). `model_inputs`: how many of the inputs, the first, the model
     takes (None: all); the loss takes all of them. `routing`: the
@@ -555,7 +602,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     kwargs = dict(kwargs or {})
     if model_inputs is not None and model_inputs > len(inputs):
         raise ValueError(f"model_inputs={model_inputs} but the step has {len(inputs)} inputs")
-    recorder = _Recorder(target, routing)
+    recorder = _Recorder(target, routing, per_step=steps is None)
     compiled = compiled_specs(model, recorder.target)
     if is_compiled_module(model):
         model = model._orig_mod
@@ -574,7 +621,7 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
     model, backends = recompiled(model, compiled)
     step = {"model": model, "inputs": inputs, "kwargs": kwargs, "loss_fn": loss_fn, "gradient": gradient,
             "compiled": backends,
-            "model_inputs": model_inputs,
+            "model_inputs": model_inputs, "accumulation": accumulation_steps,
             "optimizer": _make_optimizer(optimizer, optimizer_kwargs, parameters), "zero_grad": zero_grad,
             "parameters": parameters, "parameter_names": [n for n, _ in named]}
     # A compiled step's modules run inside Inductor's programs: no hooks
@@ -596,14 +643,47 @@ def record_step(model: Any, *inputs: Any, kwargs: dict | None = None, loss_fn: C
             if compiled:
                 _compile(recorder, step)
             with _recording_contexts(recorder, bool(compiled)), _dispatch_mode(recorder):
-                for k in range(1, steps + 1):
-                    _run_iteration(recorder, k, step)
+                _run_iterations(recorder, step, steps, least_steps)
     finally:
         for h in hooks:
             h.remove()
         if was_enabled:
             gc.enable()
     return _closed(recorder)
+
+
+def _live_signature(recorder: _Recorder) -> list[tuple[int, int]]:
+    """What is live now, as the steady state compares it: each storage's
+    bytes and category, sorted."""
+    storages = recorder.record.storages
+    return sorted((storages[i][0], storages[i][2]) for i in recorder.live.values())
+
+
+def _run_iterations(recorder: _Recorder, step: dict, steps: int | None, least: int) -> None:
+    """`steps` iterations, or with None until the live bytes after one
+    repeat those after the one before (record_step)."""
+    before = _live_signature(recorder)
+    k = 0
+    while True:
+        k += 1
+        if recorder.routing is not None:
+            recorder.routing.new_step()
+        _run_iteration(recorder, k, step)
+        if steps is not None:
+            if k == steps:
+                break
+            continue
+        after = _live_signature(recorder)
+        if k >= least and after == before:
+            break
+        if k == _MOST_STEADY_STEPS:
+            recorder.record.diagnostics.append(
+                f"the step's live bytes after step {k} still differ from those after step {k - 1} "
+                f"({sum(b for b, _ in before):,} -> {sum(b for b, _ in after):,} bytes): the figures cover "
+                f"{k} steps, and a longer run may hold more (pass steps= to run more)")
+            break
+        before = after
+    recorder.record.iterations = k
 
 
 def _distributed(recorder: _Recorder, model: Any, distributed: str | None,
@@ -718,7 +798,8 @@ def _record(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = 
                            gradient=step.gradient, optimizer=step.optimizer, optimizer_kwargs=step.optimizer_kwargs,
                            steps=step.steps, zero_grad=step.zero_grad, target=target,
                            model_inputs=step.model_inputs, routing=routing, distributed=step.distributed,
-                           parallelize=step.parallelize)
+                           parallelize=step.parallelize, least_steps=step.least_steps(),
+                           accumulation_steps=step.accumulation_steps)
 
     try:
         return record(step.routing)
@@ -728,17 +809,73 @@ def _record(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = 
         if step.routing is not None or not e.router or any(t.device.type == "meta" for t in tensors):
             raise
         counts = observed_counts(model, lambda: model(*step.model_call(inputs), **dict(step.kwargs or {})))
-    recorded = record(counts * step.steps)
+    recorded = record(counts * step.steps if step.steps is not None else counts)
+    later = "; later steps assumed to route as the first" if recorded.iterations > 1 else ""
     recorded.diagnostics.insert(0, f"routing read from one real forward of the model ({len(counts)} router "
-                                   f"calls{'; later steps assumed to route as the first' if step.steps > 1 else ''})")
+                                   f"calls{later})")
     return recorded
 
 
+@dataclass(frozen=True)
+class RecordedRun:
+    """What the recording ran, for the report's assumptions: the steps
+    recorded, the optimizer with the implementation its ``step()`` ran
+    (``"AdamW(lr=0.001), foreach"``; None without one), the parameters'
+    dtypes and the attention kernels the step called."""
+
+    steps: int
+    optimizer: str | None
+    precision: str
+    attention: tuple[str, ...]
+
+
+# The fused attention ops a recorded step may call (ATen's names): the
+# backend each is (sdp_utils.cpp's SDPBackend; the CPU's flash kernel).
+_ATTENTION_OPS = {
+    "_scaled_dot_product_flash_attention": "flash", "_scaled_dot_product_efficient_attention": "efficient",
+    "_scaled_dot_product_cudnn_attention": "cuDNN", "_scaled_dot_product_flash_attention_for_cpu": "CPU flash",
+    "_flash_attention_forward": "flash", "_efficient_attention_forward": "efficient",
+    "_scaled_dot_product_attention_math": "math"}
+
+
+def recorded_run(model: Any, step: Any, record: RecordedStep) -> RecordedRun:
+    """The RecordedRun of `record`, `step`'s (a TrainingStep) on `model`."""
+    optimizer = None
+    if step.optimizer is not None:
+        optimizer = optimizer_description(step.optimizer, step.optimizer_kwargs)
+        first = next((p for p in record.phases if p[0] == "optimizer"), None)
+        ops = {_aten_name(record.statements[i][0]) for i in range(first[2], first[3])} if first else set()
+        if any(op.startswith("_fused_") for op in ops):
+            optimizer += ", fused"
+        elif any(op.startswith("_foreach_") for op in ops):
+            optimizer += ", foreach"
+        else:
+            optimizer += ", for-loop"
+    dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()}) if hasattr(
+        model, "parameters") else []
+    seen = {_aten_name(statement[0]) for statement in record.statements}
+    attention = tuple(sorted({backend for op, backend in _ATTENTION_OPS.items() if op in seen}))
+    return RecordedRun(record.iterations, optimizer, ", ".join(dtypes) or "no parameters", attention)
+
+
+def _aten_name(op: str) -> str:
+    """A statement's op as ATen names it: ``"aten.mm.default"`` -> ``"mm"``
+    (a moment of the step, ``"zero_grad"``, as it is)."""
+    parts = op.split(".")
+    return parts[1] if parts[0] == "aten" and len(parts) > 1 else op
+
+
+def optimizer_description(optimizer: Any, optimizer_kwargs: Any) -> str:
+    """``"AdamW(lr=0.001)"``: the optimizer's class and the settings given."""
+    name = getattr(optimizer, "__name__", type(optimizer).__name__)
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in (optimizer_kwargs or {}).items())})"
+
+
 def estimate_eager_step(model: Any, inputs: tuple, step: Any, pricing: dict,
-                        target: DeviceTarget | None = None) -> tuple[dict, float]:
+                        target: DeviceTarget | None = None) -> tuple[dict, float, RecordedRun]:
     """`step` (a peakmem.step.TrainingStep) recorded for `target` and
-    simulated (``_core.simulate_recorded_step``'s dict), and the seconds the
-    recording took."""
+    simulated (``_core.simulate_recorded_step``'s dict), the seconds the
+    recording took and what it ran."""
     from .._core import simulate_recorded_step
 
     start = time.perf_counter()
@@ -746,7 +883,7 @@ def estimate_eager_step(model: Any, inputs: tuple, step: Any, pricing: dict,
     recording = time.perf_counter() - start
     result = simulate_recorded_step(record.storages, record.held, record.statements, record.phases,
                                           record.diagnostics, events=True, **pricing)
-    return result, recording
+    return result, recording, recorded_run(model, step, record)
 
 
 def recorded_step_file(model: Any, inputs: tuple, step: Any, target: DeviceTarget | None = None) -> dict:
@@ -756,9 +893,6 @@ def recorded_step_file(model: Any, inputs: tuple, step: Any, target: DeviceTarge
     from .._core import recorded_step_file_json
 
     record = _record(model, inputs, step, target)
-    description = None
-    if step.optimizer is not None:
-        name = getattr(step.optimizer, "__name__", type(step.optimizer).__name__)
-        description = f"{name}({', '.join(f'{k}={v!r}' for k, v in (step.optimizer_kwargs or {}).items())})"
+    description = optimizer_description(step.optimizer, step.optimizer_kwargs) if step.optimizer is not None else ""
     return recorded_step_file_json(record.storages, record.held, record.statements, record.phases,
-                                         record.diagnostics, description or "")
+                                         record.diagnostics, description, target.name if target is not None else "")

@@ -8,6 +8,7 @@ tensors.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 from typing import Any
@@ -38,7 +39,7 @@ def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tup
         raise ValueError(f"measure_step with strategy={step.distributed!r} on the eager front end measures on the "
                          "CPU only: a CUDA rank's measurement is not written yet")
     kwargs, loss_fn, gradient, zero_grad = dict(step.kwargs or {}), step.loss_fn, step.gradient, step.zero_grad
-    optimizer, optimizer_kwargs, steps = step.optimizer, step.optimizer_kwargs, step.steps
+    optimizer, optimizer_kwargs, steps = step.optimizer, step.optimizer_kwargs, step.measured_steps()
     maker = _InputMaker(device, 0)
     if step.distributed == "fsdp":
         model = wrapped_in_fsdp(copy.deepcopy(model), step.parallelize)
@@ -48,10 +49,19 @@ def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tup
     made: dict[str, Any] = {"model": model}
 
     def run_once(copies: tuple, kw: dict, opt: Any) -> None:
-        out = made["model"](*step.model_call(copies), **kw)
-        loss = _loss(out, loss_fn, copies, kw)
-        del out
-        _backward(loss, gradient)
+        model = made["model"]
+        for i in range(1, step.accumulation_steps + 1):  # micro-batches, as eager._run_iteration records them
+            last = i == step.accumulation_steps
+            if step.accumulation_steps > 1 and hasattr(model, "set_requires_gradient_sync"):
+                model.set_requires_gradient_sync(last)
+            sync = model.no_sync() if not last and hasattr(model, "no_sync") else contextlib.nullcontext()
+            with sync:
+                out = model(*step.model_call(copies), **kw)
+                loss = _loss(out, loss_fn, copies, kw)
+                del out
+                _backward(loss, gradient)
+            if not last:
+                del loss
         if opt is not None:
             opt.step()
         if zero_grad:

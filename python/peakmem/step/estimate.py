@@ -8,10 +8,11 @@ from typing import Any, Unpack
 
 from ..distribution import with_strategy
 from ..step_timeline import StepTimeline
-from .budget import _budget, _pricing
+from .budget import Judging, _budget, judging
 from .frontend import records
 from .options import EstimateOptions, takes
 from .report import StepReport, _with_budget
+from .report_assumptions import assumptions
 from .tracing import _StepProgram, _traced_program
 from .training_step import TrainingStep
 
@@ -32,34 +33,36 @@ def _simulate(program: _StepProgram, pricing: dict | None = None) -> tuple[StepR
     report = StepReport(
         peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
         step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
-        forward=r["forward"], backward=r["backward"], optimizer=r["optimizer_first"],
+        forward=r["forward"], backward=r["backward"], optimizer_program=r["optimizer_first"],
+        optimizer=program.optimizer or None, steps=program.spec.get("steps"),
         timeline=StepTimeline.from_report(whole), recomputation=program.recomputation,
         allocator=whole.allocator, report=whole, frontend="thunder")
     return report, simulating
 
 
-def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, limit: int | None, pricing: dict,
+def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, judged: Judging, target: Any,
                     start: float) -> StepReport:
     """The eager front end's estimate (peakmem.step.eager): the step recorded and simulated."""
     from .eager import estimate_eager_step
 
     from ..step_checks import check_loss_fn_captures
-    from .device_target import device_target
 
     check_loss_fn_captures(step.loss_fn, model, (*inputs, *dict(step.kwargs or {}).values()), "eager")
-    target = device_target(step.device, model)
     recomputation = None
     if step.recompute is not None:
-        model, inputs, step, recomputation = _planned_eager(model, tuple(inputs), step, pricing)
-    r, recording = estimate_eager_step(model, tuple(inputs), step, pricing, target)
+        model, inputs, step, recomputation = _planned_eager(model, tuple(inputs), step, judged.pricing)
+    r, recording, ran = estimate_eager_step(model, tuple(inputs), step, judged.pricing, target)
     whole = r["step"]
     report = StepReport(
         peak_bytes=r["peak_bytes"], final_bytes=r["final_bytes"], phase_at_peak=r["phase_at_peak"],
         step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
         timeline=StepTimeline.from_report(whole), recomputation=recomputation, allocator=whole.allocator,
-        report=whole, frontend=step.frontend, device=target.name)
+        report=whole, frontend=step.frontend, device=target.name, optimizer=ran.optimizer, steps=ran.steps,
+        steady=step.steady)
     total = time.perf_counter() - start
-    return replace(_with_budget(report, limit), seconds={"record": recording, "peakmem": total - recording})
+    report = replace(_with_budget(report, judged.budget, judged.context_bytes),
+                     seconds={"record": recording, "peakmem": total - recording})
+    return replace(report, assumptions=assumptions(report, step, target, ran.precision, ran.attention))
 
 
 def _eager_plan(model: Any, inputs: tuple, step: TrainingStep, pricing: dict) -> Any:
@@ -93,18 +96,15 @@ def _planned_eager(model: Any, inputs: tuple, step: TrainingStep, pricing: dict)
     return plan.apply(replica), meta_inputs, replace(step, kwargs=meta_kwargs), plan
 
 
-def _estimate_traced(model: Any, inputs: tuple, step: TrainingStep, limit: int | None, pricing: dict,
+def _estimate_traced(model: Any, inputs: tuple, step: TrainingStep, judged: Judging, target: Any,
                      start: float) -> StepReport:
     """Thunder's estimate: the step traced and simulated, with NCCL's buffers
     for a rank of a distributed step."""
-    from .device_target import device_target
-
-    target = device_target(step.device, model)
     program, thunder_s = _traced_program(model, inputs, step)
     if step.device is not None:
         program.spec["device"] = target.name
-    report, simulating = _simulate(program, pricing)
-    report = replace(report, device=target.name)
+    report, simulating = _simulate(program, judged.pricing)
+    report = replace(report, device=target.name, steady=step.steady)
     world_size = program.spec.get("world_size", 0)
     if world_size > 1:
         from ..distribution import nccl_estimate, traces_collectives
@@ -113,8 +113,9 @@ def _estimate_traced(model: Any, inputs: tuple, step: TrainingStep, limit: int |
         if collectives:
             report = replace(report, nccl_estimate=nccl_estimate(world_size, collectives))
     total = time.perf_counter() - start
-    return replace(_with_budget(report, limit), seconds={
+    report = replace(_with_budget(report, judged.budget, judged.context_bytes), seconds={
         "thunder": thunder_s, "peakmem": total - thunder_s, "simulate": simulating})
+    return replace(report, assumptions=assumptions(report, step, target, None, None))
 
 
 @takes(EstimateOptions)
@@ -137,10 +138,11 @@ def estimate_step(model: Any, *inputs: Any, budget: int | str | None = None,
     `optimizer_kwargs`) and for a keyword it does not take; RuntimeError
     when Thunder cannot trace the step.
     """
+    from .device_target import device_target
+
     start = time.perf_counter()
     step, model = TrainingStep.of(options).resolved(model)
-    limit = _budget(budget)
-    pricing = _pricing(options.get("allocator", "requested"), options.get("alloc_conf"),
-                       options.get("device_memory"), limit)
+    target = device_target(step.device, model)
+    judged = judging(options, budget, target)
     run = _estimate_eager if records(step.frontend) else _estimate_traced
-    return run(model, inputs, step, limit, pricing, start)
+    return run(model, inputs, step, judged, target, start)

@@ -50,7 +50,8 @@ def _measure_eager(model: Any, inputs: tuple, step: TrainingStep) -> StepReport:
     return StepReport(
         peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
         step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
-        recomputation=plan, measured=True, allocator=allocator, frontend=step.frontend)
+        recomputation=plan, measured=True, allocator=allocator, frontend=step.frontend,
+        steps=step.measured_steps(), steady=step.steady)
 
 
 def _warmed_up(thunder: Any, model: Any, given: tuple, step: TrainingStep, maker: Any) -> tuple[Any, Any, Any]:
@@ -98,7 +99,7 @@ def _measure_traced(model: Any, inputs: tuple, step: TrainingStep) -> StepReport
     parameters = _storage_bytes(_held_by_module(holder))
 
     def run(copies):
-        for _ in range(step.steps):
+        for _ in range(step.measured_steps()):
             _run_step(jm, copies, opt, step.zero_grad, step.gradient)
 
     gc.collect()
@@ -117,7 +118,7 @@ def _measure_traced(model: Any, inputs: tuple, step: TrainingStep) -> StepReport
     return StepReport(
         peak_bytes=parameters + peak, final_bytes=parameters + final, phase_at_peak="measured",
         step_at_peak=0, by_category={"parameters": parameters, "inputs": input_bytes},
-        measured=True, allocator=allocator, frontend="thunder")
+        measured=True, allocator=allocator, frontend="thunder", steps=step.measured_steps(), steady=step.steady)
 
 
 @takes(RunOptions)
@@ -125,7 +126,11 @@ def _measure_traced(model: Any, inputs: tuple, step: TrainingStep) -> StepReport
 def measure_step(model: Any, *inputs: Any, budget: int | str | None = None,
                  **options: Unpack[RunOptions]) -> StepReport:
     """Runs ``steps`` training steps of `model` for real and measures them:
-    the truth ``estimate_step`` is checked against.
+    the truth ``estimate_step`` is checked against. ``steps=None`` (the
+    default, the steady state) runs the steps the estimate's steady state
+    takes at least and one more (TrainingStep.measured_steps: three with an
+    optimizer, two without), so the measured peak covers the step that
+    repeats.
 
     The step of ``estimate_step``, with its keyword arguments but the
     pricing (a measurement has no use for it), on real tensors, all on the

@@ -50,8 +50,22 @@ class StepOptions(TypedDict, total=False):
         eagerly); None (the default): no optimizer. An instance is a
         TypeError: pass its class and `optimizer_kwargs`.
     optimizer_kwargs: the optimizer's settings (``{"lr": 1e-3}``).
-    steps: how many steps run in a row (default 1).
+    steps: how many steps run in a row; None (the default): the steady
+        state of a training run, as many as it takes for the step's memory
+        to repeat: two with an optimizer (from the second step on its state
+        is held through the forward and backward), with ``zero_grad=False``
+        or a distributed wrapper; one otherwise; the eager front end
+        records more while what is live after a step still changes. The
+        peak is the highest of them (``step_at_peak`` names the step,
+        ``steps`` says how many); ``steps=1`` is the first step alone.
     zero_grad: ``zero_grad(set_to_none=True)`` after each step (default True).
+    accumulation_steps: gradient accumulation (default 1): each step runs
+        the forward and backward this many times on its inputs (one
+        micro-batch used k times), the gradients summed into ``.grad``,
+        then one ``optimizer.step()`` and ``zero_grad``; under
+        ``strategy="ddp"`` the first k-1 run in DDP's ``no_sync()``, under
+        ``"fsdp"`` with FSDP2's ``set_requires_gradient_sync(False)``. The
+        eager front end's.
     transform: applied to the ``thunder.jit`` module before it runs: a
         distributed transform such as ``lambda jm:
         thunder.distributed.fsdp(jm, device=...)`` or
@@ -111,8 +125,9 @@ class StepOptions(TypedDict, total=False):
     gradient: Gradient | None
     optimizer: Any
     optimizer_kwargs: Mapping[str, Any] | None
-    steps: int
+    steps: int | None
     zero_grad: bool
+    accumulation_steps: int
     transform: Callable | None
     strategy: Strategy | None
     parallelize: Callable | None
@@ -155,7 +170,7 @@ class RunOptions(StepOptions, total=False):
 class EstimateOptions(RunOptions, total=False):
     """How the estimate is priced (peakmem.step.budget):
 
-    allocator: ``"requested"`` (the default: the storages' own bytes) or
+    allocator: ``"requested"`` (the storages' own bytes) or
         ``"cuda-caching"``, which also runs PyTorch's CUDA caching allocator
         over the whole step's allocation stream (the parameters and inputs
         allocated first, then every phase's storages in the order the step
@@ -163,16 +178,28 @@ class EstimateOptions(RunOptions, total=False):
         reserved bytes. Then ``fits`` says whether the step runs without
         the allocator running out of memory (what a GPU user runs out of is
         reserved bytes, not requested ones), and ``headroom_bytes`` is the
-        capacity less the reserved peak.
+        budget less the reserved peak and the CUDA context. None (the
+        default): ``"cuda-caching"`` on a GPU model (``device=``), else
+        ``"requested"`` (peakmem.step.budget: one verdict everywhere).
+    context_bytes: what the card holds outside the caching allocator (the
+        CUDA context; a rank's NCCL buffers), counted against the budget
+        (bytes or a size such as ``"600MiB"``). None (the default): the GPU
+        model's from peakmem.gpu_catalog() (an assumption until measured,
+        as the report says), 0 on the CPU.
     alloc_conf: ``PYTORCH_CUDA_ALLOC_CONF``'s syntax (None: that
         environment variable's value).
     device_memory: the device's capacity the allocator model runs with
         (``"80GiB"`` or bytes); with a `budget` and no `device_memory`, the
-        budget is the capacity.
-    device: the device the step is estimated for: ``"cuda"`` (a Hopper
-        GPU), ``"cuda:h100"``, ``"cuda:h200"``, ``"cuda:a100"`` or
-        ``"cpu"``; None (the default): the device the model is on, ``meta``
-        standing for the CPU. On a CUDA target the step is recorded as CUDA
+        budget less `context_bytes` is the capacity.
+    device: the device the step is estimated for: a GPU model of
+        ``peakmem.gpu_catalog()`` (``"cuda:h100"``, ``"cuda:h100-pcie"``,
+        ``"cuda:h200"``, ``"cuda:a100"``, ``"cuda:a100-40gb"``,
+        ``"cuda:l4"``, ``"cuda:l40s"``, ``"cuda:a10g"``, ``"cuda:rtx4090"``,
+        ...; ``"cuda"``: a Hopper GPU, the H100 SXM's figures) or ``"cpu"``;
+        None (the default): the device the model is on, ``meta`` standing
+        for the CPU. On a GPU model the budget defaults to the card's
+        memory (torch's ``total_memory``), judged by the caching
+        allocator's reserved peak plus the CUDA context. On a CUDA target the step is recorded as CUDA
         runs it: the optimizer implementation PyTorch picks there (foreach
         by default; ``fused=True`` accepted on the eager front end), the op
         scratch CUDA's kernels allocate, cuBLAS's and cuBLASLt's workspaces
@@ -182,10 +209,11 @@ class EstimateOptions(RunOptions, total=False):
         report's diagnostics name it where a step meets it).
     """
 
-    allocator: Allocator
+    allocator: Allocator | None
     alloc_conf: str | None
     device_memory: int | str | None
     device: str | None
+    context_bytes: int | str | None
 
 
 # A decorated function keeps its own type, so that an editor shows its

@@ -181,7 +181,8 @@ class StepReport:
             verdict = self.verdict["text"]
             oom = (self.allocator or {}).get("out_of_memory")
             if oom:
-                verdict += f"; the allocator runs out of memory at {oom['op']} ({size(oom['requested_bytes'])})"
+                at = f"at {oom['op']}, " if oom.get("op") else ""
+                verdict += f" ({at}asking for {size(oom['requested_bytes'])})"
             lines.append(f"  {verdict}")
         if self.allocator is not None and "reserved_peak_bytes" in self.allocator:
             lines.append(f"  allocator: allocated peak {size(self.allocator['allocated_peak_bytes'])}, "
@@ -221,18 +222,25 @@ class StepReport:
         return step_report_html(self)
 
 
-def _with_budget(report: StepReport, budget: int | None, context_bytes: int = 0) -> StepReport:
-    """`report` judged against `budget` by the one verdict (_core.judge_budget,
-    report/budget_verdict.h): an estimate priced by the caching allocator
-    by its reserved peak (and whether it ran out of memory), anything else
-    by its requested peak; `context_bytes` counted against the budget."""
+def judge(budget: int, peak_bytes: int, allocator: dict | None, context_bytes: int = 0) -> dict:
+    """The one verdict (_core.judge_budget, report/budget_verdict.h) on a
+    simulated step: by the caching allocator's reserved peak (and whether
+    it ran out of memory) where `allocator` (a report's allocator dict) is
+    given, else by the requested `peak_bytes`; `context_bytes` counted
+    against `budget`."""
     from .._core import judge_budget
 
-    if budget is None:
-        return report
-    allocator = report.allocator if not report.measured else None
     reserved = allocator.get("reserved_peak_bytes") if allocator is not None else None
     oom = bool(allocator.get("out_of_memory")) if allocator is not None else False
-    verdict = judge_budget(budget, report.peak_bytes, reserved, oom, context_bytes)
+    return judge_budget(budget, peak_bytes, reserved, oom, context_bytes)
+
+
+def _with_budget(report: StepReport, budget: int | None, context_bytes: int = 0) -> StepReport:
+    """`report` judged against `budget` (judge): an estimate priced by the
+    caching allocator by its reserved peak, anything else (a measurement
+    included) by its requested peak."""
+    if budget is None:
+        return report
+    verdict = judge(budget, report.peak_bytes, report.allocator if not report.measured else None, context_bytes)
     return replace(report, budget=budget, fits=verdict["fits"], headroom_bytes=verdict["headroom_bytes"],
                    verdict=verdict)

@@ -49,9 +49,15 @@ class Routing:
     """The assumption ``routing=`` names, checked on construction (ValueError
     naming what is wrong), and the calls it has answered so far."""
 
-    def __init__(self, spec: Any) -> None:
+    def __init__(self, spec: Any, per_step: bool = False) -> None:
+        """`per_step`: the counts given router call by router call are
+        one step's, repeated in each step (a step run until its memory
+        repeats, whose number of steps is not known beforehand); else they
+        are every call of every step in order."""
         self.spec = spec
+        self.per_step = per_step
         self.calls = 0
+        self._step_began = 0  # self.calls when the current step began
         if isinstance(spec, str):
             if spec not in ROUTINGS:
                 raise ValueError(f"routing must be 'balanced', 'worst' or per-expert token counts, got {spec!r}")
@@ -77,6 +83,8 @@ class Routing:
         self.calls += 1
         if self._counts is None:
             return expert_counts(self.spec, tokens, k, experts)
+        if self.per_step:
+            call -= self._step_began
         if len(self._counts) > 1 and call >= len(self._counts):
             raise ValueError(f"routing: counts were given for {len(self._counts)} router calls; the step makes "
                              f"more (call {call + 1})")
@@ -89,12 +97,23 @@ class Routing:
                              f"counts must sum to {tokens * k} with none above {tokens}, got {row}")
         return row
 
+    def new_step(self) -> None:
+        """A step begins: with `per_step`, the counts start again (the
+        step before used them all)."""
+        if self.per_step:
+            if self.calls > 0:
+                self.check_all_used()
+            self._step_began = self.calls
+
     def check_all_used(self) -> None:
         """ValueError where counts were given for more router calls than
         the step made (they describe another step)."""
-        if self._counts is not None and len(self._counts) > 1 and self.calls != len(self._counts):
+        if self._counts is None or len(self._counts) == 1:
+            return
+        made = self.calls - self._step_began
+        if made != len(self._counts):
             raise ValueError(f"routing: counts were given for {len(self._counts)} router calls; the step made "
-                             f"{self.calls}")
+                             f"{made}")
 
     def describe(self, counts: list[int]) -> str:
         name = self.spec if isinstance(self.spec, str) else "given counts"

@@ -211,7 +211,7 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, step: TrainingStep, 
                         if g and a in arguments}
     held = module_paths.held_tensors(holder, _storage_key, _storage_nbytes)
     spec: dict[str, Any] = {
-        "steps": step.steps, "zero_grad": step.zero_grad,
+        "steps": step.steps_to_run(), "zero_grad": step.zero_grad,
         "torch_threads": torch.get_num_threads(),  # the kernels' per-thread scratch
         **_rank_and_world_size(),
         "parameter_bytes": _storage_bytes(_held_by_module(holder)),
@@ -227,7 +227,7 @@ def _step_program(thunder: Any, module: Any, inputs: tuple, step: TrainingStep, 
     description = ""
     if opt_spec is not None:
         spec["optimizer"], first, later, description = _optimizer_part(opt_spec, holder,
-                                                                       step.steps > 1 or later_program)
+                                                                       step.steps_to_run() > 1 or later_program)
     return _StepProgram(fw, bw, first, later, description, spec), tracing
 
 

@@ -97,6 +97,9 @@ class TrainingStep:
             step's memory to repeat (``least_steps`` at least; see
             peakmem.step's docstring).
         zero_grad: ``zero_grad(set_to_none=True)`` after each step.
+        accumulation_steps: the micro-batches of each step (gradient
+            accumulation: a forward and backward each, summed into
+            ``.grad``, then one optimizer step; the eager front end's).
         kwargs: the model's keyword inputs (the eager front end's; the
             functions' ``kwinputs=``).
         transform: applied to the ``thunder.jit`` module (Thunder's).
@@ -132,6 +135,7 @@ class TrainingStep:
     optimizer_kwargs: Mapping[str, Any] | None = None
     steps: int | None = None
     zero_grad: bool = True
+    accumulation_steps: int = 1
     kwargs: Mapping[str, Any] | None = None
     transform: Callable | None = None
     plan: bool | Mapping[str, Any] = False
@@ -147,6 +151,9 @@ class TrainingStep:
                                        or self.steps < 1):
             raise ValueError(f"steps must be a positive integer (or None: until the step's memory repeats), "
                              f"got {self.steps!r}")
+        if not isinstance(self.accumulation_steps, int) or isinstance(self.accumulation_steps, bool) \
+                or self.accumulation_steps < 1:
+            raise ValueError(f"accumulation_steps must be a positive integer, got {self.accumulation_steps!r}")
         if self.gradient not in _GRADIENTS:
             raise ValueError(f"gradient must be None (a scalar loss) or 'ones' "
                              f"(loss.backward(torch.ones_like(loss))), got {self.gradient!r}")
@@ -200,6 +207,12 @@ class TrainingStep:
         measure_step runs one more to show it)."""
         return self.steps if self.steps is not None else self.least_steps()
 
+    def measured_steps(self) -> int:
+        """The steps measure_step runs: ``steps``, or where it is None the
+        steady state's least steps and one more, which repeats the last
+        (the measurement shows it, where the estimate reasons it)."""
+        return self.steps if self.steps is not None else self.least_steps() + 1
+
     def model_call(self, inputs: tuple) -> tuple:
         """The inputs the model is called with: the first `model_inputs`
         (all when None). ValueError when there are fewer inputs than that."""
@@ -215,6 +228,9 @@ class TrainingStep:
         frontend, module = resolve_frontend(model, self.frontend, dict(self.kwargs or {}),
                                             transform=self.transform, plan=self.plan,
                                             recompute=self.recompute is not None)
+        if self.accumulation_steps > 1 and frontend == "thunder":
+            raise ValueError(f"accumulation_steps={self.accumulation_steps} is the eager front end's "
+                             "(frontend='eager'): Thunder's step runs one forward and backward")
         if self.routing is not None and frontend != "eager":
             raise ValueError(f"routing= assumes a mixture-of-experts router's choice on the eager front end "
                              f"(frontend='eager'), not on the {frontend!r} one: "
