@@ -165,6 +165,9 @@ class Result:
             "rows": [{**asdict(r), "difference": r.difference, "mismatch": r.mismatch} for r in self.rows],
             "notes": self.notes, "failures": [{"program": p, "error": e} for p, e in self.failures],
             "not_run": self.not_run, "kept": self.kept,
+            # The steps measured where an entry names none: the steady state
+            # (measure_step's default since the steady step), not one step.
+            "steady_default": True,
         }
 
 
@@ -567,6 +570,25 @@ def versions(device: Any) -> dict[str, str]:
     return out
 
 
+def card_rows(torch: Any, device: Any) -> list[Row]:
+    """The card against peakmem's GPU catalog (semantics/execution_context.h):
+    its ``total_memory`` and the CUDA context the process holds outside the
+    caching allocator after the warm-up (cudaMemGetInfo's used bytes less
+    the allocator's reserved ones: valid only with no other process on the
+    card), each beside the catalog entry of the same name; a card the
+    catalog does not name is measured with nothing to compare."""
+    import peakmem
+
+    name = torch.cuda.get_device_properties(device).name
+    free, total = torch.cuda.mem_get_info(device)
+    context = (total - free) - torch.cuda.memory_reserved(device)
+    entry = next((g for g in peakmem.gpu_catalog() if g["description"].split(" (")[0] == name), None)
+    label = f"card {entry['name'] if entry else name}"
+    return [Row(label, "total_memory", entry["total_memory_bytes"] if entry else None,
+                torch.cuda.get_device_properties(device).total_memory),
+            Row(label, "CUDA context", entry["context_bytes"] if entry else None, context)]
+
+
 def run(device: Any, programs: list[str], steps: list[str], *, executors: str = "default",
         time_budget: float | None = None, outputs: tuple[Path, ...] = (), log: Any = sys.stderr,
         eager_steps: list[str] = (), keep: Path | None = None) -> Result:
@@ -593,6 +615,7 @@ def run(device: Any, programs: list[str], steps: list[str], *, executors: str = 
         target = device_target(cuda_target_name(device), None)
         result.rows.append(Row("cuBLAS workspaces", "allocated", target.cublas_workspace_bytes +
                                target.cublas_lt_workspace_bytes, kept[0]))
+        result.rows.extend(card_rows(torch, device))
     work = ([("program", n) for n in programs] + [("step", n) for n in steps] +
             [("eager", n) for n in eager_steps])
     for i, (kind, name) in enumerate(work):

@@ -108,9 +108,8 @@ def step_report_html(report: Any) -> str:
         f"<tr><td>{html.escape(c)}</td><td style='text-align:right'>{b:,}</td></tr>"
         for c, b in report.by_category.items())
     budget = ""
-    if report.budget is not None:
-        budget = (f"<p>budget {report.budget:,} bytes: "
-                  f"{'fits' if report.fits else 'does not fit'}, headroom {report.headroom_bytes:,}</p>")
+    if report.verdict is not None:  # the one verdict's own line (report/budget_verdict.h)
+        budget = f"<p>{html.escape(report.verdict['text'])}</p>"
     modules = "".join(
         f"<tr><td>{html.escape(m or '(top)')}</td><td style='text-align:right'>{b:,}</td></tr>"
         for m, b in list(report.by_module.items())[:10])

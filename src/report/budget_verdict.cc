@@ -36,13 +36,14 @@ std::string BudgetVerdictText(const BudgetVerdict& v) {
     out += fmt::format(", headroom {} bytes ({})", GroupedBytes(*v.headroom_bytes), HumanBytes(*v.headroom_bytes));
   }
   if (v.basis == VerdictBasis::kReserved && !v.headroom_bytes) {
-    out += fmt::format("; the caching allocator runs out of memory within the budget less the CUDA context {}",
-                       GroupedBytes(v.context_bytes));
+    out += "; the caching allocator runs out of memory within the budget";
+    if (v.context_bytes != 0) out += fmt::format(" less {} outside it", GroupedBytes(v.context_bytes));
   } else if (v.basis == VerdictBasis::kReserved) {
-    out += fmt::format("; counted: the caching allocator's reserved peak {} + the CUDA context {}",
+    out += fmt::format("; counted: the caching allocator's reserved peak {} + {} outside it (the CUDA context, a "
+                       "rank's NCCL buffers)",
                        GroupedBytes(v.counted_bytes - v.context_bytes), GroupedBytes(v.context_bytes));
   } else if (v.context_bytes != 0) {
-    out += fmt::format("; counted: the requested peak {} + the CUDA context {}",
+    out += fmt::format("; counted: the requested peak {} + {} outside the allocator",
                        GroupedBytes(v.counted_bytes - v.context_bytes), GroupedBytes(v.context_bytes));
   }
   return out;

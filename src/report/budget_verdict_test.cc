@@ -38,10 +38,10 @@ TEST(BudgetVerdict, TextAndJsonSayWhatWasCounted) {
   EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 100, std::nullopt, 0)), "budget 120 bytes (120 B): fits, headroom 20 bytes (20 B)");
   EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 90, AllocatorPeak{100, false}, 15)),
             "budget 120 bytes (120 B): fits, headroom 5 bytes (5 B); counted: the caching allocator's reserved peak "
-            "100 + the CUDA context 15");
+            "100 + 15 outside it (the CUDA context, a rank's NCCL buffers)");
   EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 90, AllocatorPeak{100, true}, 15)),
             "budget 120 bytes (120 B): does not fit; the caching allocator runs out of memory within the budget "
-            "less the CUDA context 15");
+            "less 15 outside it");
   EXPECT_EQ(BudgetVerdictText(JudgeBudget(25'769'803'776, 25'407'222'792, std::nullopt, 0)),
             "budget 25,769,803,776 bytes (24.00 GiB): fits, headroom 362,580,984 bytes (345.8 MiB)");
   const nlohmann::ordered_json j = BudgetVerdictJson(JudgeBudget(120, 90, AllocatorPeak{100, true}, 15));

@@ -20,9 +20,9 @@ constexpr GpuModel kGpuCatalog[] = {
      "as cuda:h100"},
     {"cuda:h100", "NVIDIA H100 80GB HBM3 (SXM)", 90, 132, 85'045'477'376, kAssumedContextBytes, false,
      "deviceQuery, driver 565.57.01: github.com/thamada/nvidia-smi gls/H100SXMx8_deviceQuery.py"},
-    {"cuda:h100-pcie", "NVIDIA H100 PCIe 80GB", 90, 114, 81'008 * kMiB, kAssumedContextBytes, false,
+    {"cuda:h100-pcie", "NVIDIA H100 PCIe", 90, 114, 81'008 * kMiB, kAssumedContextBytes, false,
      "torch 2.0.1 total_memory=81008MB, multi_processor_count=114 (driver 535; pytorch/pytorch#110153's machine)"},
-    {"cuda:h200", "NVIDIA H200 141GB", 90, 132, 143'156 * kMiB, kAssumedContextBytes, false,
+    {"cuda:h200", "NVIDIA H200", 90, 132, 143'156 * kMiB, kAssumedContextBytes, false,
      "torch total_memory=143156MB, multi_processor_count=132: github.com/ai-bot-pro/achatbot "
      "deploy/modal/src/llm/vllm/vlm/skywork_r1v.py"},
     {"cuda:a100", "NVIDIA A100-SXM4-80GB", 80, 108, 85'100'068'864, kAssumedContextBytes, false,

@@ -33,7 +33,7 @@ def test_the_literals_are_what_the_engine_accepts():
 def test_estimate_steps_options_are_typed_by_them():
     assert get_type_hints(estimate_step)["options"] == Unpack[EstimateOptions]
     hints = get_type_hints(EstimateOptions)
-    assert hints["allocator"] == Allocator
+    assert hints["allocator"] == Optional[Allocator]  # None: by the device (peakmem.step.budget)
     assert hints["strategy"] == Optional[Strategy]
     assert hints["frontend"] == Optional[Frontend] and get_args(Frontend) == ("thunder", "eager", "compile")
     assert hints["gradient"] == Optional[Gradient] and Gradient == Literal["ones"]

@@ -74,8 +74,9 @@ def test_a_budget_with_the_allocator_is_the_devices_capacity(thunder, step):
 
 def test_every_format_renders_the_whole_step(step):
     _, priced = step
+    # The steady state: the first step and the second, which every later one repeats.
     assert [(p.name, p.iteration) for p in priced.report.phases] == [
-        ("forward", 1), ("backward", 1), ("optimizer", 1)]
+        ("forward", 1), ("backward", 1), ("optimizer", 1), ("forward", 2), ("backward", 2), ("optimizer", 2)]
     trace = json.loads(priced.write("chrome-trace"))
     assert trace["traceEvents"]
     snapshot = priced.write("snapshot")
@@ -147,7 +148,10 @@ def test_the_repr_is_a_summary_and_to_json_its_data(step):
     assert text.startswith(f"StepReport(estimated: peak {priced.peak_bytes:,} bytes ({unit}) in the "
                            f"{priced.phase_at_peak}"), text
     assert f"reserved peak {priced.allocator['reserved_peak_bytes']:,}" in text
-    assert len(text.splitlines()) <= 4  # the timeline stays behind .timeline
+    # The figures, then what the estimate assumed; the timeline stays behind .timeline.
+    assert len(text.splitlines()) <= 4 + len(priced.assumptions)
+    assert text.splitlines()[-len(priced.assumptions):] == [f"  {a}" for a in priced.assumptions[:-1]] + [
+        f"  {priced.assumptions[-1]})"]
     data = json.loads(priced.to_json())
     assert (data["peak_bytes"], data["final_bytes"]) == (measured.peak_bytes, measured.final_bytes)
     assert data["by_category"] == priced.by_category

@@ -13,10 +13,10 @@ from step_models import MLP, mse_loss
 
 
 def test_a_step_is_checked_when_it_is_made():
-    assert TrainingStep().steps == 1 and TrainingStep().zero_grad
-    with pytest.raises(ValueError, match="steps must be a positive integer, got 0"):
+    assert TrainingStep().steps is None and TrainingStep().zero_grad  # None: the steady state
+    with pytest.raises(ValueError, match=r"steps must be a positive integer \(or None: until the step.s memory repeats\), got 0"):
         TrainingStep(steps=0)
-    with pytest.raises(ValueError, match="steps must be a positive integer, got True"):
+    with pytest.raises(ValueError, match=r"steps must be a positive integer \(or None.*got True"):
         TrainingStep(steps=True)
     with pytest.raises(ValueError, match="gradient must be None .* or 'ones' .*, got 'zeros'"):
         TrainingStep(gradient="zeros")

@@ -69,7 +69,7 @@ struct ExecutionContext {
 // say so (context_measured false). context_bytes= overrides it.
 struct GpuModel {
   std::string_view name;         // "cuda:h100"
-  std::string_view description;  // "NVIDIA H100 80GB HBM3 (SXM)"
+  std::string_view description;  // the name torch.cuda.get_device_properties() gives, "(SXM)" added where it does not say
   int arch;                      // compute capability, major * 10 + minor
   int sm_count;
   std::int64_t total_memory_bytes;

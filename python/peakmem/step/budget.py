@@ -67,18 +67,24 @@ class Judging:
     budget: int | None
     pricing: dict
     context_bytes: int = 0
+    options: Mapping[str, Any] | None = None  # what it was made of, to make it again with NCCL's bytes
+    given_budget: int | str | None = None
 
 
-def judging(options: Mapping[str, Any], budget: int | str | None, target: Any = None) -> Judging:
+def judging(options: Mapping[str, Any], budget: int | str | None, target: Any = None,
+            nccl_bytes: int = 0) -> Judging:
     """`options` (estimate_step's keywords), `budget` and the target device
     (peakmem.step.device_target.DeviceTarget; None: the CPU) made one
-    Judging, with a GPU model's defaults (the module docstring)."""
+    Judging, with a GPU model's defaults (the module docstring).
+    `nccl_bytes`: a rank's NCCL buffers (peakmem.nccl_estimate), outside
+    the allocator too, added to the context on a GPU model."""
     gpu = target is not None and target.cuda and target.total_memory_bytes > 0
     limit = _budget(budget)
     if limit is None and gpu:
         limit = target.total_memory_bytes
     given = options.get("context_bytes")
     context = _size("context_bytes", given) if given is not None else (target.context_bytes if gpu else 0)
+    context += nccl_bytes if gpu else 0
     allocator = options.get("allocator") or ("cuda-caching" if gpu else "requested")
     return Judging(limit, _pricing(allocator, options.get("alloc_conf"), options.get("device_memory"), limit,
-                                   context), context)
+                                   context), context, options, budget)

@@ -33,12 +33,11 @@ def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tup
     and run (fully_shard changes the module it is given)."""
     from ..measure import _InputMaker, measure_region_cpu, measure_region_cuda
     from .holdings import _input_tensors
-    from .running import _backward
 
     if step.distributed is not None and device.type == "cuda":  # the allocator's figures of its buckets
         raise ValueError(f"measure_step with strategy={step.distributed!r} on the eager front end measures on the "
                          "CPU only: a CUDA rank's measurement is not written yet")
-    kwargs, loss_fn, gradient, zero_grad = dict(step.kwargs or {}), step.loss_fn, step.gradient, step.zero_grad
+    kwargs, zero_grad = dict(step.kwargs or {}), step.zero_grad
     optimizer, optimizer_kwargs, steps = step.optimizer, step.optimizer_kwargs, step.measured_steps()
     maker = _InputMaker(device, 0)
     if step.distributed == "fsdp":
@@ -49,19 +48,7 @@ def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tup
     made: dict[str, Any] = {"model": model}
 
     def run_once(copies: tuple, kw: dict, opt: Any) -> None:
-        model = made["model"]
-        for i in range(1, step.accumulation_steps + 1):  # micro-batches, as eager._run_iteration records them
-            last = i == step.accumulation_steps
-            if step.accumulation_steps > 1 and hasattr(model, "set_requires_gradient_sync"):
-                model.set_requires_gradient_sync(last)
-            sync = model.no_sync() if not last and hasattr(model, "no_sync") else contextlib.nullcontext()
-            with sync:
-                out = model(*step.model_call(copies), **kw)
-                loss = _loss(out, loss_fn, copies, kw)
-                del out
-                _backward(loss, gradient)
-            if not last:
-                del loss
+        loss = _micro_batches(made["model"], step, copies, kw)
         if opt is not None:
             opt.step()
         if zero_grad:
@@ -110,6 +97,28 @@ def measure_eager_step(model: Any, inputs: tuple, step: Any, device: Any) -> tup
     for p in parameters:
         p.grad = None
     return peak + held, final + held, input_bytes, allocator, held_by_model
+
+
+def _micro_batches(model: Any, step: Any, copies: tuple, kw: dict) -> Any:
+    """The step's forwards and backwards, ``accumulation_steps`` of them
+    (as eager._run_iteration records them: each micro-batch's loss released
+    after its backward, the gradient sync of DDP or FSDP2 off but for the
+    last); returns the last micro-batch's loss."""
+    from .running import _backward
+
+    for i in range(1, step.accumulation_steps + 1):
+        last = i == step.accumulation_steps
+        if step.accumulation_steps > 1 and hasattr(model, "set_requires_gradient_sync"):
+            model.set_requires_gradient_sync(last)
+        sync = model.no_sync() if not last and hasattr(model, "no_sync") else contextlib.nullcontext()
+        with sync:
+            out = model(*step.model_call(copies), **kw)
+            loss = _loss(out, step.loss_fn, copies, kw)
+            del out
+            _backward(loss, step.gradient)
+        if not last:
+            del loss
+    return loss
 
 
 def _settled_ddp(made: dict, run_once: Any, make: Any, parameters: list) -> int:

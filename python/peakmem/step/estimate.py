@@ -41,7 +41,7 @@ def _simulate(program: _StepProgram, pricing: dict | None = None) -> tuple[StepR
 
 
 def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, judged: Judging, target: Any,
-                    start: float) -> StepReport:
+                    start: float, nccl: dict | None = None) -> StepReport:
     """The eager front end's estimate (peakmem.step.eager): the step recorded and simulated."""
     from .eager import estimate_eager_step
 
@@ -58,7 +58,7 @@ def _estimate_eager(model: Any, inputs: tuple, step: TrainingStep, judged: Judgi
         step_at_peak=r["step_at_peak"], by_category=r["by_category"], by_module=r["by_module"],
         timeline=StepTimeline.from_report(whole), recomputation=recomputation, allocator=whole.allocator,
         report=whole, frontend=step.frontend, device=target.name, optimizer=ran.optimizer, steps=ran.steps,
-        steady=step.steady)
+        steady=step.steady, nccl_estimate=nccl)
     total = time.perf_counter() - start
     report = replace(_with_budget(report, judged.budget, judged.context_bytes),
                      seconds={"record": recording, "peakmem": total - recording})
@@ -103,19 +103,39 @@ def _estimate_traced(model: Any, inputs: tuple, step: TrainingStep, judged: Judg
     program, thunder_s = _traced_program(model, inputs, step)
     if step.device is not None:
         program.spec["device"] = target.name
-    report, simulating = _simulate(program, judged.pricing)
-    report = replace(report, device=target.name, steady=step.steady)
     world_size = program.spec.get("world_size", 0)
+    nccl = None
     if world_size > 1:
         from ..distribution import nccl_estimate, traces_collectives
 
         collectives = traces_collectives(program.forward, program.backward)
         if collectives:
-            report = replace(report, nccl_estimate=nccl_estimate(world_size, collectives))
+            nccl = nccl_estimate(world_size, collectives)
+            judged = judging(judged.options, judged.given_budget, target, nccl["total_bytes"])
+    report, simulating = _simulate(program, judged.pricing)
+    report = replace(report, device=target.name, steady=step.steady, nccl_estimate=nccl)
     total = time.perf_counter() - start
     report = replace(_with_budget(report, judged.budget, judged.context_bytes), seconds={
         "thunder": thunder_s, "peakmem": total - thunder_s, "simulate": simulating})
     return replace(report, assumptions=assumptions(report, step, target, None, None))
+
+
+# The collectives each eager strategy's wrapper runs (DDP: the module's
+# broadcast at construction and the buckets' all-reduce, reducer.cpp;
+# FSDP2: all-gather and reduce-scatter, _fsdp_collectives.py).
+_STRATEGY_COLLECTIVES = {"ddp": ["broadcast", "all_reduce"], "fsdp": ["all_gather", "reduce_scatter"]}
+
+
+def _eager_nccl(step: TrainingStep, target: Any) -> dict | None:
+    """A GPU rank's NCCL buffers under an eager strategy (peakmem.nccl_estimate
+    with its defaults), counted outside the allocator; None elsewhere."""
+    import torch.distributed as dist
+
+    if not target.cuda or step.distributed is None or not dist.is_initialized() or dist.get_world_size() < 2:
+        return None
+    from ..distribution import nccl_estimate
+
+    return nccl_estimate(dist.get_world_size(), _STRATEGY_COLLECTIVES[step.distributed])
 
 
 @takes(EstimateOptions)
@@ -143,6 +163,8 @@ def estimate_step(model: Any, *inputs: Any, budget: int | str | None = None,
     start = time.perf_counter()
     step, model = TrainingStep.of(options).resolved(model)
     target = device_target(step.device, model)
-    judged = judging(options, budget, target)
-    run = _estimate_eager if records(step.frontend) else _estimate_traced
-    return run(model, inputs, step, judged, target, start)
+    if records(step.frontend):
+        nccl = _eager_nccl(step, target)
+        judged = judging(options, budget, target, nccl["total_bytes"] if nccl else 0)
+        return _estimate_eager(model, inputs, step, judged, target, start, nccl)
+    return _estimate_traced(model, inputs, step, judging(options, budget, target), target, start)

@@ -26,11 +26,15 @@ def _steps(report: Any, step: Any) -> str:
 def _card(target: Any, report: Any) -> str | None:
     if not target.cuda or not target.total_memory_bytes:
         return None
-    context = (report.verdict or {}).get("context_bytes", target.context_bytes)
-    assumed = " (assumed: not yet measured for torch 2.13; pass context_bytes=)" if context == target.context_bytes \
-        else " (context_bytes=)"
+    outside = (report.verdict or {}).get("context_bytes", target.context_bytes)
+    nccl = (report.nccl_estimate or {}).get("total_bytes", 0) if target.cuda else 0
+    context = outside - nccl
+    said = (f"CUDA context {context:,} bytes (assumed: not yet measured for torch 2.13; pass context_bytes=)"
+            if context == target.context_bytes else f"{context:,} bytes given as context_bytes=")
+    if nccl:
+        said += f" + NCCL's buffers {nccl:,} (an estimate: report.nccl_estimate)"
     return (f"device: {target.name}, {target.description}: {target.total_memory_bytes:,} bytes "
-            f"(torch's total_memory); CUDA context {context:,} bytes{assumed}")
+            f"(torch's total_memory); outside the allocator: {said}")
 
 
 def assumptions(report: Any, step: Any, target: Any, precision: str | None,
