@@ -17,7 +17,10 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
-SERIES = ("parameters", "inputs", "gradients", "optimizer_state", "activations", "temporaries", "workspaces")
+from ._core import STEP_CATEGORIES
+
+# The step's categories (C++'s kStepCategories), in the order they are drawn.
+SERIES = tuple(STEP_CATEGORIES)
 COLOURS = {
     "parameters": "#4e79a7",
     "inputs": "#76b7b2",

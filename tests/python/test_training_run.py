@@ -147,7 +147,7 @@ def test_the_largest_batch_on_a_gpu_model_is_the_largest_whose_steady_step_fits(
     assert found.report.peak_bytes == at.peak_bytes
     # Without a budget, a GPU model's memory is the budget.
     whole = peakmem.max_batch_size(model, lambda n: (torch.zeros(n, 512, device="meta"),), progress=False,
-                                   high=1 << 14, **options)
+                                   high=64, **options)
     assert whole.report.budget == next(g for g in peakmem.gpu_catalog() if g["name"] == "cuda:l4")[
         "total_memory_bytes"]
 
@@ -234,3 +234,20 @@ def test_accumulation_is_refused_where_it_is_not_modelled(thunder):
         peakmem.estimate_step(model, x, loss_fn=_sum_loss, accumulation_steps=2, frontend="thunder")
     with pytest.raises(ValueError, match="accumulation_steps must be a positive integer"):
         peakmem.estimate_step(model, x, loss_fn=_sum_loss, accumulation_steps=0, frontend="eager")
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("frontend", ["eager", "thunder"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_the_first_step_alone_is_still_the_measured_first_step(thunder, entry: Entry, frontend: str):
+    """steps=1 is the step as it was before the steady default: the first
+    step, measured for real."""
+    import peakmem
+
+    torch.manual_seed(0)
+    model, inputs = entry.make(), entry.inputs()
+    options = {"loss_fn": entry.loss_fn, **entry.setup, "frontend": frontend}
+    options.setdefault("steps", 1)
+    measured = peakmem.measure_step(model, *inputs, **options)
+    estimated = peakmem.estimate_step(model, *inputs, **options)
+    assert (estimated.peak_bytes, estimated.final_bytes) == (measured.peak_bytes, measured.final_bytes)

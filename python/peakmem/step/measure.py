@@ -127,10 +127,9 @@ def measure_step(model: Any, *inputs: Any, budget: int | str | None = None,
                  **options: Unpack[RunOptions]) -> StepReport:
     """Runs ``steps`` training steps of `model` for real and measures them:
     the truth ``estimate_step`` is checked against. ``steps=None`` (the
-    default, the steady state) runs the steps the estimate's steady state
-    takes at least and one more (TrainingStep.measured_steps: three with an
-    optimizer, two without), so the measured peak covers the step that
-    repeats.
+    default, the steady state) runs three steps (TrainingStep.measured_steps:
+    the least the estimate's steady state takes and one more), so the
+    measured peak covers a step that repeats.
 
     The step of ``estimate_step``, with its keyword arguments but the
     pricing (a measurement has no use for it), on real tensors, all on the

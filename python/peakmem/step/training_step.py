@@ -208,10 +208,10 @@ class TrainingStep:
         return self.steps if self.steps is not None else self.least_steps()
 
     def measured_steps(self) -> int:
-        """The steps measure_step runs: ``steps``, or where it is None the
-        steady state's least steps and one more, which repeats the last
-        (the measurement shows it, where the estimate reasons it)."""
-        return self.steps if self.steps is not None else self.least_steps() + 1
+        """The steps measure_step runs: ``steps``, or where it is None three
+        at least (the steady state's least and one more, which repeats the
+        last: the measurement shows it, where the estimate reasons it)."""
+        return self.steps if self.steps is not None else max(3, self.least_steps() + 1)
 
     def model_call(self, inputs: tuple) -> tuple:
         """The inputs the model is called with: the first `model_inputs`
