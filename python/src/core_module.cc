@@ -28,6 +28,17 @@ void RaiseTraceError(const peakmem::TraceError& e) {
   PyErr_SetObject(cls.ptr(), err.ptr());
 }
 
+// A size parser (allocator_choice.h's ParseByteSize, ParseSizeWithUnit)
+// as a Python function: the bytes, or ValueError with the parser's reason.
+auto SizeParser(bool (*parse)(std::string_view, std::int64_t*, std::string*)) {
+  return [parse](const std::string& text) {
+    std::int64_t bytes = 0;
+    std::string error;
+    if (!parse(text, &bytes, &error)) throw std::invalid_argument(error);
+    return bytes;
+  };
+}
+
 }  // namespace
 
 // The module: each layer's bindings, then the module-level functions, one
@@ -103,15 +114,7 @@ NB_MODULE(_core, m) {
         "A byte count in binary units as the reports print it beside the bytes: '512 B', '59.6 KiB', "
         "'1.2 MiB', '3.45 GiB'.");
 
-  m.def(
-      "parse_size_with_unit",
-      [](const std::string& text) {
-        std::int64_t bytes = 0;
-        std::string error;
-        if (!peakmem::ParseSizeWithUnit(text, &bytes, &error)) throw std::invalid_argument(error);
-        return bytes;
-      },
-      nb::arg("text"),
+  m.def("parse_size_with_unit", SizeParser(&peakmem::ParseSizeWithUnit), nb::arg("text"),
       "A size a person types ('80GiB', '512 MiB') in bytes; ValueError for a bare number ('48': which unit?) "
       "or anything parse_byte_size refuses.");
 
@@ -122,13 +125,8 @@ NB_MODULE(_core, m) {
         std::optional<peakmem::AllocatorPeak> allocator;
         if (reserved_peak) allocator = peakmem::AllocatorPeak{*reserved_peak, out_of_memory};
         const peakmem::BudgetVerdict v = peakmem::JudgeBudget(budget, requested_peak, allocator, context_bytes);
-        nb::dict out;
-        out["budget"] = v.budget;
-        out["fits"] = v.fits;
-        out["headroom_bytes"] = v.headroom_bytes ? nb::cast(*v.headroom_bytes) : nb::none();
-        out["budget_basis"] = std::string(peakmem::VerdictBasisName(v.basis));
-        out["context_bytes"] = v.context_bytes;
-        out["counted_bytes"] = v.counted_bytes;
+        // The JSON outputs' encoding of it, and the text outputs' line.
+        nb::dict out = nb::cast<nb::dict>(nb::module_::import_("json").attr("loads")(peakmem::BudgetVerdictJson(v).dump()));
         out["text"] = peakmem::BudgetVerdictText(v);
         return out;
       },
@@ -145,15 +143,8 @@ NB_MODULE(_core, m) {
     m.attr("STEP_CATEGORIES") = nb::tuple(categories);
   }
 
-  m.def(
-      "parse_byte_size",
-      [](const std::string& text) {
-        std::int64_t bytes = 0;
-        std::string error;
-        if (!peakmem::ParseByteSize(text, &bytes, &error)) throw std::invalid_argument(error);
-        return bytes;
-      },
-      nb::arg("text"), "A size as users write it ('80GiB', '512 MiB', '1.5GB', '4096') in bytes.");
+  m.def("parse_byte_size", SizeParser(&peakmem::ParseByteSize), nb::arg("text"),
+        "A size as users write it ('80GiB', '512 MiB', '1.5GB', '4096') in bytes.");
 
   m.def("thunder_alloc_memory", &peakmem_python::ThunderAllocMemory, nb::arg("trace"),
         "Thunder's get_alloc_memory on a live TraceCtx: (peak, breakdown dict), from the live "
