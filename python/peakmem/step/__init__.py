@@ -1,10 +1,14 @@
 """One training step, predicted (``estimate_step``) and measured (``measure_step``).
 
-The step, as both functions run it (``steps`` times in a row)::
+The step, as both functions run it (``steps`` times in a row; by default,
+``steps=None``, as many as it takes for the step's memory to repeat: the
+steady state of a training run, where the optimizer's state is held through
+the forward and backward)::
 
     def step():
-        loss = model(*inputs)              # or loss_fn(model(*inputs), *inputs), traced together
-        loss.backward()                    # gradient="ones": loss.backward(torch.ones_like(loss))
+        for _ in range(accumulation_steps):    # the eager front end's micro-batches
+            loss = model(*inputs)              # or loss_fn(model(*inputs), *inputs), traced together
+            loss.backward()                    # gradient="ones": loss.backward(torch.ones_like(loss))
         if optimizer is not None:
             optimizer.step()
         if zero_grad:

@@ -19,7 +19,8 @@ is estimated on a laptop; the user's own model is not touched), under a
 The step is the one ``measure_step(..., frontend="eager")`` runs (eager_measure.py) and
 ``peakmem.step``'s docstring states (forward and loss, ``loss.backward()``,
 ``optimizer.step()``, ``zero_grad(set_to_none=True)``, the loss released),
-``steps`` times. The record becomes the step's event stream in C++
+``steps`` times, or until what is live after a step repeats
+(``steps=None``). The record becomes the step's event stream in C++
 (peakmem/models/recorded_step.h), so the report, its formats and the
 caching-allocator pricing are those of a traced step. Categories are read
 off the objects once each phase ends: a storage that is a parameter's
