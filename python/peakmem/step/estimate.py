@@ -142,14 +142,18 @@ def _eager_nccl(step: TrainingStep, target: Any) -> dict | None:
 @with_strategy
 def estimate_step(model: Any, *inputs: Any, budget: int | str | None = None,
                   **options: Unpack[EstimateOptions]) -> StepReport:
-    """Predicts the memory of ``steps`` training steps of `model` on `inputs`.
+    """Predicts the memory of a training run's steps of `model` on `inputs`
+    (``steps``; by default until the step's memory repeats).
 
     `model` is an ``nn.Module`` called as ``model(*inputs)``. `inputs` may be
     real tensors or on the ``meta`` device (then nothing is allocated: the
     model's parameters should be on ``meta`` too). `budget`: bytes (or a
-    size such as ``"80GiB"``) to check the peak against (``fits``,
-    ``headroom_bytes``). The keyword arguments below say the step; see the
-    package's docstring (peakmem.step) for the step and how it is modelled.
+    size such as ``"80GiB"``) the step must fit in (``fits``,
+    ``headroom_bytes``, ``verdict``: peakmem.step.budget); on a GPU model
+    (``device=``) the card's memory unless given, judged by the caching
+    allocator's reserved bytes plus the CUDA context. The keyword arguments
+    below say the step; see the package's docstring (peakmem.step) for the
+    step and how it is modelled.
 
     Raises ValueError for an optimizer or a loss peakmem cannot model, for
     inputs on another device than the parameters and for a `loss_fn` that
