@@ -436,13 +436,16 @@ auto SimulatingStepFile(const std::string& file, Simulate simulate) {
   }
 }
 
-// A size such as 80GiB, for --budget.
-std::int64_t BudgetBytes(const std::string& text) {
+// A size such as 80GiB for the option `name`; a bare number is refused.
+std::int64_t SizeOption(const std::string& name, const std::string& text) {
   std::int64_t bytes = 0;
   std::string error;
-  if (!peakmem::ParseSizeWithUnit(text, &bytes, &error)) throw std::invalid_argument("--budget: " + error);
+  if (!peakmem::ParseSizeWithUnit(text, &bytes, &error)) throw std::invalid_argument(name + ": " + error);
   return bytes;
 }
+
+// A size such as 80GiB, for --budget.
+std::int64_t BudgetBytes(const std::string& text) { return SizeOption("--budget", text); }
 
 // `plan STEP.json --recompute`: writes the step file with the chosen
 // values recomputed in the backward (to --output, else stdout) and a
@@ -603,11 +606,9 @@ struct StepArgs {
   std::string context;  // empty: a GPU model's CUDA context (execution_context.h's catalog), else 0
 };
 
-// What a step file's target device says of the budget's verdict
-// (report/budget_verdict.h): on a GPU model of the catalog, the budget is
-// the card's memory unless given, the CUDA context counts against it and
-// the caching allocator prices the step, with the budget less the context
-// as its capacity, as peakmem.estimate_step does (step/budget.py).
+// The budget's verdict on a step file's target device (the file's, or
+// --device): report/budget_verdict.h's terms, as peakmem.estimate_step
+// takes them (step/budget.py).
 struct StepPricing {
   peakmem::AllocatorOptions allocator;
   std::optional<std::int64_t> budget;
@@ -615,31 +616,15 @@ struct StepPricing {
 };
 
 StepPricing PriceStep(const StepArgs& args, const std::string& device) {
-  const peakmem::GpuModel* gpu = peakmem::FindGpuModel(device);
-  StepPricing out;
-  if (!args.budget.empty()) {
-    out.budget = BudgetBytes(args.budget);
-  } else if (gpu != nullptr) {
-    out.budget = gpu->total_memory_bytes;
-  }
-  if (!args.context.empty()) {
-    std::string error;
-    if (!peakmem::ParseSizeWithUnit(args.context, &out.context_bytes, &error)) {
-      throw std::invalid_argument("--context-bytes: " + error);
-    }
-  } else if (gpu != nullptr) {
-    out.context_bytes = gpu->context_bytes;
-  }
-  const std::string model = !args.allocator.empty() ? args.allocator : gpu != nullptr ? "cuda-caching" : "requested";
-  std::string device_memory = args.device_memory;
-  if (device_memory.empty() && model != "requested" && out.budget) {
-    // A budget the context fills leaves the allocator nothing: a 1-byte device fails its first request.
-    device_memory = std::to_string(std::max<std::int64_t>(*out.budget - out.context_bytes, 1)) + "B";
-  }
+  std::optional<std::int64_t> budget, context, capacity;
+  if (!args.budget.empty()) budget = BudgetBytes(args.budget);
+  if (!args.context.empty()) context = SizeOption("--context-bytes", args.context);
+  if (!args.device_memory.empty()) capacity = SizeOption("--device-memory", args.device_memory);
+  const peakmem::BudgetTerms terms = peakmem::ResolveBudgetTerms(device, budget, context, args.allocator, capacity);
   std::optional<std::string_view> conf;
   if (!args.alloc_conf.empty()) conf = args.alloc_conf;
-  out.allocator = peakmem::MakeAllocatorOptions(model, conf, device_memory);
-  return out;
+  const std::string memory = terms.capacity ? std::to_string(*terms.capacity) + "B" : "";
+  return {peakmem::MakeAllocatorOptions(terms.allocator, conf, memory), terms.budget, terms.context_bytes};
 }
 
 // `peakmem step`'s formats: its own text and JSON summaries, and every

@@ -137,6 +137,26 @@ NB_MODULE(_core, m) {
       "fits, headroom_bytes (None where the allocator ran out), budget_basis, context_bytes, counted_bytes and "
       "text (the line every text output prints).");
 
+  m.def(
+      "budget_terms",
+      [](const std::string& device, std::optional<std::int64_t> budget, std::optional<std::int64_t> context_bytes,
+         const std::string& allocator, std::optional<std::int64_t> device_memory, std::int64_t nccl_bytes) {
+        const peakmem::BudgetTerms t =
+            peakmem::ResolveBudgetTerms(device, budget, context_bytes, allocator, device_memory, nccl_bytes);
+        nb::dict out;
+        out["budget"] = t.budget ? nb::cast(*t.budget) : nb::none();
+        out["context_bytes"] = t.context_bytes;
+        out["allocator"] = t.allocator;
+        out["capacity"] = t.capacity ? nb::cast(*t.capacity) : nb::none();
+        return out;
+      },
+      nb::arg("device"), nb::arg("budget") = nb::none(), nb::arg("context_bytes") = nb::none(),
+      nb::arg("allocator") = "", nb::arg("device_memory") = nb::none(), nb::arg("nccl_bytes") = 0,
+      "What a step is judged with (report/budget_verdict.h's ResolveBudgetTerms): the caller's budget, "
+      "context_bytes, allocator ('' for the device's) and device_memory completed by the target device's "
+      "defaults (a GPU model's memory, CUDA context and the caching allocator); a dict: budget, "
+      "context_bytes, allocator, capacity (the allocator's device memory; None for none).");
+
   {
     nb::list categories;
     for (std::string_view c : peakmem::kStepCategories) categories.append(std::string(c));

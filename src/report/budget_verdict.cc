@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "peakmem/report/human_bytes.h"
 
 namespace peakmem {
@@ -27,6 +29,23 @@ BudgetVerdict JudgeBudget(std::int64_t budget, std::int64_t requested_peak_bytes
   v.fits = v.counted_bytes <= budget;
   v.headroom_bytes = budget - v.counted_bytes;
   return v;
+}
+
+BudgetTerms ResolveBudgetTerms(std::string_view device, std::optional<std::int64_t> budget,
+                               std::optional<std::int64_t> context_bytes, std::string_view allocator,
+                               std::optional<std::int64_t> device_memory, std::int64_t nccl_bytes) {
+  const GpuModel* gpu = FindGpuModel(device);
+  BudgetTerms t;
+  t.budget = budget ? budget : gpu != nullptr ? std::optional<std::int64_t>(gpu->total_memory_bytes) : std::nullopt;
+  t.context_bytes = context_bytes ? *context_bytes : gpu != nullptr ? gpu->context_bytes : 0;
+  if (gpu != nullptr) t.context_bytes += nccl_bytes;
+  t.allocator = !allocator.empty() ? std::string(allocator) : gpu != nullptr ? "cuda-caching" : "requested";
+  if (device_memory) {
+    t.capacity = device_memory;
+  } else if (t.allocator != "requested" && t.budget) {
+    t.capacity = std::max<std::int64_t>(*t.budget - t.context_bytes, 1);
+  }
+  return t;
 }
 
 std::string BudgetVerdictText(const BudgetVerdict& v) {

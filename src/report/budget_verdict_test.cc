@@ -34,6 +34,30 @@ TEST(BudgetVerdict, AnAllocatorThatRanOutHasNoHeadroom) {
   EXPECT_FALSE(v.headroom_bytes.has_value());
 }
 
+TEST(BudgetVerdict, AGpuModelsTermsAreItsMemoryItsContextAndTheCachingAllocator) {
+  // An L4 (deviceQuery: 23,570,219,008 bytes), nothing given: its memory, its
+  // context (plus a rank's NCCL buffers) and the caching allocator with the
+  // budget less the context as its capacity.
+  const BudgetTerms l4 = ResolveBudgetTerms("cuda:l4", std::nullopt, std::nullopt, "", std::nullopt, 1000);
+  EXPECT_EQ(l4.budget, 23'570'219'008);
+  EXPECT_EQ(l4.context_bytes, kAssumedContextBytes + 1000);
+  EXPECT_EQ(l4.allocator, "cuda-caching");
+  EXPECT_EQ(l4.capacity, 23'570'219'008 - kAssumedContextBytes - 1000);
+  // What the caller gives stands; a budget the context fills leaves one byte.
+  const BudgetTerms mine = ResolveBudgetTerms("cuda:l4", 100, 200, "", std::nullopt);
+  EXPECT_EQ(mine.budget, 100);
+  EXPECT_EQ(mine.context_bytes, 200);
+  EXPECT_EQ(mine.capacity, 1);
+  EXPECT_EQ(ResolveBudgetTerms("cuda:l4", 100, 0, "requested", std::nullopt).capacity, std::nullopt);
+  // The CPU: no budget, no context, requested bytes; NCCL's bytes are a GPU's.
+  const BudgetTerms cpu = ResolveBudgetTerms("cpu", std::nullopt, std::nullopt, "", std::nullopt, 1000);
+  EXPECT_EQ(cpu.budget, std::nullopt);
+  EXPECT_EQ(cpu.context_bytes, 0);
+  EXPECT_EQ(cpu.allocator, "requested");
+  EXPECT_EQ(ResolveBudgetTerms("", 500, std::nullopt, "cuda-caching", std::nullopt).capacity, 500);
+  EXPECT_EQ(ResolveBudgetTerms("", 500, std::nullopt, "cuda-caching", 64).capacity, 64);
+}
+
 TEST(BudgetVerdict, TextAndJsonSayWhatWasCounted) {
   EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 100, std::nullopt, 0)), "budget 120 bytes (120 B): fits, headroom 20 bytes (20 B)");
   EXPECT_EQ(BudgetVerdictText(JudgeBudget(120, 90, AllocatorPeak{100, false}, 15)),

@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "peakmem/semantics/execution_context.h"
+
 namespace peakmem {
 
 enum class VerdictBasis : unsigned char {
@@ -53,6 +55,26 @@ struct AllocatorPeak {
 
 BudgetVerdict JudgeBudget(std::int64_t budget, std::int64_t requested_peak_bytes,
                           const std::optional<AllocatorPeak>& allocator, std::int64_t context_bytes);
+
+// What a step is judged with, the caller's choices completed by the target
+// device's defaults, one rule for Python (step/budget.py) and `peakmem
+// step`: on a GPU model of the catalog (execution_context.h) the budget is
+// the card's memory unless given, `context_bytes` its CUDA context unless
+// given (plus `nccl_bytes`, a rank's NCCL buffers, also outside the
+// allocator), the allocator model "cuda-caching" unless named; elsewhere no
+// budget, no context and "requested". The allocator's capacity is
+// `device_memory` where given, else the budget less the context (at least a
+// byte: a budget the context fills leaves the allocator nothing) when an
+// allocator model runs and there is a budget.
+struct BudgetTerms {
+  std::optional<std::int64_t> budget;
+  std::int64_t context_bytes = 0;
+  std::string allocator;  // "requested" or "cuda-caching"
+  std::optional<std::int64_t> capacity;
+};
+BudgetTerms ResolveBudgetTerms(std::string_view device, std::optional<std::int64_t> budget,
+                               std::optional<std::int64_t> context_bytes, std::string_view allocator,
+                               std::optional<std::int64_t> device_memory, std::int64_t nccl_bytes = 0);
 
 // The verdict as every text output prints it: "budget B bytes (80.00 GiB):
 // fits, headroom H bytes (...)", then what was counted where it is more

@@ -44,18 +44,9 @@ def _budget(budget: int | str | None) -> int | None:
     return None if budget is None else _size("budget", budget)
 
 
-def _pricing(allocator: str, alloc_conf: str | None, device_memory: str | int | None,
-             budget: int | None, context_bytes: int = 0) -> dict:
-    """_core.simulate_step's allocator arguments: with an allocator model and
-    a budget but no device memory, the budget less what the card holds
-    outside the allocator is the allocator's capacity."""
-    if allocator != "requested" and device_memory is None and budget is not None:
-        device_memory = max(budget - context_bytes, 1)  # a budget the context fills: nothing left
-    if isinstance(device_memory, int):
-        device_memory = f"{device_memory}B"
-    elif isinstance(device_memory, str):
-        device_memory = f"{_size('device_memory', device_memory)}B"
-    return {"allocator": allocator, "alloc_conf": alloc_conf, "device_memory": device_memory}
+def _pricing_requested() -> dict:
+    """_core.simulate_step's allocator arguments for requested bytes alone."""
+    return {"allocator": "requested", "alloc_conf": None, "device_memory": None}
 
 
 @dataclass(frozen=True)
@@ -75,16 +66,20 @@ def judging(options: Mapping[str, Any], budget: int | str | None, target: Any = 
             nccl_bytes: int = 0) -> Judging:
     """`options` (estimate_step's keywords), `budget` and the target device
     (peakmem.step.device_target.DeviceTarget; None: the CPU) made one
-    Judging, with a GPU model's defaults (the module docstring).
+    Judging, with a GPU model's defaults (the module docstring; the rule is
+    C++'s ResolveBudgetTerms, which `peakmem step` applies too).
     `nccl_bytes`: a rank's NCCL buffers (peakmem.nccl_estimate), outside
     the allocator too, added to the context on a GPU model."""
-    gpu = target is not None and target.cuda and target.total_memory_bytes > 0
-    limit = _budget(budget)
-    if limit is None and gpu:
-        limit = target.total_memory_bytes
-    given = options.get("context_bytes")
-    context = _size("context_bytes", given) if given is not None else (target.context_bytes if gpu else 0)
-    context += nccl_bytes if gpu else 0
-    allocator = options.get("allocator") or ("cuda-caching" if gpu else "requested")
-    return Judging(limit, _pricing(allocator, options.get("alloc_conf"), options.get("device_memory"), limit,
-                                   context), context, options, budget)
+    from .._core import budget_terms
+
+    def size(name: str) -> int | None:
+        value = options.get(name)
+        return None if value is None else _size(name, value)
+
+    device = target.name if target is not None and target.cuda else ""
+    terms = budget_terms(device, _budget(budget), size("context_bytes"), options.get("allocator") or "",
+                         size("device_memory"), nccl_bytes)
+    capacity = terms["capacity"]
+    pricing = {"allocator": terms["allocator"], "alloc_conf": options.get("alloc_conf"),
+               "device_memory": None if capacity is None else f"{capacity}B"}
+    return Judging(terms["budget"], pricing, terms["context_bytes"], options, budget)

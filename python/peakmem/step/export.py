@@ -36,12 +36,12 @@ def _recorded_step_file(model: Any, inputs: tuple, step: TrainingStep) -> dict:
     """The eager step recorded, as a recorded step file's JSON object; with
     ``recompute=``, the planned step (peakmem.step.eager_recompute's plan,
     as estimate_step makes it, installed on a meta replica) recorded."""
-    from .budget import _pricing
+    from .budget import _pricing_requested
     from .eager import recorded_step_file
     from .estimate import _planned_eager
 
     if step.recompute is not None:
-        model, inputs, step, _plan = _planned_eager(model, inputs, step, _pricing("requested", None, None, None))
+        model, inputs, step, _plan = _planned_eager(model, inputs, step, _pricing_requested())
     return recorded_step_file(model, inputs, step)
 
 

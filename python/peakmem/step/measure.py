@@ -6,7 +6,7 @@ import gc
 from typing import Any, Unpack
 
 from ..distribution import with_strategy
-from .budget import _budget, _pricing
+from .budget import _budget, _pricing_requested
 from .frontend import records
 from .options import RunOptions, takes
 from .holdings import _held_by_module, _input_tensors, _storage_bytes
@@ -44,7 +44,7 @@ def _measure_eager(model: Any, inputs: tuple, step: TrainingStep) -> StepReport:
     device = _step_device(torch, given + _held_by_module(model))
     plan = None
     if step.recompute is not None:
-        plan = _eager_plan(model, tuple(inputs), step, _pricing("requested", None, None, None))
+        plan = _eager_plan(model, tuple(inputs), step, _pricing_requested())
     with installed(model, plan):
         peak, final, input_bytes, allocator, parameters = measure_eager_step(model, tuple(inputs), step, device)
     return StepReport(
